@@ -41,6 +41,39 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_asm(args) -> int:
+    from model.isa.asm import assemble
+    from pathlib import Path
+    src = Path(args.source)
+    data = assemble(src.read_text(), args.gen, source=str(src))
+    out = Path(args.output or src.with_suffix(".bin"))
+    out.write_bytes(data)
+    print(f"{src}: {len(data) // 64} descriptors -> {out}")
+    from model.isa import check, error_code
+    bad = [(i, error_code(check(data[i:i + 64], args.gen))) for i in range(0, len(data), 64)]
+    bad = [(i // 64, c) for i, c in bad if c]
+    for index, code in bad:
+        print(f"warning: descriptor {index} is invalid ({code.name}); `tensore disasm` lists why",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_disasm(args) -> int:
+    from model.isa.asm import disassemble
+    from pathlib import Path
+    data = Path(args.binary).read_bytes()
+    text = disassemble(data, args.gen)
+    sys.stdout.write(text)
+    return 1 if "# ^ descriptor" in text else 0
+
+
+def cmd_regs(args) -> int:
+    from tensore.regs import ROOT, generate
+    for p in generate():
+        print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tensore", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,6 +83,17 @@ def main(argv=None) -> int:
     p = sub.add_parser("demo", help="the main job (see README)")
     p.add_argument("--gen", default="maverick")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
+    p.add_argument("source")
+    p.add_argument("-o", "--output")
+    p.add_argument("--gen", required=True)
+    p.set_defaults(func=cmd_asm)
+    p = sub.add_parser("disasm", help="disassemble descriptors; lists every violation (exit 1 if any)")
+    p.add_argument("binary")
+    p.add_argument("--gen", required=True)
+    p.set_defaults(func=cmd_disasm)
+    p = sub.add_parser("regs", help="regenerate the register artefacts from rtl/regs/arr_seq.rdl")
+    p.set_defaults(func=cmd_regs)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,294 @@
+"""The text form of micro-op programs (docs/isa.md): one descriptor per line.
+
+    matmul in_dtype=bf16 rows=128 cols=128 src=(start_addr=sbuf(0,0x100), num_elem=[64,1,1]) ...
+
+Disassembly is lossless (every non-zero byte is printed, undecodable descriptors as `.raw`), so
+assemble(disassemble(b)) == b for any bytes."""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from model import addrmap
+from model.dtypes import Dtype, Gen
+from model.isa import DESCRIPTOR_BYTES, Opcode, decode, encode
+from model.isa.check import check, error_code
+from model.isa.enums import AccumulateGroup
+from model.isa.struct import (Array, Bits, EncodeError, EnumByte, Ignored, Int, Reserved, Sub,
+                              Union)
+
+ALIASES = {"rows": "num_active_rows", "cols": "num_active_cols", "src": "src_mem_pattern",
+           "dst": "dst_mem_pattern", "acc": "psum_accumulate_flags", "zero": "psum_zero_region",
+           "wait": "events.wait_event", "set": "events.set_event"}
+
+
+class AsmError(ValueError):
+    def __init__(self, message: str, line: int = 0, col: int = 0, source: str = "<asm>"):
+        self.line, self.col = line, col
+        where = f"{source}:{line}:{col}: " if line else ""
+        super().__init__(f"{where}{message}")
+
+
+@dataclass
+class _Tok:
+    kind: str
+    text: str
+    col: int
+
+
+_TOKEN = re.compile(r"\s*(?:(?P<num>-?0[xX][0-9a-fA-F_]+|-?\d+)|(?P<id>[A-Za-z_.][A-Za-z0-9_.]*)"
+                    r"|(?P<p>[=,()\[\]]))")
+
+
+def _tokens(text: str, lineno: int) -> list[_Tok]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            rest = text[pos:].lstrip()
+            raise AsmError(f"unexpected character {rest[:1]!r}", lineno, len(text) - len(rest) + 1)
+        kind = m.lastgroup
+        out.append(_Tok(kind, m.group(kind), m.start(kind) + 1))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, toks, lineno):
+        self.toks, self.i, self.line = toks, 0, lineno
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, text=None, kind=None):
+        tok = self.peek()
+        if tok is None:
+            col = (self.toks[-1].col + len(self.toks[-1].text)) if self.toks else 1
+            raise AsmError(f"expected {text or kind} at end of line", self.line, col)
+        if (text and tok.text != text) or (kind and tok.kind != kind):
+            raise AsmError(f"expected {text or kind}, got {tok.text!r}", self.line, tok.col)
+        self.i += 1
+        return tok
+
+    def value(self):
+        tok = self.peek()
+        if tok is None:
+            return self.take(kind="value")
+        if tok.kind == "num":
+            self.i += 1
+            return int(tok.text.replace("_", ""), 0)
+        if tok.text == "[":
+            self.i += 1
+            items = []
+            while self.peek() is not None and self.peek().text != "]":
+                items.append(self.value())
+                if self.peek() is not None and self.peek().text == ",":
+                    self.i += 1
+            self.take("]")
+            return items
+        if tok.text == "(":
+            return self.fields()
+        if tok.kind == "id":
+            self.i += 1
+            nxt = self.peek()
+            if nxt is not None and nxt.text == "(":
+                return self.call(tok)
+            return tok.text
+        raise AsmError(f"unexpected {tok.text!r}", self.line, tok.col)
+
+    def fields(self):
+        self.take("(")
+        out = {}
+        while self.peek() is not None and self.peek().text != ")":
+            key = self.take(kind="id")
+            self.take("=")
+            _assign(out, ALIASES.get(key.text, key.text), self.value(), self.line, key.col)
+            if self.peek() is not None and self.peek().text == ",":
+                self.i += 1
+        self.take(")")
+        return out
+
+    def call(self, name_tok):
+        name = name_tok.text.lower()
+        if name in ("sbuf", "psum"):
+            self.take("(")
+            args = []
+            while self.peek() is not None and self.peek().text != ")":
+                arg = self.value()
+                if not isinstance(arg, int):
+                    raise AsmError(f"{name}() takes integers", self.line, name_tok.col)
+                args.append(arg)
+                if self.peek() is not None and self.peek().text == ",":
+                    self.i += 1
+            self.take(")")
+            try:
+                return addrmap.sbuf_addr(*args) if name == "sbuf" else addrmap.psum_addr(*args)
+            except (TypeError, ValueError) as exc:
+                raise AsmError(str(exc) if isinstance(exc, ValueError) else
+                               f"{name}() takes {'(partition, offset)' if name == 'sbuf' else '(partition, bank, offset)'}",
+                               self.line, name_tok.col) from None
+        fields = self.fields()
+        fields["kind"] = name
+        return fields
+
+
+def _assign(target: dict, dotted: str, value, line, col):
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        node = target.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise AsmError(f"{p} is given twice", line, col)
+        target = node
+    if parts[-1] in target:
+        raise AsmError(f"{dotted} is given twice", line, col)
+    target[parts[-1]] = value
+
+
+def parse_line(text: str, lineno: int = 1):
+    """(opcode name or '.raw', fields dict) for one line, or None for a blank/comment line."""
+    code = text.split("#", 1)[0]
+    if not code.strip():
+        return None
+    toks = _tokens(code, lineno)
+    p = _Parser(toks, lineno)
+    op = p.take(kind="id")
+    if op.text == ".raw":
+        tok = p.take(kind="num")
+        return ".raw", {"value": int(tok.text, 16), "col": tok.col, "digits": len(tok.text) - 2}
+    fields, cols = {}, {}
+    while p.peek() is not None:
+        key = p.take(kind="id")
+        p.take("=")
+        name = ALIASES.get(key.text, key.text)
+        cols[name.split(".")[0]] = key.col
+        _assign(fields, name, p.value(), lineno, key.col)
+    return op.text.lower(), fields, op.col, cols
+
+
+def assemble(text: str, gen, source: str = "<asm>") -> bytes:
+    """Assemble a program; errors carry line and column."""
+    gen = Gen.parse(gen)
+    out = bytearray()
+    for lineno, line in enumerate(text.splitlines(), 1):
+        try:
+            parsed = parse_line(line, lineno)
+        except AsmError as exc:
+            raise AsmError(str(exc).split(": ", 1)[-1] if exc.line else str(exc), exc.line, exc.col, source) from None
+        if parsed is None:
+            continue
+        if parsed[0] == ".raw":
+            info = parsed[1]
+            if info["digits"] != 2 * DESCRIPTOR_BYTES:
+                raise AsmError(f".raw takes {2 * DESCRIPTOR_BYTES} hex digits, got {info['digits']}",
+                               lineno, info["col"], source)
+            out += info["value"].to_bytes(DESCRIPTOR_BYTES, "big")
+            continue
+        op, fields, col, cols = parsed
+        if "psum_accumulate_flags" in fields and isinstance(fields["psum_accumulate_flags"], str):
+            name = fields["psum_accumulate_flags"].upper()
+            if name not in AccumulateGroup.__members__:
+                raise AsmError(f"acc={fields['psum_accumulate_flags']!r}: expected "
+                               f"{', '.join(m.lower() for m in AccumulateGroup.__members__)} or a number",
+                               lineno, col, source)
+            fields["psum_accumulate_flags"] = int(AccumulateGroup[name])
+        try:
+            out += encode(op, gen, **fields)
+        except EncodeError as exc:
+            field = re.split(r"[.:\[]", str(exc), 1)[0]
+            raise AsmError(str(exc), lineno, cols.get(field, col), source) from None
+    return bytes(out)
+
+
+# --- disassembly --------------------------------------------------------------------------------
+
+def _fmt_addr(v: int) -> str:
+    loc = addrmap.locate(v)
+    if loc is None:
+        return f"{v:#x}"
+    if loc.memory == "sbuf":
+        return f"sbuf({loc.partition},{loc.offset:#x})"
+    return f"psum({loc.partition},{loc.bank},{loc.offset % addrmap.PSUM_BANK_BYTES:#x})"
+
+
+def _fmt(kind, value, name: str):
+    """Text for a non-default value, or None when it is all zero."""
+    if isinstance(kind, Int):
+        if not value:
+            return None
+        if name == "psum_accumulate_flags" and value in AccumulateGroup._value2member_map_:
+            return AccumulateGroup(value).name.lower()
+        return _fmt_addr(value) if name.endswith("addr") else (f"{value:#x}" if value > 255 else str(value))
+    if isinstance(kind, EnumByte):
+        if value == 0:
+            return None
+        return value.name.lower() if isinstance(value, enum.Enum) else str(int(value))
+    if isinstance(kind, Bits):
+        parts = [f"{p}={v.name.lower() if isinstance(v, enum.Enum) else v}"
+                 for (p, _, _), v in zip(kind.parts, value.values()) if v]
+        return f"({', '.join(parts)})" if parts else None
+    if isinstance(kind, Array):
+        return f"[{','.join(str(v) for v in value)}]" if any(value) else None
+    if isinstance(kind, (Reserved, Ignored)):
+        return f"{int.from_bytes(value, 'little'):#x}" if any(value) else None
+    if isinstance(kind, Sub):
+        inner = _fmt_struct(kind.struct, value)
+        return f"({inner})" if inner else None
+    if isinstance(kind, Union):
+        inner = _fmt_struct(kind.member(value["kind"]), value)
+        if value["kind"] == kind.members[0][0] and not inner:
+            return None
+        return f"{value['kind']}({inner})"
+    raise TypeError(kind)
+
+
+def _fmt_struct(sd, rec) -> str:
+    out = []
+    for f in sd.fields:
+        text = _fmt(f.kind, rec[f.name], f.name)
+        if text is not None:
+            out.append(f"{f.name}={text}")
+    return ", ".join(out)
+
+
+def disassemble_one(desc) -> str:
+    if desc.layout is None:
+        return f".raw 0x{desc.raw.hex()}"
+    parts = [desc.op.name.lower()]
+    for f in desc.layout.fields:
+        if f.name == "header":
+            pad = desc.fields["header"]["pad"]
+            if any(pad):
+                parts.append(f"header.pad={int.from_bytes(pad, 'little'):#x}")
+            continue
+        if f.name == "events":
+            ev = desc.fields["events"]
+            for k in ("wait_event", "set_event"):
+                if ev[k] != 0xFF:
+                    parts.append(f"events.{k}={ev[k]}")
+            if any(ev["reserved"]):
+                parts.append(f"events.reserved={int.from_bytes(ev['reserved'], 'little'):#x}")
+            continue
+        text = _fmt(f.kind, desc.fields[f.name], f.name)
+        if text is not None:
+            parts.append(f"{f.name}={text}")
+    return " ".join(parts)
+
+
+def disassemble(data: bytes, gen, *, annotate: bool = True) -> str:
+    """One line per descriptor; with `annotate`, each invalid one is followed by its violations."""
+    gen = Gen.parse(gen)
+    if len(data) % DESCRIPTOR_BYTES:
+        raise ValueError(f"a program is a whole number of {DESCRIPTOR_BYTES}-byte descriptors, "
+                         f"got {len(data)} bytes")
+    lines = []
+    for i in range(0, len(data), DESCRIPTOR_BYTES):
+        desc = decode(data[i:i + DESCRIPTOR_BYTES], gen)
+        lines.append(disassemble_one(desc))
+        if annotate:
+            violations = check(desc)
+            if violations:
+                lines.append(f"  # ^ descriptor {i // DESCRIPTOR_BYTES}: error {error_code(violations).name}")
+                lines.extend(f"  #   {v}" for v in violations)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,462 @@
+"""Validity rules for decoded descriptors (seed 000, seed 004 gates, SPEC sections 6-9).
+
+`check` lists every violation; the engine reports `error_code(violations)`, the smallest code, so
+that the model and the RTL decoder name the same error for the same bytes (SPEC D-23)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from model import addrmap
+from model import dtypes as dt
+from model.dtypes import Dtype, Gen
+from model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate,
+                             PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
+                             XposeMode)
+from model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
+
+E = ErrorCode
+
+
+@dataclass(frozen=True)
+class Violation:
+    code: ErrorCode
+    field: str
+    message: str
+
+    def __str__(self):
+        return f"{self.code.name} ({self.code.value:#04x}) {self.field}: {self.message}"
+
+
+def error_code(violations) -> ErrorCode:
+    return min((v.code for v in violations), default=ErrorCode.NONE)
+
+
+MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
+FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
+SEED_IDENTITY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
+LUT_ENTRY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
+MX_BLOCK_P_F_DIM = 0x23        # F = 2^2 packed elements, P = 2^3 partitions: 32 elements (D-21)
+SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
+
+
+def matmul_input_dtypes(gen) -> set:
+    """Non-MX matmul inputs: seed 000 section 8 (+ FP8_EXP2 where it exists)."""
+    return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
+
+
+def elem_bytes(dtype) -> int:
+    """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
+    try:
+        fmt = dt.format_of(dtype, Gen.MAVERICK)
+    except ValueError:
+        return 1
+    return max(1, fmt.width // 8)
+
+
+def active_cols(desc) -> int:
+    cols = desc.fields.get("num_active_cols", 0)
+    return 256 if desc.gen.layout == Gen.MAVERICK and cols == 0 else cols
+
+
+class _Checker:
+    def __init__(self, desc, stationary_dtype):
+        self.d, self.f, self.gen = desc, desc.fields, desc.gen
+        self.maverick = desc.gen.layout == Gen.MAVERICK
+        self.stationary_dtype = stationary_dtype
+        self.out: list[Violation] = []
+
+    def bad(self, code, field, message):
+        self.out.append(Violation(code, field, message))
+
+    # -- generic structure -------------------------------------------------------------------
+    def structure(self):
+        self._walk(self.d.layout, self.f, "")
+        ev = self.f["events"]
+        for name in ("wait_event", "set_event"):
+            if ev[name] != EVENT_NONE and ev[name] >= NUM_EVENTS:
+                self.bad(E.BAD_EVENT, f"events.{name}", f"{ev[name]} is not an event "
+                         f"(0..{NUM_EVENTS - 1}, or {EVENT_NONE:#x} for none)")
+
+    def _walk(self, sd, rec, prefix):
+        for fdef in sd.fields:
+            name, kind, value = prefix + fdef.name, fdef.kind, rec[fdef.name]
+            if isinstance(kind, Reserved) and any(value):
+                self.bad(E.RESERVED_NONZERO, name, f"reserved bytes must be zero, got {value.hex()}")
+            elif isinstance(kind, EnumByte):
+                if kind.enum is Dtype:
+                    if not dt.is_in_enum(value, self.gen):
+                        self.bad(E.BAD_DTYPE, name, f"0x{int(value):02X} is not a dtype of {self.gen.name}")
+                elif not isinstance(value, kind.enum):
+                    self.bad(E.BAD_ENUM, name, f"{value} is not a {kind.enum.__name__}")
+            elif isinstance(kind, Bits):
+                for part, width, enum_cls in kind.parts:
+                    v = value[part]
+                    if part == "reserved" and v:
+                        self.bad(E.RESERVED_NONZERO, f"{name}.{part}", "reserved bits must be zero")
+                    elif enum_cls is not None and not isinstance(v, enum_cls):
+                        self.bad(E.BAD_ENUM, f"{name}.{part}", f"{v} is not a {enum_cls.__name__}")
+            elif isinstance(kind, Sub):
+                self._walk(kind.struct, value, name + ".")
+            elif isinstance(kind, Union):
+                self._walk(kind.member(value["kind"]), value, name + ".")
+
+    # -- shared pieces -----------------------------------------------------------------------
+    def pattern(self, name, memory, esize, rows=None):
+        """A TENSORnD (or MEM_PATTERN3D) in `memory`: counts, window, partitions.  Returns N."""
+        pat = self.f[name]
+        kind = pat.get("kind", "tensor")
+        if kind == "indirect16b":
+            self.bad(E.UNSUPPORTED_PATTERN, name, "INDIRECT16B patterns are not executed by the PE (D-T18)")
+            return 0
+        if kind == "mxtensor_v2":
+            return self.mx_pattern(name, pat, rows)
+        return self.tensor(name, pat, memory, esize, rows)
+
+    def tensor(self, name, pat, memory, esize, rows):
+        nums, steps = pat["num_elem"], pat["step_elem"]
+        if any(n == 0 for n in nums):
+            self.bad(E.BAD_PATTERN, f"{name}.num_elem", f"every count must be >= 1, got {nums}")
+            return 0
+        self.window(name, pat["start_addr"], memory, esize, steps, nums, rows)
+        count = 1
+        for n in nums:
+            count *= n
+        return count
+
+    def window(self, name, addr, memory, esize, steps, nums, rows):
+        loc = addrmap.locate(addr)
+        if loc is None or loc.memory != memory:
+            where = loc.memory.upper() if loc else "no memory"
+            self.bad(E.BAD_ADDRESS, f"{name}.start_addr", f"{addr:#010x} is in {where}; must be in {memory.upper()}")
+            return
+        size = addrmap.SBUF_PARTITION_BYTES if memory == "sbuf" else addrmap.PSUM_PARTITION_BYTES
+        lo = hi = 0
+        for s, n in zip(steps, nums):
+            span = s * (n - 1) * esize
+            lo, hi = lo + min(0, span), hi + max(0, span)
+        if loc.offset + lo < 0 or loc.offset + hi + esize > size:
+            self.bad(E.BAD_ADDRESS, name, f"pattern bytes {loc.offset + lo:#x}..{loc.offset + hi + esize - 1:#x}"
+                     f" leave the {memory.upper()} partition window (0..{size - 1:#x})")
+        if rows is not None and loc.partition + rows > addrmap.PARTITIONS:
+            self.bad(E.BAD_ADDRESS, f"{name}.start_addr", f"partitions {loc.partition}..{loc.partition + rows - 1}"
+                     f" run past partition {addrmap.PARTITIONS - 1}")
+
+    def mx_pattern(self, name, pat, rows):
+        self.mx_dtype()
+        if pat["scale_dtype"] not in (Dtype.INVALID, Dtype.SFP8_E8):
+            self.bad(E.BAD_MX, f"{name}.scale_dtype", "MX scales are SFP8_E8 (E8M0), or 0 for none")
+        if pat["scale_dtype"] == Dtype.SFP8_E8 and pat["p_f_dim"] != MX_BLOCK_P_F_DIM:
+            self.bad(E.BAD_MX, f"{name}.p_f_dim", f"the scale block is 8 partitions x 4 elements "
+                     f"(p_f_dim {MX_BLOCK_P_F_DIM:#04x}, D-21), got {pat['p_f_dim']:#04x}")
+        nums = pat["num_elem"]
+        if any(n == 0 for n in nums):
+            self.bad(E.BAD_PATTERN, f"{name}.num_elem", f"every count must be >= 1, got {nums}")
+            return 0
+        esize = 1
+        self.window(name, pat["data_addr"], "sbuf", esize, [1, pat["step_elem_data_1"]], nums, rows)
+        if pat["scale_dtype"] == Dtype.SFP8_E8:
+            self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1, pat["step_elem_scale_1"]],
+                        [max(1, nums[0] // 4), nums[1]], None)
+        return nums[0] * nums[1]
+
+    def mx_dtype(self):
+        d = self.f["in_dtype"]
+        if dt.is_in_enum(d, self.gen) and not dt.is_valid_mx_dtype(d, self.gen):
+            self.bad(E.BAD_MX, "in_dtype", f"{Dtype(d).name} is not an MX element dtype "
+                     "(FP8_EXP2/3/4/5, FP4_EXP2, INT4)")
+
+    def rows_cols(self):
+        rows, cols = self.f["num_active_rows"], self.f["num_active_cols"]
+        if not 1 <= rows <= 128:
+            self.bad(E.BAD_ACTIVE_RANGE, "num_active_rows", f"{rows} is not in 1..128")
+        if not self.maverick and not 1 <= cols <= 128:
+            self.bad(E.BAD_ACTIVE_RANGE, "num_active_cols", f"{cols} is not in 1..128")
+        if self.maverick:
+            ts, sel = self.f["tile_size"], self.f["tile_sel"]
+            if sel["row_sel"] > 1 or sel["col_sel"] > 1:
+                self.bad(E.BAD_TILE, "tile_sel", f"selectors must be <= 1, got {dict(sel)}")
+            if isinstance(ts["row_size_log2"], TileRowSize) and isinstance(ts["col_size_log2"], TileColSize):
+                trows, tcols = 1 << ts["row_size_log2"], 1 << ts["col_size_log2"]
+                if sel["row_sel"] == 1 and trows == 128:
+                    self.bad(E.BAD_TILE, "tile_sel.row_sel", "row_sel 1 needs a r64 tile")
+                if sel["col_sel"] == 1 and tcols == 256:
+                    self.bad(E.BAD_TILE, "tile_sel.col_sel", "col_sel 1 needs a c128 tile")
+                if rows > trows:
+                    self.bad(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a r{trows} tile")
+                if active_cols(self.d) > tcols:
+                    self.bad(E.BAD_TILE, "num_active_cols", f"{active_cols(self.d)} columns do not fit a c{tcols} tile")
+        else:
+            rg, cg = self.f["row_grp"], self.f["col_grp"]
+            if rg > 3 or rg * 32 + rows > 128:
+                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} (rows {rg * 32}..) with {rows} rows leaves the array")
+            if cg > 3 or cg * 32 + cols > 128:
+                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} (columns {cg * 32}..) with {cols} columns leaves the array")
+
+    def fp32_mode(self):
+        d, mode = self.f["in_dtype"], self.f["fp32_mode"]
+        if d == Dtype.FP32 and mode == FP32Mode.NONE:
+            self.bad(E.BAD_FP32_MODE, "fp32_mode", "FP32 input needs LOW, HIGH or LOW_HIGH")
+        if d != Dtype.FP32 and isinstance(mode, FP32Mode) and mode != FP32Mode.NONE:
+            self.bad(E.BAD_FP32_MODE, "fp32_mode", "only FP32 input takes an fp32_mode")
+
+    def compute_dtype(self, xpose, scalar_mode):
+        d = self.f["in_dtype"]
+        if not dt.is_in_enum(d, self.gen):
+            return
+        src = self.f.get("src_mem_pattern", {})
+        if src.get("kind") == "mxtensor_v2":
+            pass                                      # the MX element rule (mx_pattern) applies
+        elif scalar_mode == ScalarMode.LUT:
+            if d != Dtype.UINT8:
+                self.bad(E.BAD_LUT, "in_dtype", "LUT mode operands are UINT8 table indices")
+        elif xpose == XposeMode.ENABLED:
+            if not dt.is_valid_dtype(d, self.gen) or elem_bytes(d) > 4 or dt.is_cptc(d):
+                self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} cannot be transposed (8/16/32-bit data only)")
+        elif d not in matmul_input_dtypes(self.gen):
+            self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} is not a matmul input "
+                     f"({', '.join(sorted(x.name for x in matmul_input_dtypes(self.gen)))})")
+        if self.stationary_dtype is not None and self.d.op != Opcode.LDWEIGHTS:
+            a, b = Dtype(self.stationary_dtype), Dtype(d)
+            if (a == Dtype.FP32) != (b == Dtype.FP32):
+                self.bad(E.DTYPE_MIX, "in_dtype", f"moving {b.name} with stationary {a.name}: FP32 "
+                         "(tf32) operands cannot mix with low precision")
+
+    def perf(self):
+        if "perf_opt" in self.f and self.f["perf_opt"] == PerfOpt.DOUBLE_ROW and self.f["in_dtype"] not in FP8:
+            self.bad(E.BAD_DTYPE, "perf_opt", "DOUBLE_ROW needs FP8 input")
+
+    def out_dtype(self):
+        o = self.f["out_dtype"]
+        ok = {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if self.gen >= Gen.MARIANA else set())
+        if o not in ok:
+            name = Dtype(o).name if dt.is_in_enum(o, self.gen) else f"0x{int(o):02X}"
+            self.bad(E.BAD_OUT_DTYPE, "out_dtype", f"{name} is not an output dtype on {self.gen.name} "
+                     f"({', '.join(sorted(x.name for x in ok))})")
+
+    def accumulate(self):
+        if "psum_accumulate_flags" in self.f:
+            acc = self.f["psum_accumulate_flags"]
+            if acc & ~7:
+                self.bad(E.BAD_ACCUMULATE, "psum_accumulate_flags", f"{acc:#x} has bits beyond the three flags")
+            if acc & PsumAccumulate.BEGIN_MATMUL_GROUP and acc & PsumAccumulate.BEGIN_ACCUM_MATMUL_GROUP:
+                self.bad(E.BAD_ACCUMULATE, "psum_accumulate_flags", "BEGIN and BEGIN_ACCUM together")
+        flags = self.f.get("flags")
+        if flags is not None and "accumulate_flag" in flags and not self.maverick and flags["accumulate_flag"]:
+            self.bad(E.BAD_ACCUMULATE, "flags.accumulate_flag", "MARIANA accumulates by psum_accumulate_flags; "
+                     "accumulate_flag must be 0")
+
+    def seed_mode(self, flags):
+        mode = flags.get("seed_mode", SeedMode.NONE)
+        if mode == SeedMode.NONE or not isinstance(mode, SeedMode):
+            return
+        if not self.maverick:
+            self.bad(E.BAD_SEED_OP, "flags.seed_mode", "on MARIANA seeds move through PE_MANAGE_SEED")
+            return
+        f = self.f
+        need = [("tile_size.row_size_log2", f["tile_size"]["row_size_log2"] == TileRowSize.R64, "r64"),
+                ("tile_size.col_size_log2", f["tile_size"]["col_size_log2"] == TileColSize.C256, "c256"),
+                ("in_dtype", f["in_dtype"] == Dtype.FP32, "FP32"),
+                ("fp32_mode", f["fp32_mode"] == FP32Mode.HIGH, "HIGH"),
+                ("flags.xpose_mode", flags["xpose_mode"] == XposeMode.ENABLED, "ENABLED"),
+                ("num_active_rows", f["num_active_rows"] == 1, "1"),
+                ("num_active_cols", f["num_active_cols"] == 0, "0 (256)")]
+        if "out_dtype" in f:
+            need.append(("out_dtype", f["out_dtype"] == Dtype.FP32, "FP32"))
+        for field, ok, want in need:
+            if not ok:
+                self.bad(E.BAD_SEED_OP, field, f"a seed {mode.name} micro-op needs {field} = {want}")
+        if self.d.op == Opcode.MATMUL and mode == SeedMode.SAVE_SEED:
+            dst = f["dst_mem_pattern"]
+            if dst["kind"] != "tensor3d" or dst["num_elem"] != [1, 1, 2]:
+                self.bad(E.BAD_SEED_OP, "dst_mem_pattern", "SaveSeed writes a 1x1x2 PSUM tensor")
+
+    # -- per opcode --------------------------------------------------------------------------
+    def ldweights(self):
+        f = self.f
+        flags = f.get("flags", {})
+        xpose = flags.get("xpose_mode", f.get("transpose_mode", XposeMode.DISABLED))
+        scalar = flags.get("scalar_mode", ScalarMode.NONE)
+        self.rows_cols()
+        self.compute_dtype(xpose, scalar)
+        self.fp32_mode()
+        self.perf()
+        self.seed_mode(flags)
+        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and f["src_mem_pattern"]["kind"] != "mxtensor_v2":
+            self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
+        if f.get("bg_xpose_mode", 0):
+            self.bad(E.BAD_ENUM, "bg_xpose_mode", "background transpose is not modelled; must be 0 (D-T14)")
+        tagw = f.get("tag_weight_mode", TagWeightMode.NONE)
+        esize = elem_bytes(f["in_dtype"])
+        if tagw == TagWeightMode.TAG_WEIGHT:
+            if f["in_dtype"] not in (Dtype.BFLOAT16, Dtype.FP16):
+                self.bad(E.BAD_SPARSE, "tag_weight_mode", "TAG_WEIGHT elements are {u16 weight, u16 tag}: "
+                         "in_dtype must be BFLOAT16 or FP16")
+            esize = 4
+        self.pattern("src_mem_pattern", "sbuf", esize, rows=f["num_active_rows"])
+
+    def matmul(self):
+        f = self.f
+        flags = f.get("flags", {})
+        xpose = flags.get("xpose_mode", f.get("transpose_mode", XposeMode.DISABLED))
+        scalar = flags.get("scalar_mode", ScalarMode.NONE)
+        self.rows_cols()
+        self.compute_dtype(xpose, scalar)
+        self.fp32_mode()
+        self.perf()
+        self.out_dtype()
+        self.accumulate()
+        self.seed_mode(flags)
+        src = f["src_mem_pattern"]
+        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and src["kind"] != "mxtensor_v2":
+            self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
+        n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.destination(n)
+
+    def destination(self, n):
+        f = self.f
+        out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
+        cols = min(active_cols(self.d), 128)
+        dst = f["dst_mem_pattern"]
+        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=cols)
+        if not (n and m) or dst.get("kind", "tensor3d") != "tensor3d":
+            return
+        c256 = self.maverick and f["tile_size"]["col_size_log2"] == TileColSize.C256 and active_cols(self.d) > 128
+        seed_save = self.maverick and f["flags"]["seed_mode"] == SeedMode.SAVE_SEED
+        if c256 and not seed_save:
+            if dst["num_elem"][2] != 2:
+                self.bad(E.BAD_PATTERN, "dst_mem_pattern.num_elem", "with c256 the upper dim of dst must have "
+                         "size 2 (PE columns 0-127 and 128-255)")
+            elif m != 2 * n:
+                self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"dst holds {m // 2} elements per half, moving has {n}")
+        elif not seed_save and m != n:
+            self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"dst has {m} elements per partition, moving has {n}")
+
+    def matmul_sparse(self):
+        f = self.f
+        flags = f.get("flags", {})
+        self.rows_cols()
+        self.compute_dtype(XposeMode.DISABLED, flags.get("scalar_mode", ScalarMode.NONE))
+        self.fp32_mode()
+        self.out_dtype()
+        self.accumulate()
+        if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0):
+            self.bad(E.BAD_SPARSE, "flags", "MatmulSparse does not transpose or move seeds")
+        src = f["src_mem_pattern"]
+        if src["num_elem"][3] not in (2, 3, 4):
+            self.bad(E.BAD_SPARSE, "src_mem_pattern.num_elem[3]", f"{src['num_elem'][3]} fmaps; MatmulSparse "
+                     "sends 2, 3 or 4 per partition")
+        n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        per_fmap = n // src["num_elem"][3] if src["num_elem"][3] else 0
+        self.destination(per_fmap)
+
+    def ldtags(self):
+        f = self.f
+        self.rows_cols()
+        if f["in_dtype"] != Dtype.UINT16:
+            self.bad(E.BAD_SPARSE, "in_dtype", "tags are packed 4 per UINT16")
+        if f["force_tag_bits"] not in (0x0, 0x4, 0x8, 0xC):
+            self.bad(E.BAD_SPARSE, "force_tag_bits", f"{f['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC")
+        self.pattern("src_mem_pattern", "sbuf", 2, rows=f["num_active_rows"])
+
+    def pe_manage_seed(self):
+        f = self.f
+        mode = f["mode"]
+        if mode not in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
+            self.bad(E.BAD_SEED_OP, "mode", "PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)")
+        if f["num_active_rows"] != 16 or f["num_active_cols"] != 128:
+            self.bad(E.BAD_SEED_OP, "num_active_rows", "PE_MANAGE_SEED runs on 16 rows x 128 columns")
+        if f["identity_dtype"] not in SEED_IDENTITY_DTYPES:
+            self.bad(E.BAD_SEED_OP, "identity_dtype", "the identity is BF16, FP16, FP32R or FP8")
+        ident = f["identity_mem_pattern"]
+        if ident["num_elem"] != [16]:
+            self.bad(E.BAD_SEED_OP, "identity_mem_pattern.num_elem", "the identity diagonal has 16 elements")
+        else:
+            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(f["identity_dtype"]), rows=16)
+        src, dst = f["src_seed_mem_pattern"], f["dst_seed_mem_pattern"]
+        if mode == SeedMode.LOAD_SEED:
+            if src["num_elem"][0] * src["num_elem"][1] != 128:
+                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem", "LoadSeed reads 128 INT32 per partition")
+            else:
+                self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=16)
+                loc = addrmap.locate(src["start_addr"])
+                if loc and loc.partition != 0:
+                    self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.start_addr", "seeds sit in SBUF partitions 0-15")
+            if any(dst["num_elem"]) or any(dst["step_elem"]) or dst["start_addr"]:
+                self.bad(E.BAD_SEED_OP, "dst_seed_mem_pattern", "LoadSeed has no destination pattern (must be 0)")
+        elif mode == SeedMode.SAVE_SEED:
+            if {k: dst[k] for k in SEED_SAVE_PATTERN} != SEED_SAVE_PATTERN:
+                self.bad(E.BAD_SEED_OP, "dst_seed_mem_pattern", "SaveSeed writes num_elem [2, 8], step_elem "
+                         "[1, 512] from 0x02000000 (seed 000 section 5.2)")
+            if any(src["num_elem"]) or any(src["step_elem"]) or src["start_addr"]:
+                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern", "SaveSeed has no source pattern (must be 0)")
+
+    def mx_op(self):
+        f = self.f
+        self.rows_cols()
+        self.mx_dtype()      # the scale of MARIANA's MX ops is always E8M0 (no code for it there)
+        flags = f["flags"]
+        if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0) or flags.get("scalar_mode", 0):
+            self.bad(E.BAD_MX, "flags", "MX micro-ops do not transpose, move seeds or use the LUT")
+        pat = f["src_mem_pattern"]
+        if pat["index_addr"]:
+            self.bad(E.UNSUPPORTED_PATTERN, "src_mem_pattern.index_addr", "indirect MX indexing is not executed (D-T18)")
+        if pat["num_elem"] == 0:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", "count must be >= 1")
+            return
+        self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
+                    f["num_active_rows"])
+        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // 4)], None)
+        if self.d.op == Opcode.MATMUL_MX:
+            self.out_dtype()
+            self.accumulate()
+            self.destination(pat["num_elem"])
+
+    def pe_reg_write(self):
+        f = self.f
+        if not isinstance(f["reg"], PeReg):
+            self.bad(E.BAD_REGISTER, "reg", f"{f['reg']:#x} is not a PE register")
+        elif f["reg"] == PeReg.PSUM_ROUND and f["value"] not in (PsumRound.RNE, PsumRound.SR):
+            self.bad(E.BAD_REGISTER, "value", f"PSUM_ROUND takes 0 (RNE) or 1 (SR), got {f['value']:#x}")
+        src = f["src_mem_pattern"]
+        if src["num_elem"] != [1]:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", "PeRegWrite fetches one UINT32 from SBUF")
+        else:
+            self.pattern("src_mem_pattern", "sbuf", 4, rows=1)
+
+    def conv_lut_load(self):
+        f = self.f
+        if f["in_dtype"] not in LUT_ENTRY_DTYPES:
+            self.bad(E.BAD_LUT, "in_dtype", "LUT entries are BFLOAT16, FP16 or FP32")
+        if not 1 <= f["num_entries"] <= LUT_ENTRIES:
+            self.bad(E.BAD_LUT, "num_entries", f"{f['num_entries']} is not in 1..{LUT_ENTRIES}")
+        elif f["src_mem_pattern"]["num_elem"] != [f["num_entries"]]:
+            self.bad(E.BAD_LUT, "src_mem_pattern.num_elem", "the pattern must hold num_entries elements")
+        else:
+            self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]) if dt.is_in_enum(f["in_dtype"], self.gen) else 1, rows=1)
+
+
+_BY_OP = {
+    Opcode.LDWEIGHTS: _Checker.ldweights, Opcode.MATMUL: _Checker.matmul,
+    Opcode.MATMUL_SPARSE: _Checker.matmul_sparse, Opcode.LDTAGS: _Checker.ldtags,
+    Opcode.PE_MANAGE_SEED: _Checker.pe_manage_seed, Opcode.LDWEIGHTS_MX: _Checker.mx_op,
+    Opcode.MATMUL_MX: _Checker.mx_op, Opcode.PE_REG_WRITE: _Checker.pe_reg_write,
+    Opcode.CONV_LUT_LOAD: _Checker.conv_lut_load,
+}
+
+
+def check(desc, gen=None, *, stationary_dtype=None) -> list[Violation]:
+    """Every violation of `desc` (a Descriptor, or 64 bytes with `gen`).
+
+    `stationary_dtype` is the engine's loaded weight dtype, for the fp32/tf32 no-mix rule."""
+    from model.isa import Descriptor, decode
+    if not isinstance(desc, Descriptor):
+        desc = decode(desc, gen)
+    if not isinstance(desc.op, Opcode):
+        return [Violation(E.BAD_OPCODE, "header.opcode", f"0x{desc.op:02X} is not a PE opcode")]
+    if desc.layout is None:
+        return [Violation(E.OPCODE_NOT_IN_GEN, "header.opcode", f"{desc.op.name} does not exist on {desc.gen.name}")]
+    checker = _Checker(desc, stationary_dtype)
+    checker.structure()
+    _BY_OP[desc.op](checker)
+    return checker.out

@@ -1,0 +1,57 @@
+"""The `tensore` command line: asm / disasm round trip, clear errors, exit codes."""
+from model.dtypes import Gen
+from tensore.cli import dtype_table, main
+
+PROG = """\
+# Load bf16 weights, then one single-shot matmul into PSUM bank 1
+ldweights in_dtype=bf16 rows=128 cols=128 tile_size=(row_size_log2=r128, col_size_log2=c128) src=(start_addr=sbuf(0,0), step_elem=[1,0,0], num_elem=[128,1,1])
+matmul in_dtype=bf16 out_dtype=fp32 rows=128 cols=128 tile_size=(row_size_log2=r128, col_size_log2=c128) src=(start_addr=sbuf(0,0x100), step_elem=[1,0,0], num_elem=[64,1,1]) dst=(start_addr=psum(0,1,0), step_elem=[1,0,0], num_elem=[64,1,1])
+"""
+
+
+def test_asm_disasm_round_trip(tmp_path, capsys):
+    src = tmp_path / "prog.s"
+    src.write_text(PROG)
+    assert main(["asm", str(src), "-o", str(tmp_path / "prog.bin"), "--gen", "maverick"]) == 0
+    assert (tmp_path / "prog.bin").stat().st_size == 128
+    capsys.readouterr()
+    assert main(["disasm", str(tmp_path / "prog.bin"), "--gen", "maverick"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("ldweights ") and "in_dtype=bfloat16" in text
+    (tmp_path / "again.s").write_text(text)
+    assert main(["asm", str(tmp_path / "again.s"), "-o", str(tmp_path / "again.bin"), "--gen", "maverick"]) == 0
+    assert (tmp_path / "again.bin").read_bytes() == (tmp_path / "prog.bin").read_bytes()
+
+
+def test_disasm_reports_violations(tmp_path, capsys):
+    (tmp_path / "bad.bin").write_bytes(bytes([0x02]) + bytes(63))
+    assert main(["disasm", str(tmp_path / "bad.bin"), "--gen", "maverick"]) == 1
+    out = capsys.readouterr().out
+    assert "BAD_ACTIVE_RANGE" in out and "num_active_rows" in out
+
+
+def test_asm_error_has_line_and_column(tmp_path, capsys):
+    (tmp_path / "bad.s").write_text("\n\nmatmul rows=1000\n")
+    assert main(["asm", str(tmp_path / "bad.s"), "--gen", "cayman"]) == 2
+    assert "bad.s:3:8: num_active_rows: 1000 does not fit" in capsys.readouterr().err
+
+
+def test_dtype_table_lists_every_code():
+    for gen in Gen:
+        table = dtype_table(gen)
+        assert table.count("\n0x") == {0: 16, 1: 16, 2: 24, 3: 24, 4: 30}[int(gen)]
+
+
+def test_docs_examples_assemble_and_are_valid():
+    import re
+    from pathlib import Path
+
+    from model.isa import check
+    from model.isa.asm import assemble
+    text = (Path(__file__).resolve().parent.parent / "docs" / "isa.md").read_text()
+    blocks = re.findall(r"```\n(.*?)```", text, re.S)
+    for gen, block in (("maverick", blocks[0]), ("mariana", blocks[1])):
+        data = assemble(block, gen)
+        assert len(data) // 64 == len(block.strip().splitlines())
+        for i in range(0, len(data), 64):
+            assert check(data[i:i + 64], gen) == []
