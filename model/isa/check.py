@@ -153,11 +153,10 @@ class _Checker:
         if any(n == 0 for n in nums):
             self.bad(E.BAD_PATTERN, f"{name}.num_elem", f"every count must be >= 1, got {nums}")
             return 0
-        esize = 1
-        self.window(name, pat["data_addr"], "sbuf", esize, [1, pat["step_elem_data_1"]], nums, rows)
-        if pat["scale_dtype"] == Dtype.SFP8_E8:
-            self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1, pat["step_elem_scale_1"]],
-                        [max(1, nums[0] // 4), nums[1]], None)
+        self.window(name, pat["data_addr"], "sbuf", 1, [1, pat["step_elem_data_1"]], nums, rows)
+        if pat["scale_dtype"] == Dtype.SFP8_E8:         # one scale byte per vector / column (D-T25)
+            self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1],
+                        [max(1, nums[0] * nums[1] // self.pack())], None)
         return nums[0] * nums[1]
 
     def mx_dtype(self):
@@ -293,7 +292,13 @@ class _Checker:
                 self.bad(E.BAD_SPARSE, "tag_weight_mode", "TAG_WEIGHT elements are {u16 weight, u16 tag}: "
                          "in_dtype must be BFLOAT16 or FP16")
             esize = 4
-        self.pattern("src_mem_pattern", "sbuf", esize, rows=f["num_active_rows"])
+        rows, cols, pack = f["num_active_rows"], active_cols(self.d), self.pack()
+        parts, per = (cols, rows * pack) if xpose == XposeMode.ENABLED else (rows, cols * pack)
+        n = self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
+        if n and n != per:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition; the weight tile needs {per}"
+                     + (" (transposed: rows x pack per column partition)" if xpose == XposeMode.ENABLED else
+                        " (columns x elements per PE)"))
 
     def matmul(self):
         f = self.f
@@ -311,7 +316,39 @@ class _Checker:
         if self.maverick and f["perf_mode"] != MXPerfMode.NONE and src["kind"] != "mxtensor_v2":
             self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
-        self.destination(n)
+        if xpose == XposeMode.ENABLED and not flags.get("seed_mode", 0):
+            self.transpose_destination(n)
+        elif n % self.pack():
+            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition is not a whole number of "
+                     f"{self.pack()}-element PE steps")
+        else:
+            self.destination(n // self.pack())
+
+    def pack(self) -> int:
+        """Elements per PE step: 2 (FP8 double row), 4 / 8 (MX pumps), else 1."""
+        f = self.f
+        if f.get("perf_opt") == PerfOpt.DOUBLE_ROW:
+            return 2
+        mx = self.d.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX) or \
+            f.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
+        if mx and isinstance(f.get("perf_mode"), MXPerfMode):
+            return {0: 1, 1: 4, 2: 4, 3: 4, 4: 8, 5: 8, 6: 8}[int(f["perf_mode"])]
+        return 1
+
+    def transpose_destination(self, n):
+        """D-13: moving[k, n] lands in PSUM partition n, element k."""
+        f = self.f
+        rows = f["num_active_rows"]
+        if n > min(active_cols(self.d), 128):
+            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one partition per moving element: "
+                     f"{n} elements need {n} active columns (at most 128)")
+        if f["out_dtype"] == Dtype.BFLOAT16 and dt.is_in_enum(f["in_dtype"], self.gen) and elem_bytes(f["in_dtype"]) == 4:
+            self.bad(E.BAD_OUT_DTYPE, "out_dtype", "32-bit data cannot be transposed into 2-byte BF16 cells")
+        out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
+        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=max(1, min(n, 128)))
+        if m and m != rows:
+            self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"a transpose writes {rows} elements (one per row) per "
+                     f"partition; dst has {m}")
 
     def destination(self, n):
         f = self.f
@@ -406,11 +443,18 @@ class _Checker:
             return
         self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
                     f["num_active_rows"])
-        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // 4)], None)
-        if self.d.op == Opcode.MATMUL_MX:
+        pack = self.pack()
+        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // pack)], None)
+        if pat["num_elem"] % pack:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"{pat['num_elem']} is not a whole number of "
+                     f"{pack}-element PE steps")
+        elif self.d.op == Opcode.MATMUL_MX:
             self.out_dtype()
             self.accumulate()
-            self.destination(pat["num_elem"])
+            self.destination(pat["num_elem"] // pack)
+        elif pat["num_elem"] != active_cols(self.d) * pack:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"the weight tile needs columns x {pack} = "
+                     f"{active_cols(self.d) * pack} elements per partition")
 
     def pe_reg_write(self):
         f = self.f

@@ -1,0 +1,247 @@
+"""The test library of micro-op programs: each builds SBUF contents, the assembly text and the PSUM
+values it must produce, computed without the engine (model.array for the column sums, explicit
+float32 / ml_dtypes / xorshift arithmetic for PSUM).  Used by the tests, `tensore run`, the
+co-simulation and `make demo`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from model import addrmap
+from model import dtypes as dt
+from model.array import matmul
+from model.dtypes import Dtype, Gen
+from model.isa import ErrorCode
+from model.psum import SR_STATE_BASE
+
+SBUF_BYTES = 0x4000          # bytes per partition the library uses (the model is not limited to it)
+
+
+@dataclass
+class Program:
+    name: str
+    gen: Gen
+    rows: int
+    cols: int
+    text: str
+    sbuf: np.ndarray
+    expect_fp32: dict = field(default_factory=dict)    # (partition, bank) -> (cells from 0, float32 bits)
+    expect_bf16: dict = field(default_factory=dict)    # (partition, bank) -> (uint16 codes)
+    refused: dict = field(default_factory=dict)        # descriptor index -> ErrorCode
+    regs: dict = field(default_factory=dict)           # host register writes before the run
+    note: str = ""
+
+    def sbuf_model(self):
+        from model.sbuf import Sbuf
+        return Sbuf(self.sbuf.copy())
+
+
+class _Builder:
+    def __init__(self, name, gen, rows, cols, seed):
+        self.gen, self.rows, self.cols = Gen.parse(gen), rows, cols
+        # a MAVERICK array is two c128 halves wide; the library works in the left half (c128 tile)
+        array_cols = 2 * cols if self.gen.layout == Gen.MAVERICK else cols
+        self.p = Program(name, self.gen, rows, array_cols, "", np.zeros((addrmap.PARTITIONS, SBUF_BYTES), np.uint8))
+        self.rng = np.random.default_rng(seed)
+        self.lines = []
+        self.free = 0x100
+
+    def alloc(self, nbytes):
+        off = self.free
+        self.free += (nbytes + 0xFF) & ~0xFF
+        if self.free > SBUF_BYTES:
+            raise ValueError("program library SBUF area exhausted")
+        return off
+
+    def put(self, partition0, codes, esize):
+        """Write codes [partitions, count] at a fresh offset; returns the offset."""
+        codes = np.asarray(codes)
+        off = self.alloc(codes.shape[1] * esize)
+        for i, row in enumerate(codes):
+            raw = row.astype({1: np.uint8, 2: np.uint16, 4: np.uint32}[esize]).tobytes()
+            self.p.sbuf[partition0 + i, off:off + len(raw)] = np.frombuffer(raw, np.uint8)
+        return off
+
+    def values(self, dtype, shape, scale=1.0):
+        return dt.from_fp32((self.rng.standard_normal(shape) * scale).astype(np.float32), dtype, self.gen)
+
+    def line(self, text):
+        self.lines.append(text)
+
+    def tile(self):
+        if self.gen.layout == Gen.MAVERICK:
+            return "tile_size=(row_size_log2=r128, col_size_log2=c128) "
+        return ""
+
+    def done(self):
+        self.p.text = "\n".join(self.lines) + "\n"
+        return self.p
+
+
+def _t3(addr, n, step=1):
+    return f"(start_addr={addr}, step_elem=[{step},0,0], num_elem=[{n},1,1])"
+
+
+def _expect_fp32(p: Program, bank: int, rows_by_partition: np.ndarray, partition0: int = 0, offset: int = 0):
+    for i, row in enumerate(rows_by_partition):
+        p.expect_fp32[(partition0 + i, bank)] = (offset, np.asarray(row, np.float32).view(np.uint32))
+
+
+def single(gen="mariana", dtype="bf16", rows=8, cols=8, n=16, fp32_mode=None, seed=1, load_order="first_col_first"):
+    """Ldweights + one SINGLE matmul into bank 0."""
+    b = _Builder(f"single_{Dtype.parse(dtype).name.lower()}", gen, rows, cols, seed)
+    dtype = Dtype.parse(dtype)
+    esize = dt.format_of(dtype, b.gen).width // 8
+    w, a = b.values(dtype, (rows, cols)), b.values(dtype, (rows, n))
+    ow, oa = b.put(0, w, esize), b.put(0, a, esize)
+    mode = f"fp32_mode={fp32_mode} " if fp32_mode else ""
+    lo = f"flags=(load_order={load_order}) " if b.gen >= Gen.MARIANA else f"load_order={load_order} "
+    b.line(f"ldweights in_dtype={dtype.name.lower()} {mode}rows={rows} cols={cols} {b.tile()}{lo}"
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    b.line(f"matmul in_dtype={dtype.name.lower()} {mode}out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,0,0)', n)}")
+    ref = matmul(w, a, in_dtype=dtype, gen=b.gen, fp32_mode=fp32_mode)
+    if load_order == "last_col_first":
+        ref = ref[::-1]
+    _expect_fp32(b.p, 0, ref)
+    return b.done()
+
+
+def accumulate_group(gen="mariana", rows=8, cols=8, n=12, seed=2):
+    """Three K tiles: MULTI_START (zero 2 banks), MULTI_MID, MULTI_END into bank 3."""
+    b = _Builder("accumulate_group", gen, rows, cols, seed)
+    mav = b.gen.layout == Gen.MAVERICK
+    total = np.zeros((cols, n), np.float32)
+    for i, acc in enumerate(("multi_start zero=banks_2", "multi_mid", "multi_end")):
+        w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, n))
+        ow, oa = b.put(0, w, 2), b.put(0, a, 2)
+        lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+        b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}{lo}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+        if mav:
+            acc = f"flags=(accumulate_flag={'overwrite' if i == 0 else 'accumulate'})"
+        else:
+            acc = f"acc={acc}"
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+               f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,3,0)', n)}")
+        part = matmul(w, a, in_dtype="bf16", gen=b.gen)
+        total = part if i == 0 else (total + part).astype(np.float32)        # PSUM: RNE fp32 add
+    _expect_fp32(b.p, 3, total)
+    if not mav:                                      # the group start cleared bank 4 as well
+        for p in range(cols):
+            b.p.expect_fp32[(p, 4)] = (0, np.zeros(addrmap.PSUM_BANK_CELLS, np.uint32))
+    return b.done()
+
+
+def zero_region(gen="cayman", rows=8, cols=8, n=8, seed=3):
+    """Fill banks 1, 2 and 6; a MULTI_START with zero=banks_2 at bank 1 clears banks 1-2 only."""
+    b = _Builder("zero_region", gen, rows, cols, seed)
+    w, a = b.values("fp16", (rows, cols)), b.values("fp16", (rows, n))
+    ow, oa = b.put(0, w, 2), b.put(0, a, 2)
+    lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+    b.line(f"ldweights in_dtype=fp16 rows={rows} cols={cols} {lo}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    for bank in (1, 2, 6):
+        b.line(f"matmul in_dtype=fp16 out_dtype=fp32 rows={rows} cols={cols} acc=single "
+               f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3(f'psum(0,{bank},0x40)', n)}")
+    b.line(f"matmul in_dtype=fp16 out_dtype=fp32 rows={rows} cols={cols} acc=multi_start zero=banks_2 "
+           f"src={_t3(f'sbuf(0,{oa:#x})', 4)} dst={_t3('psum(0,1,0)', 4)}")
+    ref = matmul(w, a, in_dtype="fp16", gen=b.gen)
+    for p in range(cols):
+        bank1 = np.zeros(addrmap.PSUM_BANK_CELLS, np.float32)
+        bank1[:4] = ref[p, :4]
+        b.p.expect_fp32[(p, 1)] = (0, bank1.view(np.uint32))
+        b.p.expect_fp32[(p, 2)] = (0, np.zeros(addrmap.PSUM_BANK_CELLS, np.uint32))
+        b.p.expect_fp32[(p, 6)] = (0x40, ref[p].view(np.uint32))
+    return b.done()
+
+
+def _xorshift(s: int) -> int:
+    s ^= (s << 13) & 0xFFFFFFFF
+    s ^= s >> 17
+    s ^= (s << 5) & 0xFFFFFFFF
+    return s
+
+
+def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
+    """A BF16 destination: two accumulating matmuls, each write rounded by RNE or SR (D-18)."""
+    b = _Builder(f"bf16_drain_{'sr' if sr else 'rne'}", gen, rows, cols, seed)
+    mav = b.gen.layout == Gen.MAVERICK
+    if sr:
+        o = b.put(0, np.array([[1]]), 4)
+        b.line(f"pe_reg_write reg=psum_round value=1 src=(start_addr=sbuf(0,{o:#x}), step_elem=[1], num_elem=[1])")
+    w = b.values("bf16", (rows, cols))
+    ow = b.put(0, w, 2)
+    lo = "flags=(load_order=first_col_first) "
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}{lo}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    cells = np.zeros((cols, n), np.uint16)
+    states = {}
+    for i in range(2):
+        a = b.values("bf16", (rows, n), scale=1 + 3 * i)
+        oa = b.put(0, a, 2)
+        acc = (f"flags=(accumulate_flag={'overwrite' if i == 0 else 'accumulate'})" if mav else
+               f"acc={'multi_start' if i == 0 else 'multi_end'}")
+        b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows={rows} cols={cols} {b.tile()}{acc} "
+               f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,5,0x10)', n)}")
+        col = matmul(w, a, in_dtype="bf16", gen=b.gen)
+        for p in range(cols):
+            for v in range(n):            # writes to one partition come in vector order
+                x = col[p, v]
+                if i:                     # D-18: widen the bf16 cell, add in fp32 (RNE), then round
+                    old = np.array([int(cells[p, v]) << 16], np.uint32).view(np.float32)[0]
+                    x = np.float32(old + x)
+                if sr:
+                    elem = (0x10 // 2 + v)
+                    key = (p, 5, elem & 1)
+                    s = states.get(key, SR_STATE_BASE ^ ((p << 8) | (5 << 1) | (elem & 1)))
+                    s = _xorshift(s)
+                    states[key] = s
+                    u = int(np.float32(x).view(np.uint32))
+                    code = (u + (s & 0xFFFF)) >> 16 if (u & 0x7F800000) != 0x7F800000 else (
+                        u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)
+                else:
+                    code = int(np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16))
+                cells[p, v] = code & 0xFFFF
+    for p in range(cols):
+        b.p.expect_bf16[(p, 5)] = (0x10, cells[p])
+    return b.done()
+
+
+def transpose(gen="mariana", rows=8, cols=8, n=6, seed=5):
+    """A transposing matmul: moving[k, n] lands in partition n, element k, bit for bit (D-13)."""
+    b = _Builder("transpose", gen, rows, cols, seed)
+    a = b.rng.integers(0, 1 << 16, (rows, n), dtype=np.uint64)
+    oa = b.put(0, a, 2)
+    flags = "flags=(xpose_mode=enabled, accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else \
+        ("flags=(xpose_mode=enabled) acc=single" if b.gen >= Gen.MARIANA else "transpose_mode=enabled acc=single")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{flags} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,2,0)', rows)}")
+    for p in range(n):
+        b.p.expect_fp32[(p, 2)] = (0, a[:, p].astype(np.uint32))
+    return b.done()
+
+
+def invalid_mixed(gen="mariana", rows=8, cols=8, n=8, seed=6):
+    """Refused descriptors between valid ones change nothing; the valid ones still compute."""
+    b = _Builder("invalid_mixed", gen, rows, cols, seed)
+    base = single(gen, "bf16", rows, cols, n, seed=seed)
+    b.p.sbuf[:] = base.sbuf
+    lines = base.text.strip().splitlines()
+    b.lines = [lines[0], ".raw 0x" + "05" + "00" * 63, lines[1].replace("rows=8", "rows=0"), lines[1]]
+    b.p.expect_fp32 = base.expect_fp32
+    b.p.refused = {1: ErrorCode.BAD_OPCODE, 2: ErrorCode.BAD_ACTIVE_RANGE}
+    return b.done()
+
+
+def library(gen) -> list:
+    """Every library program that exists on `gen` (small arrays)."""
+    gen = Gen.parse(gen)
+    progs = [single(gen, "bf16"), single(gen, "fp16", load_order="last_col_first"),
+             single(gen, "fp8_e4m3"), single(gen, "fp32", fp32_mode="low_high"),
+             accumulate_group(gen), transpose(gen), invalid_mixed(gen)]
+    if gen.layout != Gen.MAVERICK:
+        progs.append(zero_region(gen))
+    if gen >= Gen.MARIANA:
+        progs += [bf16_drain(gen), bf16_drain(gen, sr=True)]
+    return progs

@@ -1,0 +1,804 @@
+"""The golden engine: runs a descriptor program against SBUF and PSUM, cycle-accurately.
+
+The sequencer (seed 000 section 10, SPEC section 8) takes descriptors in order through the
+instruction FIFO, decodes and checks each one (SPEC D-23), issues it when its dependencies allow
+(docs/timing.md), and executes it: the values come from model.array / model.psum, the cycles from
+model.timing.  The result is a Trace: every architectural event with its cycle (PSUM writes with
+partition, address and bits; weight swaps; refusals; completions) plus the final state."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from model import addrmap
+from model import dtypes as dt
+from model.array import PACK, column_chain, sig_bits_of
+from model.dtypes import Dtype, Gen
+from model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
+from model.isa.check import Violation, active_cols
+from model.isa.enums import (AccumulateMode, FP32Mode, LoadOrder, MXPerfMode, PeReg, PerfOpt,
+                             PsumAccumulate, PsumRound, ScalarMode, SeedMode, TagWeightMode,
+                             TileColSize, TileRowSize, XposeMode)
+from model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from model.psum import Psum
+from model.regs import RegisterFile
+from model.sbuf import Sbuf
+from model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, PSUM_RMW_CYCLES, ArrayTiming, counter_index
+
+E = ErrorCode
+PACK_SLOTS = 8
+MX_BLOCK = 32
+
+
+@dataclass
+class Event:
+    cycle: int
+    kind: str          # issue, refuse, complete, psum_write, psum_zero, swap, state_write, reg, matmul_done
+    op: int
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class OpRecord:
+    index: int
+    desc: Descriptor
+    error: ErrorCode = ErrorCode.NONE
+    violations: list = field(default_factory=list)
+    t_push: int = 0
+    t_decode: int = 0
+    t_issue: int | None = None
+    t_complete: int | None = None
+    psum_writes: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.desc.op.name.lower() if isinstance(self.desc.op, Opcode) else f"0x{self.desc.op:02x}"
+
+
+@dataclass
+class Trace:
+    gen: Gen
+    rows: int
+    cols: int
+    ops: list
+    events: list
+    stalled: str | None = None
+    pe_log: list = field(default_factory=list)
+
+    @property
+    def cycles(self) -> int:
+        return 1 + max((e.cycle for e in self.events), default=-1)
+
+    def of_kind(self, kind: str) -> list:
+        return [e for e in self.events if e.kind == kind]
+
+    def replay_psum(self, psum: Psum | None = None) -> Psum:
+        """Apply the trace's PSUM events (zeroing and cell writes) in order to `psum` (a fresh one
+        by default): the cycle-level events alone rebuild the engine's PSUM."""
+        psum = Psum() if psum is None else psum
+        for e in self.events:
+            d = e.data
+            if e.kind == "psum_zero":
+                lo, hi = d["partitions"]
+                psum.zero_banks(np.arange(lo, hi + 1), d["bank"], d["banks"])
+            elif e.kind == "psum_write":
+                psum.cells(d["bytes"])[d["partition"], d["offset"] // d["bytes"]] = d["bits"]
+        return psum
+
+    def summary(self) -> str:
+        done = [o for o in self.ops if o.error == E.NONE and o.t_complete is not None]
+        refused = [o for o in self.ops if o.error != E.NONE]
+        lines = [f"{self.gen.name} {self.rows}x{self.cols}: {len(self.ops)} descriptors, {len(done)} executed, "
+                 f"{len(refused)} refused, {self.cycles} cycles, {len(self.of_kind('psum_write'))} PSUM writes"]
+        for o in self.ops:
+            if o.error != E.NONE:
+                lines.append(f"  #{o.index} {o.name}: refused {o.error.name} at cycle {o.t_decode}: "
+                             f"{o.violations[0] if o.violations else ''}")
+            elif o.t_issue is not None:
+                lines.append(f"  #{o.index} {o.name}: issue {o.t_issue}, complete {o.t_complete}, "
+                             f"{o.psum_writes} PSUM writes")
+        if self.stalled:
+            lines.append(f"  stalled: {self.stalled}")
+        return "\n".join(lines)
+
+
+class Weights:
+    """One plane of PE weight registers (active or shadow): values and codes per pack slot."""
+
+    def __init__(self, rows: int, cols: int):
+        self.val = np.zeros((rows, cols, PACK_SLOTS))
+        self.code = np.zeros((rows, cols, PACK_SLOTS), np.uint32)
+        self.dtype = np.zeros((rows, cols), np.int16)          # Dtype code of the load, 0 = never loaded
+        self.pack = np.ones((rows, cols), np.int8)
+        self.scale = np.zeros((rows, cols))                    # E8M0 exponent of the MX block (NaN: NaN scale)
+
+    def copy_from(self, other: "Weights", mask: np.ndarray):
+        for name in ("val", "code", "dtype", "pack", "scale"):
+            getattr(self, name)[mask] = getattr(other, name)[mask]
+
+
+class Engine:
+    """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256)."""
+
+    def __init__(self, gen, *, rows: int = 128, cols: int | None = None, sbuf: Sbuf | None = None,
+                 sbuf_latency: int = DEFAULT_SBUF_LATENCY, e4m3: str | None = None, record_pe: bool = False):
+        self.gen = Gen.parse(gen)
+        self.maverick = self.gen.layout == Gen.MAVERICK
+        full_cols = 256 if self.maverick else 128
+        cols = full_cols if cols is None else cols
+        if not (4 <= rows <= 128 and rows % 4 == 0 and 4 <= cols <= full_cols and cols % (8 if self.maverick else 4) == 0):
+            raise ValueError(f"array {rows}x{cols}: rows must be a multiple of 4 up to 128, columns a multiple "
+                             f"of {8 if self.maverick else 4} up to {full_cols}")
+        self.rows, self.cols = rows, cols
+        self.full_cols = full_cols
+        self.sbuf = sbuf if sbuf is not None else Sbuf()
+        self.sbuf_latency = sbuf_latency
+        self.e4m3 = e4m3
+        self.record_pe = record_pe
+        self.regs = RegisterFile()
+        self.psum = Psum()
+        self.active, self.shadow = Weights(rows, cols), Weights(rows, cols)
+        self.pending = np.zeros((rows, cols), bool)
+        self.tags = np.zeros((rows, cols), np.uint8)
+        self.lut = np.zeros(LUT_ENTRIES)
+        self.lut_codes = np.zeros(LUT_ENTRIES, np.uint32)
+        self.lut_dtype = Dtype.BFLOAT16
+        self.external_events: dict[int, list] = {}
+
+    # -- host interface -------------------------------------------------------------------------
+    def write_reg(self, reg, value: int):
+        offset = reg if isinstance(reg, int) else self.regs.offset_of(reg)
+        pulses = self.regs.write(offset, value)
+        if pulses.get("cntr_rst"):
+            for bank in ("weight_load", "matmul", "pe_regwrite"):
+                for i in range(49):
+                    self.regs.set(f"{bank}[{i}].instr_cnt_lsb", "value", 0)
+                    self.regs.set(f"{bank}[{i}].instr_cnt_msb", "value", 0)
+
+    def read_reg(self, reg) -> int:
+        return self.regs.read(reg if isinstance(reg, int) else self.regs.offset_of(reg))
+
+    def schedule_event(self, event: int, cycle: int):
+        """An external agent sets event flag `event` at the end of `cycle`."""
+        if not 0 <= event < NUM_EVENTS:
+            raise ValueError(f"events are 0..{NUM_EVENTS - 1}")
+        self.external_events.setdefault(event, []).append(cycle)
+
+    # -- geometry ---------------------------------------------------------------------------------
+    def _scaled(self, n: int, full: int, size: int) -> int:
+        return n * size // full
+
+    def region(self, d: Descriptor):
+        """(row0, rows, col0, cols) of a descriptor on this array (physical PEs)."""
+        f = d.fields
+        rows = f.get("num_active_rows", 0)
+        cols = active_cols(d)
+        if self.maverick:
+            ts, sel = f["tile_size"], f["tile_sel"]
+            row0 = sel["row_sel"] * self.rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else 0
+            col0 = sel["col_sel"] * self.cols // 2 if ts["col_size_log2"] == TileColSize.C128 else 0
+            if f.get("num_active_cols", 1) == 0:
+                cols = self.cols
+        else:
+            row0 = f.get("row_grp", 0) * self.rows // 4
+            col0 = f.get("col_grp", 0) * self.cols // 4
+        return row0, rows, col0, cols
+
+    def fits(self, d: Descriptor) -> list:
+        """Array-size rule on top of model.isa.check: the active block must fit this array."""
+        if d.op not in (Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.LDTAGS,
+                        Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX, Opcode.PE_MANAGE_SEED):
+            return []
+        if d.op == Opcode.PE_MANAGE_SEED:
+            row0, rows, col0, cols = 0, 16, 0, 128
+        else:
+            row0, rows, col0, cols = self.region(d)
+        out = []
+        if self.maverick and d.op != Opcode.PE_MANAGE_SEED:     # tiles scale with the array
+            ts = d.fields["tile_size"]
+            trows = self.rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else self.rows
+            tcols = self.cols // 2 if ts["col_size_log2"] == TileColSize.C128 else self.cols
+            if rows > trows:
+                out.append(Violation(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a "
+                                     f"{trows}-row tile of this {self.rows}-row array"))
+            if cols > tcols:
+                out.append(Violation(E.BAD_TILE, "num_active_cols", f"{cols} columns do not fit a "
+                                     f"{tcols}-column tile of this {self.cols}-column array"))
+        if row0 + rows > self.rows:
+            out.append(Violation(E.BAD_ACTIVE_RANGE, "num_active_rows",
+                                 f"rows {row0}..{row0 + rows - 1} do not fit this {self.rows}-row array"))
+        if col0 + cols > self.cols:
+            out.append(Violation(E.BAD_ACTIVE_RANGE, "num_active_cols",
+                                 f"columns {col0}..{col0 + cols - 1} do not fit this {self.cols}-column array"))
+        return out
+
+    def _physical_cols(self, d, col0, cols) -> np.ndarray:
+        """Physical column of each logical stationary column m (D-14 load order)."""
+        f = d.fields
+        order = f.get("flags", {}).get("load_order", f.get("load_order", LoadOrder.LAST_COL_FIRST))
+        m = np.arange(cols)
+        return col0 + (m if order == LoadOrder.FIRST_COL_FIRST else cols - 1 - m)
+
+    # -- SBUF reads ---------------------------------------------------------------------------------
+    def _pack_of(self, d) -> int:
+        f = d.fields
+        if d.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX):
+            return PACK[MXPerfMode(f["perf_mode"])]
+        if self.maverick:
+            src = f.get("src_mem_pattern", {})
+            if src.get("kind") == "mxtensor_v2":
+                return PACK[MXPerfMode(f["perf_mode"])]
+            return 1
+        return 2 if f.get("perf_opt") == PerfOpt.DOUBLE_ROW else 1
+
+    def _is_mx(self, d) -> bool:
+        if d.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX):
+            return True
+        return d.fields.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
+
+    def _perf_mode(self, d):
+        return MXPerfMode(d.fields.get("perf_mode", 0)) if self._is_mx(d) else None
+
+    def _element_order(self, d, vectors: int, pack: int) -> np.ndarray:
+        """Pattern element index of (vector v, slot j): [vectors, pack] (D-T25)."""
+        v = np.arange(vectors)[:, None]
+        j = np.arange(pack)[None, :]
+        mode = self._perf_mode(d)
+        if mode in (MXPerfMode.QUAD_ROW_INTERLEAVE, MXPerfMode.OCT_ROW_INTERLEAVE):
+            return j * vectors + v
+        if mode in (MXPerfMode.QUAD_ROW_TILED, MXPerfMode.OCT_ROW_TILED):
+            t = min(32, vectors)
+            return (v // t) * t * pack + j * t + v % t
+        return v * pack + j
+
+    def _read_codes(self, d, partitions: int, count: int, esize_bits: int):
+        """The src pattern's codes: [partitions, count] (4-bit codes one per element)."""
+        f = d.fields
+        src = f["src_mem_pattern"]
+        if "data_addr" in src:                     # MXTENSOR_V2 / MXMEM_PATTERN1D
+            addr = src["data_addr"]
+            if "index_addr" in src:                # MARIANA 1D
+                offs = np.arange(src["num_elem"]) * src["step_elem"]
+            else:
+                n0, n1 = src["num_elem"]
+                offs = (np.arange(n1)[:, None] * src["step_elem_data_1"] + np.arange(n0)[None, :]).reshape(-1)
+        else:
+            addr = src["start_addr"]
+            offs = np.zeros(1, np.int64)
+            for s, n in zip(src["step_elem"], src["num_elem"]):
+                offs = (np.arange(n, dtype=np.int64)[:, None] * s + offs[None, :]).reshape(-1)
+        loc = addrmap.locate(addr)
+        parts = loc.partition + np.arange(partitions)
+        if esize_bits == 4:
+            nib = loc.offset * 2 + offs
+            byte = self.sbuf.gather(parts, nib >> 1, 1)
+            codes = (byte >> ((nib & 1) * 4).astype(np.uint64)) & 0xF
+        else:
+            codes = self.sbuf.gather(parts, loc.offset + offs * (esize_bits // 8), esize_bits // 8)
+        return codes[:, :count], loc.partition
+
+    def _read_scales(self, d, first_partition: int, blocks: int, pack: int, count: int) -> np.ndarray:
+        """E8M0 exponents [blocks, count]: block b's scales are bytes at scale_addr in partition
+        first + b * (32 / pack), one per vector or column (D-T25).  scale_dtype 0: no scales."""
+        src = d.fields["src_mem_pattern"]
+        if src.get("scale_dtype", Dtype.SFP8_E8) != Dtype.SFP8_E8:
+            return np.zeros((blocks, count))
+        loc = addrmap.locate(src["scale_addr"])
+        parts = first_partition + np.arange(blocks) * (MX_BLOCK // pack)
+        raw = self.sbuf.gather(parts, loc.offset + np.arange(count), 1).astype(np.int64)
+        return np.where(raw == 0xFF, np.nan, raw - 127.0)
+
+    def _to_values(self, codes: np.ndarray, dtype, scalar_mode):
+        """(values, codes as stored, dtype of the values) with the LUT mode applied (D-T15)."""
+        if scalar_mode == ScalarMode.LUT:
+            idx = codes.astype(np.intp)
+            return self.lut[idx], self.lut_codes[idx], self.lut_dtype
+        vals = dt.to_fp32(codes, dtype, self.gen, e4m3=self.e4m3).astype(np.float64)
+        return vals, codes.astype(np.uint32), Dtype(dtype)
+
+    # -- running a program ---------------------------------------------------------------------------
+    def run(self, program: bytes) -> Trace:
+        if len(program) % 64:
+            raise ValueError(f"a program is a whole number of 64-byte descriptors, got {len(program)} bytes")
+        descs = [decode(program[i:i + 64], self.gen) for i in range(0, len(program), 64)]
+        self._events: list[Event] = []
+        self._pe_log = []
+        ops = [OpRecord(i, d) for i, d in enumerate(descs)]
+        depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
+        self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "mm_port": 0,
+                       "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9,
+                       "last_sparse_end": -10 ** 9, "consumed": {}}
+        stalled = None
+        for i, op in enumerate(ops):
+            pop_prev = ops[i - 1].t_issue if i and ops[i - 1].t_issue is not None else \
+                (ops[i - 1].t_decode if i else -1)
+            op.t_push = i if i < depth else max(i, (ops[i - depth].t_issue if ops[i - depth].t_issue is not None
+                                                       else ops[i - depth].t_decode) + 1)
+            op.t_decode = max(op.t_push + 1, pop_prev + 1)
+            stationary = self._stationary_dtype(op.desc)
+            v = check(op.desc, stationary_dtype=stationary) if isinstance(op.desc.op, Opcode) and op.desc.layout \
+                else check(op.desc)
+            if not v:
+                v = self.fits(op.desc) + self._runtime_rules(op.desc)
+            op.violations, op.error = v, error_code(v)
+            if op.error != E.NONE:
+                self._refuse(op)
+                continue
+            t = self._earliest_issue(op)
+            if t is None:
+                stalled = f"descriptor {i} ({op.name}) waits for event {op.desc.events.wait_event}, which is never set"
+                op.t_issue = None
+                ops = ops[:i + 1]
+                break
+            op.t_issue = t
+            self._execute(op)
+            self._state["last_issue"] = t
+            self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
+            self._complete(op)
+        events = sorted(self._events, key=lambda e: e.cycle)
+        return Trace(self.gen, self.rows, self.cols, ops, events, stalled, self._pe_log)
+
+    def _emit(self, cycle, kind, op, **data):
+        self._events.append(Event(int(cycle), kind, op, data))
+
+    def _refuse(self, op: OpRecord):
+        opcode = int(op.desc.raw[0])
+        if not self.regs.get("err_status", "err"):
+            self.regs.set("err_status", "err_code", int(op.error))
+            self.regs.set("err_status", "err_opcode", opcode)
+        self.regs.set("err_status", "err", 1)
+        self.regs.add("err_count", "count")
+        self._emit(op.t_decode, "refuse", op.index, code=op.error, opcode=opcode,
+                   field=op.violations[0].field if op.violations else "")
+
+    def _complete(self, op: OpRecord):
+        self.regs.add("done_count", "count")
+        self._emit(op.t_issue, "issue", op.index, opcode=int(op.desc.op))
+        self._emit(op.t_complete, "complete", op.index, opcode=int(op.desc.op))
+        se = op.desc.events.set_event
+        if se != EVENT_NONE:
+            self.external_events.setdefault(se, []).append(op.t_complete)
+        bank = {Opcode.LDWEIGHTS: "weight_load", Opcode.LDWEIGHTS_MX: "weight_load", Opcode.LDTAGS: "weight_load",
+                Opcode.MATMUL: "matmul", Opcode.MATMUL_SPARSE: "matmul", Opcode.MATMUL_MX: "matmul",
+                Opcode.PE_REG_WRITE: "pe_regwrite"}.get(op.desc.op)
+        if self.regs.get("perf_cntr_cfg", "cntr_en"):
+            if op.desc.op == Opcode.PE_MANAGE_SEED:
+                for b in ("weight_load", "matmul"):
+                    self.regs.count64(b, counter_index(16, 128))
+            elif bank:
+                f = op.desc.fields
+                idx = counter_index(f.get("num_active_rows", 1), active_cols(op.desc) if "num_active_cols" in f else 1)
+                self.regs.count64(bank, idx)
+
+    def _stationary_dtype(self, d):
+        """The dtype the loaded weights of a matmul's region hold (for the fp32 no-mix rule)."""
+        if d.op not in (Opcode.MATMUL, Opcode.MATMUL_SPARSE) or d.layout is None:
+            return None
+        f = d.fields
+        if f.get("flags", {}).get("xpose_mode", f.get("transpose_mode", 0)) or \
+                f.get("flags", {}).get("seed_mode", 0):
+            return None
+        row0, rows, col0, cols = self.region(d)
+        if row0 + rows > self.rows or col0 + cols > self.cols:
+            return None
+        reg = self._current_weights()
+        codes = np.unique(reg.dtype[row0:row0 + rows, col0:col0 + cols])
+        codes = [c for c in codes.tolist() if c]
+        if any(c == Dtype.FP32 for c in codes):
+            return Dtype.FP32 if all(c == Dtype.FP32 for c in codes) else Dtype.BFLOAT16 \
+                if d.fields["in_dtype"] == Dtype.FP32 else Dtype.FP32
+        return Dtype(codes[0]) if codes else None
+
+    def _current_weights(self) -> Weights:
+        """The weights a matmul issued now would use: shadow where a load is pending."""
+        w = Weights(self.rows, self.cols)
+        w.copy_from(self.active, np.ones((self.rows, self.cols), bool))
+        w.copy_from(self.shadow, self.pending)
+        return w
+
+    def _runtime_rules(self, d) -> list:
+        """Rules that need engine state: weights loaded in the matmul's pump mode (BAD_MX),
+        the PeRegWrite value fetched from SBUF (BAD_REGISTER)."""
+        out = []
+        if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX) and not d.fields.get("flags", {}).get("xpose_mode", 0) \
+                and not d.fields.get("flags", {}).get("seed_mode", 0) and not d.fields.get("transpose_mode", 0):
+            row0, rows, col0, cols = self.region(d)
+            w = self._current_weights()
+            packs = np.unique(w.pack[row0:row0 + rows, col0:col0 + cols][w.dtype[row0:row0 + rows, col0:col0 + cols] != 0])
+            if packs.size and (packs.size > 1 or int(packs[0]) != self._pack_of(d)):
+                out.append(Violation(E.BAD_MX, "perf_mode", f"weights were loaded {int(packs[0])} per PE, "
+                                     f"the matmul streams {self._pack_of(d)}"))
+        if d.op == Opcode.PE_REG_WRITE and not self.regs.get("queue_cfg", "bypass_peregwrite_instr"):
+            value = self._reg_value(d)
+            if d.fields["reg"] == PeReg.PSUM_ROUND and value not in (0, 1):
+                out.append(Violation(E.BAD_REGISTER, "src_mem_pattern", f"PSUM_ROUND value {value:#x} from SBUF"))
+        return out
+
+    def _reg_value(self, d) -> int:
+        if self.regs.get("queue_cfg", "bypass_peregwrite_instr"):
+            return d.fields["value"]
+        src = d.fields["src_mem_pattern"]
+        loc = addrmap.locate(src["start_addr"])
+        return int(self.sbuf.gather([loc.partition], [loc.offset], 4)[0, 0])
+
+    # -- scheduling (docs/timing.md) --------------------------------------------------------------
+    def _earliest_issue(self, op: OpRecord):
+        st, d = self._state, op.desc
+        t = op.t_decode + 1
+        if self.regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
+            t = max(t, st["last_issue"] + 1 + self.regs.get("arr_cluster_cfg", "inter_instr_dly_cnt"))
+        serial = self.regs.get("queue_cfg", "disable_dependency_check") or self._is_barrier(d)
+        if serial:
+            t = max(t, st["all_complete"] + 1)
+        elif d.op in (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS):
+            t = max(t, st["lw_port"])
+            mm = st["last_mm"]
+            if mm is not None:           # every PE of the last matmul has swapped before a shadow write
+                t = max(t, mm["t_data"] + mm["passes"] * (self.rows + self.cols) - self.sbuf_latency)
+            if d.op == Opcode.LDTAGS:
+                t = max(t, st["last_sparse_end"])
+        else:                            # matmuls
+            t = max(t, st["mm_port"], st["last_lw"] + 1, st["last_ldtags"] + 1)
+            mm = st["last_mm"]
+            if mm is not None and (mm["passes"] != self._passes(d) or mm["kind"] != self._mm_kind(d)):
+                t = max(t, mm["t_complete"] + 1)
+        we = d.events.wait_event
+        if we != EVENT_NONE:
+            last = st["consumed"].get(we, -1)
+            sets = [s for s in self.external_events.get(we, []) if s >= last]
+            if not sets:
+                return None
+            t = max(t, min(sets) + 1)
+            st["consumed"][we] = t
+        return t
+
+    def _is_barrier(self, d) -> bool:
+        f = d.fields
+        return d.op in (Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MANAGE_SEED) or \
+            bool(f.get("flags", {}).get("seed_mode", 0))
+
+    def _passes(self, d) -> int:
+        mode = d.fields.get("fp32_mode", FP32Mode.NONE)
+        return 4 if mode in (FP32Mode.HIGH, FP32Mode.LOW_HIGH) and not self._xpose(d) else 1
+
+    def _xpose(self, d) -> bool:
+        f = d.fields
+        return bool(f.get("flags", {}).get("xpose_mode", 0) or f.get("transpose_mode", 0))
+
+    def _mm_kind(self, d) -> str:
+        return "xpose" if self._xpose(d) else "sparse" if d.op == Opcode.MATMUL_SPARSE else "mm"
+
+    # -- execution ---------------------------------------------------------------------------------
+    def _execute(self, op: OpRecord):
+        d = op.desc
+        handler = {Opcode.LDWEIGHTS: self._ldweights, Opcode.LDWEIGHTS_MX: self._ldweights,
+                   Opcode.MATMUL: self._matmul, Opcode.MATMUL_MX: self._matmul,
+                   Opcode.MATMUL_SPARSE: self._matmul, Opcode.LDTAGS: self._ldtags,
+                   Opcode.PE_REG_WRITE: self._pe_reg_write, Opcode.CONV_LUT_LOAD: self._conv_lut_load,
+                   Opcode.PE_MANAGE_SEED: self._pe_manage_seed}[d.op]
+        handler(op)
+
+    def _ldweights(self, op: OpRecord, identity=None):
+        d, f, t = op.desc, op.desc.fields, op.t_issue
+        L = self.sbuf_latency
+        row0, rows, col0, cols = self.region(d) if identity is None else (0, 16, 0, min(128, self.cols))
+        pack = self._pack_of(d) if identity is None else 1
+        phys = self._physical_cols(d, col0, cols) if identity is None else np.arange(cols)
+        sl = slice(row0, row0 + rows)
+        if identity is not None:
+            codes, dtype = identity
+            grid = np.zeros((rows, cols, 1), np.uint64)
+            diag = np.arange(cols) % 16
+            for k in range(rows):
+                grid[k, diag == k, 0] = codes[k]
+            vals, stored, vdtype = self._to_values(grid, dtype, ScalarMode.NONE)
+            scales = np.zeros((rows, cols))
+        else:
+            flags = f.get("flags", {})
+            xpose = flags.get("xpose_mode", f.get("transpose_mode", 0))
+            scalar = flags.get("scalar_mode", ScalarMode.NONE)
+            dtype = Dtype(f["in_dtype"])
+            tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
+            bits = 32 if tagw else dt.format_of(dtype, self.gen).width
+            if xpose:
+                codes, first = self._read_codes(d, cols, rows * pack, bits)        # [cols, rows]
+                grid = codes.T.reshape(rows, pack, cols).transpose(0, 2, 1)
+            else:
+                codes, first = self._read_codes(d, rows, cols * pack, bits)
+                order = self._element_order(d, cols, pack)                           # [cols, pack]
+                grid = codes[:, order]                                               # [rows, cols, pack]
+            if tagw:
+                self.tags[row0:row0 + rows, phys] = (grid[:, :, 0] >> 16).astype(np.uint8) & 0xF
+                grid = grid & 0xFFFF
+            vals, stored, vdtype = self._to_values(grid, dtype, scalar)
+            scales = np.zeros((rows, cols))
+            if self._is_mx(d):
+                blocks = rows * pack // MX_BLOCK
+                s = self._read_scales(d, first, blocks, pack, cols)                  # [blocks, cols]
+                scales = s[(np.arange(rows) * pack) // MX_BLOCK]
+        sh = self.shadow
+        sh.val[sl, phys, :pack] = vals
+        sh.val[sl, phys, pack:] = 0
+        sh.code[sl, phys, :pack] = stored
+        sh.code[sl, phys, pack:] = 0
+        sh.dtype[sl, phys] = int(vdtype)
+        sh.pack[sl, phys] = pack
+        sh.scale[sl, phys] = scales
+        self.pending[sl, phys] = True
+        for k in range(rows):
+            self._emit(t + k + L, "shadow_write", op.index, row=row0 + k)
+        op.t_complete = t + rows - 1 + L
+        st = self._state
+        st["lw_port"] = t + rows
+        st["last_lw"] = t
+
+    def _ldtags(self, op: OpRecord):
+        d, f, t = op.desc, op.desc.fields, op.t_issue
+        row0, rows, col0, cols = self.region(d)
+        words, _ = self._read_codes(d, rows, (cols + 3) // 4, 16)
+        m = np.arange(cols)
+        nib = (words[:, m // 4] >> ((3 - m % 4) * 4).astype(np.uint64)) & 0xF        # LSB = larger column
+        phys = col0 + (cols - 1 - m)                                                # LAST_COL_FIRST
+        self.tags[row0:row0 + rows, phys] = (nib | f["force_tag_bits"]).astype(np.uint8) & 0xF
+        op.t_complete = t + rows - 1 + self.sbuf_latency
+        self._state["lw_port"] = t + rows
+        self._state["last_ldtags"] = t
+
+    def _pe_reg_write(self, op: OpRecord):
+        d = op.desc
+        value = self._reg_value(d)
+        when = op.t_issue + (0 if self.regs.get("queue_cfg", "bypass_peregwrite_instr") else self.sbuf_latency)
+        if d.fields["reg"] == PeReg.PSUM_ROUND:
+            self.psum.round_mode = PsumRound(value)
+        self._emit(when, "reg", op.index, reg=int(d.fields["reg"]), value=value)
+        op.t_complete = when
+
+    def _conv_lut_load(self, op: OpRecord):
+        f = op.desc.fields
+        n = f["num_entries"]
+        dtype = Dtype(f["in_dtype"])
+        codes, _ = self._read_codes(op.desc, 1, n, dt.format_of(dtype, self.gen).width)
+        self.lut_codes[:n] = codes[0]
+        self.lut[:n] = dt.to_fp32(codes[0], dtype, self.gen).astype(np.float64)
+        self.lut_dtype = dtype
+        op.t_complete = op.t_issue + self.sbuf_latency
+        self._emit(op.t_complete, "lut", op.index, entries=n)
+
+    def _matmul(self, op: OpRecord):
+        d, f, t = op.desc, op.desc.fields, op.t_issue
+        flags = f.get("flags", {})
+        row0, rows, col0, cols = self.region(d)
+        if flags.get("seed_mode", SeedMode.NONE):
+            return self._seed_matmul(op, SeedMode(flags["seed_mode"]), row0, col0)
+        passes = self._passes(d)
+        timing = ArrayTiming(t + self.sbuf_latency, self.rows, passes)
+        self._swap(op, row0, rows, col0, cols, timing)
+        xpose = self._xpose(d)
+        if xpose:
+            dtype = Dtype(f["in_dtype"])
+            codes, _ = self._read_codes(d, rows, self._src_count(d), dt.format_of(dtype, self.gen).width)
+            bits = codes.astype(np.uint32).T                                    # [N, K]: partition n, element k
+            self._write_results(op, timing, raw=bits, vectors=bits.shape[1], ncols=bits.shape[0], col0=0)
+            return
+        pack = self._pack_of(d)
+        n_vec = self._src_count(d) // pack
+        scalar = flags.get("scalar_mode", ScalarMode.NONE)
+        dtype = Dtype(f["in_dtype"])
+        w = self.active
+        wsl = (slice(row0, row0 + rows), slice(col0, col0 + cols))
+        w_vals = w.val[wsl[0], wsl[1], :pack].transpose(0, 2, 1)                # [rows, pack, cols]
+        st_dtypes = [Dtype(c) for c in np.unique(w.dtype[wsl]).tolist() if c]
+        if d.op == Opcode.MATMUL_SPARSE:
+            fm = f["src_mem_pattern"]["num_elem"][3]
+            codes, _ = self._read_codes(d, rows, n_vec, dt.format_of(dtype, self.gen).width)
+            a_vals, _, _ = self._to_values(codes.reshape(rows, fm, n_vec // fm), dtype, scalar)
+            result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3)
+            n_vec //= fm
+        else:
+            bits = 4 if self._is_mx(d) and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else \
+                dt.format_of(dtype, self.gen).width
+            codes, first = self._read_codes(d, rows, n_vec * pack, bits)
+            order = self._element_order(d, n_vec, pack)
+            a_vals, _, a_dtype = self._to_values(codes[:, order].transpose(0, 2, 1), dtype, scalar)  # [rows, pack, N]
+            scales = None
+            if self._is_mx(d):
+                blocks = rows * pack // MX_BLOCK
+                sa = self._read_scales(d, first, blocks, pack, n_vec)
+                blk = (np.arange(rows) * pack) // MX_BLOCK
+                scales = (w.scale[wsl], sa[blk])
+            sig = sig_bits_of(a_dtype) + max((sig_bits_of(s) for s in st_dtypes), default=0)
+            result = column_chain(w_vals, a_vals, sig_bits=sig, fp32_mode=f.get("fp32_mode"), scales=scales,
+                                  partials=self.record_pe)
+            if self.record_pe:
+                result, steps = result
+                self._pe_log.append({"op": op.index, "timing": timing, "row0": row0, "col0": col0,
+                                     "steps": steps, "a": a_vals, "w": w_vals})
+        self._write_results(op, timing, values=result, vectors=n_vec, ncols=cols, col0=col0)
+
+    def _sparse_chain(self, w, a, fmap):
+        """MatmulSparse chain: PE (r, c) multiplies by moving[r, fmap[r, c], n]; a fmap beyond the
+        F sent contributes nothing (D-T26).  Products are <= 22 bits: the float64 add is exact."""
+        rows, fm, n = a.shape
+        psum = np.zeros((w.shape[1], n), np.float32)
+        for r in range(rows):
+            sel = np.minimum(fmap[r], fm - 1)
+            g = a[r, sel, :]                                              # [cols, N]
+            with np.errstate(invalid="ignore", over="ignore"):
+                new = (psum + w[r][:, None] * g).astype(np.float32)
+            psum = np.where((fmap[r] < fm)[:, None], new, psum)
+        from model.mac import canonical_nan
+        return canonical_nan(psum)
+
+    def _src_count(self, d) -> int:
+        src = d.fields["src_mem_pattern"]
+        if "data_addr" in src:
+            n = src["num_elem"]
+            return n if isinstance(n, int) else n[0] * n[1]
+        count = 1
+        for n in src["num_elem"]:
+            count *= n
+        return count
+
+    def _swap(self, op, row0, rows, col0, cols, timing):
+        region = np.zeros((self.rows, self.cols), bool)
+        region[row0:row0 + rows, col0:col0 + cols] = True
+        swap = region & self.pending
+        if swap.any():
+            self.active.copy_from(self.shadow, swap)
+            self.pending &= ~swap
+            self._emit(timing.pe_cycle(row0, col0, 0), "swap", op.index, rows=(row0, row0 + rows),
+                       cols=(col0, col0 + cols))
+
+    def _dst_offsets(self, d, count: int) -> tuple[int, np.ndarray, int]:
+        """(first partition, byte offsets of the dst elements, cell bytes)."""
+        f = d.fields
+        dst = f["dst_mem_pattern"]
+        esize = 2 if f.get("out_dtype") == Dtype.BFLOAT16 else 4
+        loc = addrmap.locate(dst["start_addr"])
+        offs = loc.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], esize)
+        return loc.partition, offs[:count], esize
+
+    def _accumulate_mode(self, d):
+        """(accumulate?, begins a group?) for CAYMAN/MARIANA flags or MAVERICK accumulate_flag."""
+        f = d.fields
+        if "psum_accumulate_flags" in f:
+            acc = f["psum_accumulate_flags"]
+            begin = bool(acc & PsumAccumulate.BEGIN_MATMUL_GROUP)
+            return not begin, begin
+        return f["flags"]["accumulate_flag"] == AccumulateMode.ACCUMULATE, False
+
+    def _write_results(self, op, timing, *, values=None, raw=None, vectors, ncols, col0):
+        """Apply the PSUM writes of one matmul in cycle order and emit them."""
+        d, f = op.desc, op.desc.fields
+        p0, offs, esize = self._dst_offsets(d, vectors * (2 if ncols > self._half() and self.maverick else 1))
+        out_dtype = Dtype.BFLOAT16 if f.get("out_dtype") == Dtype.BFLOAT16 else Dtype.FP32
+        accumulate, begin = self._accumulate_mode(d)
+        if raw is not None:
+            accumulate = False
+        half = self._half()
+        c = np.arange(ncols)
+        slot = c // half if self.maverick else np.zeros(ncols, int)
+        part = p0 + (c % half if self.maverick else c)
+        first_write = timing.write_cycle(col0, 0)
+        if begin and "psum_zero_region" in f:
+            count = 1 << int(f["psum_zero_region"])
+            self.psum.zero_banks(np.unique(part), (offs[0] // addrmap.PSUM_BANK_BYTES) if offs.size else 0, count)
+            self._emit(first_write, "psum_zero", op.index, partitions=(int(part.min()), int(part.max())),
+                       bank=int(offs[0] // addrmap.PSUM_BANK_BYTES), banks=count)
+        last = first_write
+        # cycle of (column c, vector v): t_data + passes*(v + R + col0 + c) + 1; walk the diagonals in order
+        for step in range(vectors + ncols - 1):
+            for s in (0, 1) if self.maverick else (0,):
+                cc = c[(slot == s) & (c <= step) & (step - c < vectors)]
+                if not cc.size:
+                    continue
+                vv = step - cc
+                cycle = timing.write_cycle(col0 + int(cc[0]), int(vv[0]))
+                o = offs[vv + s * vectors]
+                if raw is not None:
+                    bits = raw[cc, vv]
+                    if esize == 2:
+                        self.psum.cells(2)[part[cc], o // 2] = bits.astype(np.uint16)
+                    else:
+                        self.psum.write_raw32(part[cc], o, bits)
+                else:
+                    bits = self.psum.write(part[cc], o, values[cc, vv], out_dtype=out_dtype, accumulate=accumulate)
+                for pi, oi, bi in zip(part[cc].tolist(), o.tolist(), bits.tolist()):
+                    self._emit(cycle, "psum_write", op.index, partition=pi, offset=oi, bits=int(bi), bytes=esize)
+                op.psum_writes += cc.size
+                last = max(last, cycle)
+        done_at = last if self.regs.get("arr_cluster_cfg", "matmul_done_last") else first_write
+        self._emit(done_at, "matmul_done", op.index)
+        self.regs.add("matmul_done_count", "count")
+        op.t_complete = last
+        self._state["mm_port"] = op.t_issue + vectors * timing.passes
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": timing.passes, "t_complete": last,
+                                  "kind": self._mm_kind(d)}
+        if d.op == Opcode.MATMUL_SPARSE:
+            self._state["last_sparse_end"] = op.t_issue + vectors + self.cols
+
+    def _half(self) -> int:
+        return self.cols // 2 if self.maverick else self.cols
+
+    # -- seeds (seed 000 section 5) -----------------------------------------------------------------
+    def _pe_manage_seed(self, op: OpRecord):
+        """MARIANA: a Ldweights of the identity (rows 0-15) then a transposing seed Matmul."""
+        f, t = op.desc.fields, op.t_issue
+        ident = f["identity_mem_pattern"]
+        idt = Dtype(f["identity_dtype"])
+        loc = addrmap.locate(ident["start_addr"])
+        esize = max(1, dt.format_of(idt, self.gen).width // 8)
+        codes = self.sbuf.gather([loc.partition], loc.offset + np.arange(16) * ident["step_elem"][0] * esize, esize)[0]
+        self._ldweights(op, identity=(codes, idt))
+        t_mm = op.t_complete + 1
+        timing = ArrayTiming(t_mm + self.sbuf_latency, self.rows, 1)
+        self._swap(op, 0, 16, 0, min(128, self.cols), timing)
+        parts = min(128, self.cols)
+        if f["mode"] == SeedMode.LOAD_SEED:
+            src = f["src_seed_mem_pattern"]
+            sl = addrmap.locate(src["start_addr"])
+            offs = sl.offset + self.sbuf.offsets(src["step_elem"], src["num_elem"], 4)
+            seeds = self.sbuf.gather(np.arange(16) + sl.partition, offs[:128], 4).astype(np.uint32)   # [16, 128]
+            last = t_mm
+            for s in range(16):
+                for p in range(parts):
+                    cyc = timing.write_cycle(p, s)
+                    self.psum.sr_state[p, s // 2, s % 2] = seeds[s, p]
+                    self._emit(cyc, "state_write", op.index, partition=p, state=s, value=int(seeds[s, p]))
+                    last = max(last, cyc)
+            op.t_complete = last
+        else:
+            rows = self.psum.seeds_as_rows()                                     # [128, 16]
+            dst = f["dst_seed_mem_pattern"]
+            dl = addrmap.locate(dst["start_addr"])
+            offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
+            raw = rows[:parts].astype(np.uint32)                                   # [partition, state]
+            self._write_seed_cells(op, timing, raw, offs, parts)
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": op.t_complete, "kind": "xpose"}
+        self._state["mm_port"] = t_mm + 16
+
+    def _write_seed_cells(self, op, timing, raw, offs, parts):
+        last = 0
+        for s in range(raw.shape[1]):
+            for p in range(parts):
+                cyc = timing.write_cycle(p, s)
+                self.psum.write_raw32([p], offs[s:s + 1], raw[p:p + 1, s])
+                self._emit(cyc, "psum_write", op.index, partition=p, offset=int(offs[s]), bits=int(raw[p, s]), bytes=4)
+                op.psum_writes += 1
+                last = max(last, cyc)
+        op.t_complete = last
+
+    def _seed_matmul(self, op: OpRecord, mode: SeedMode, row0: int, col0: int):
+        """MAVERICK seed micro-op (seed 000 section 5.1 contract): bank = dst bank, slot j = column half,
+        partition = column mod half.  LOAD takes 2 x half INT32 from SBUF; SAVE writes the 1x1x2 dst."""
+        d, f = op.desc, op.desc.fields
+        timing = ArrayTiming(op.t_issue + self.sbuf_latency, self.rows, 1)
+        half = self._half()
+        dst = f["dst_mem_pattern"]
+        dl = addrmap.locate(dst["start_addr"])
+        bank = dl.offset // addrmap.PSUM_BANK_BYTES
+        last = timing.write_cycle(0, 0)
+        if mode == SeedMode.LOAD_SEED:
+            codes, _ = self._read_codes(d, 1, 2 * half, 32)
+            for c in range(2 * half):
+                p, j = c % half, c // half
+                cyc = timing.write_cycle(c, 0)
+                self.psum.sr_state[dl.partition + p, bank, j] = np.uint32(codes[0, c])
+                self._emit(cyc, "state_write", op.index, partition=dl.partition + p, state=2 * bank + j,
+                           value=int(codes[0, c]))
+                last = max(last, cyc)
+        else:
+            offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
+            for c in range(2 * half):
+                p, j = c % half, c // half
+                cyc = timing.write_cycle(c, 0)
+                value = self.psum.sr_state[dl.partition + p, bank, j]
+                self.psum.write_raw32([dl.partition + p], offs[j:j + 1], np.array([value], np.uint32))
+                self._emit(cyc, "psum_write", op.index, partition=dl.partition + p, offset=int(offs[j]),
+                           bits=int(value), bytes=4)
+                op.psum_writes += 1
+                last = max(last, cyc)
+        op.t_complete = last
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": last, "kind": "xpose"}
+        self._state["mm_port"] = op.t_issue + 1
