@@ -234,14 +234,165 @@ def invalid_mixed(gen="mariana", rows=8, cols=8, n=8, seed=6):
     return b.done()
 
 
+def sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=3, seed=7):
+    """LdTags (force_tag_bits 0x4) + Ldweights + MatmulSparse with 3 fmaps per partition."""
+    b = _Builder("sparse", gen, rows, cols, seed)
+    w, a = b.values("fp16", (rows, cols)), b.values("fp16", (rows, fmaps, n))
+    tags = b.rng.integers(0, fmaps, (rows, cols))
+    words = np.zeros((rows, (cols + 3) // 4), np.uint64)
+    for m in range(cols):                                   # 4 per u16, LSB = larger logical column
+        words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+    ot, ow = b.put(0, words, 2), b.put(0, w, 2)
+    oa = b.put(0, a.reshape(rows, fmaps * n), 2)
+    b.line(f"ldtags in_dtype=uint16 force_tag_bits=4 rows={rows} cols={cols} {b.tile()}"
+           f"src={_t3(f'sbuf(0,{ot:#x})', (cols + 3) // 4)}")
+    b.line(f"ldweights in_dtype=fp16 rows={rows} cols={cols} {b.tile()}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    b.line(f"matmul_sparse in_dtype=fp16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+           f"dst={_t3('psum(0,1,0)', n)}")
+    ref = matmul(w, a, in_dtype="fp16", gen=b.gen, tags=tags)
+    _expect_fp32(b.p, 1, ref[::-1])                        # default load order: logical m -> column cols-1-m
+    return b.done()
+
+
+def _mx_tiles(b, dtype, pack, rows, cols, n):
+    k = rows * pack
+    w, a = b.values(dtype, (k, cols)), b.values(dtype, (k, n))
+    sw = b.rng.integers(118, 136, (k // 32, cols))
+    sa = b.rng.integers(118, 136, (k // 32, n))
+    return w, a, sw, sa
+
+
+def _put_mx(b, codes, pack, count, dtype, scales):
+    """Row-packed data (element index = vector * pack + j) and block scales (one byte per vector
+    in the block's first partition); returns (data offset, scale offset)."""
+    rows = codes.shape[0] // pack
+    grid = codes.reshape(rows, pack, count).transpose(0, 2, 1).reshape(rows, count * pack)   # [rows, v*pack+j]
+    if dt.format_of(dtype, b.gen).width == 4:
+        packed = np.stack([dt.pack_nibbles(r.astype(np.uint8)) for r in grid])
+        od = b.put(0, packed, 1)
+    else:
+        od = b.put(0, grid, 1)
+    sc = np.zeros((rows, count), np.uint64)
+    for blk in range(scales.shape[0]):
+        sc[blk * (32 // pack)] = scales[blk]
+    return od, b.put(0, sc, 1)
+
+
+def mx(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, seed=8):
+    """MX matmul with E8M0 block scales: MAVERICK through MXTensorV2 patterns, MARIANA through
+    LdweightsMX / MatmulMX (D-21, D-T25)."""
+    b = _Builder(f"mx_{Dtype.parse(dtype).name.lower()}_{perf}", gen, rows, cols, seed)
+    dtype = Dtype.parse(dtype)
+    pack = 4 if perf.startswith("quad") else 8
+    w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
+    owd, ows = _put_mx(b, w, pack, cols, dtype, sw)
+    oad, oas = _put_mx(b, a, pack, n, dtype, sa)
+    dn = dtype.name.lower()
+    if b.gen.layout == Gen.MAVERICK:
+        def pat(od, osc, count):
+            return (f"mxtensor_v2(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), num_elem=[{count * pack},1], "
+                    f"p_f_dim=0x23, scale_dtype=sfp8_e8)")
+        b.line(f"ldweights in_dtype={dn} rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
+               f"flags=(load_order=first_col_first) src={pat(owd, ows, cols)}")
+        b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
+               f"flags=(accumulate_flag=overwrite) src={pat(oad, oas, n)} dst={_t3('psum(0,2,0)', n)}")
+    else:
+        def pat(od, osc, count):
+            return f"(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), step_elem=1, num_elem={count * pack})"
+        b.line(f"ldweights_mx in_dtype={dn} rows={rows} cols={cols} perf_mode={perf} "
+               f"flags=(load_order=first_col_first) src={pat(owd, ows, cols)}")
+        b.line(f"matmul_mx in_dtype={dn} out_dtype=fp32 rows={rows} cols={cols} perf_mode={perf} acc=single "
+               f"src={pat(oad, oas, n)} dst={_t3('psum(0,2,0)', n)}")
+    ref = matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw, moving_scales=sa)
+    _expect_fp32(b.p, 2, ref)
+    return b.done()
+
+
+def double_row(gen="cayman", rows=8, cols=8, n=10, seed=9):
+    """FP8 double row: two contraction elements per PE per cycle (perf_opt DOUBLE_ROW)."""
+    b = _Builder("double_row", gen, rows, cols, seed)
+    w, a = b.values("fp8_e5m2", (2 * rows, cols)), b.values("fp8_e5m2", (2 * rows, n))
+    ow = b.put(0, w.reshape(rows, 2, cols).transpose(0, 2, 1).reshape(rows, 2 * cols), 1)
+    oa = b.put(0, a.reshape(rows, 2, n).transpose(0, 2, 1).reshape(rows, 2 * n), 1)
+    lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+    b.line(f"ldweights in_dtype=fp8_e5m2 perf_opt=double_row rows={rows} cols={cols} {lo}"
+           f"src={_t3(f'sbuf(0,{ow:#x})', 2 * cols)}")
+    b.line(f"matmul in_dtype=fp8_e5m2 perf_opt=double_row out_dtype=fp32 rows={rows} cols={cols} acc=single "
+           f"src={_t3(f'sbuf(0,{oa:#x})', 2 * n)} dst={_t3('psum(0,0,0)', n)}")
+    _expect_fp32(b.p, 0, matmul(w, a, in_dtype="fp8_e5m2", gen=b.gen, perf_mode="double_row"))
+    return b.done()
+
+
+def tiles(gen="cayman", rows=8, cols=8, n=6, seed=10):
+    """Two independent quarter tiles hold different weights; each matmul uses its own."""
+    b = _Builder("tiles", gen, rows, cols, seed)
+    mav = b.gen.layout == Gen.MAVERICK
+    r, c = rows // 2, cols // 2
+    lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+    acc = "flags=(accumulate_flag=overwrite)" if mav else "acc=single"
+    matmuls = []
+    for rsel, csel, bank in ((0, 0, 1), (1, 1, 2)):
+        w, a = b.values("bf16", (r, c)), b.values("bf16", (r, n))
+        ow, oa = b.put(0, w, 2), b.put(0, a, 2)
+        where = (f"tile_size=(row_size_log2=r64, col_size_log2=c128) tile_sel=(row_sel={rsel}, col_sel={csel}) "
+                 if mav else f"row_grp={2 * rsel} col_grp={2 * csel} ")
+        b.line(f"ldweights in_dtype=bf16 rows={r} cols={c} {where}{lo}src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        matmuls.append(f"matmul in_dtype=bf16 out_dtype=fp32 rows={r} cols={c} {where}{acc} "
+                       f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3(f'psum(0,{bank},0)', n)}")
+        _expect_fp32(b.p, bank, matmul(w, a, in_dtype="bf16", gen=b.gen))
+    for text in matmuls:                   # both loads first: the second stays pending in its tile
+        b.line(text)
+    return b.done()
+
+
+def c256(rows=8, cols=16, n=6, seed=11):
+    """MAVERICK's full-width pump: columns 0-127 and 128-255 share partitions, dst upper dim 2."""
+    b = _Builder("c256", "maverick", rows, cols // 2, seed)
+    w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, n))
+    ow, oa = b.put(0, w, 2), b.put(0, a, 2)
+    t = "tile_size=(row_size_log2=r128, col_size_log2=c256) "
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols=0 {t}flags=(load_order=first_col_first) "
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols=0 {t}flags=(accumulate_flag=overwrite) "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} "
+           f"dst=(start_addr=psum(0,4,0), step_elem=[1,0,512], num_elem=[{n},1,2])")
+    ref = matmul(w, a, in_dtype="bf16", gen="maverick")
+    _expect_fp32(b.p, 4, ref[:cols // 2])
+    _expect_fp32(b.p, 5, ref[cols // 2:])
+    return b.done()
+
+
+def lut(gen="mariana", rows=8, cols=8, n=8, seed=12):
+    """ConvLutLoad of 32 bf16 entries; Ldweights in LUT mode reads UINT8 indices through it."""
+    b = _Builder("lut", gen, rows, cols, seed)
+    table = b.values("bf16", (1, 32))
+    idx = b.rng.integers(0, 32, (rows, cols))
+    a = b.values("bf16", (rows, n))
+    ot, oi, oa = b.put(0, table, 2), b.put(0, idx, 1), b.put(0, a, 2)
+    b.line(f"conv_lut_load in_dtype=bf16 num_entries=32 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[32])")
+    b.line(f"ldweights in_dtype=uint8 rows={rows} cols={cols} {b.tile()}flags=(scalar_mode=lut, load_order=first_col_first) "
+           f"src={_t3(f'sbuf(0,{oi:#x})', cols)}")
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,0,0)', n)}")
+    _expect_fp32(b.p, 0, matmul(table[0][idx], a, in_dtype="bf16", gen=b.gen))
+    return b.done()
+
+
 def library(gen) -> list:
     """Every library program that exists on `gen` (small arrays)."""
     gen = Gen.parse(gen)
     progs = [single(gen, "bf16"), single(gen, "fp16", load_order="last_col_first"),
              single(gen, "fp8_e4m3"), single(gen, "fp32", fp32_mode="low_high"),
              accumulate_group(gen), transpose(gen), invalid_mixed(gen)]
+    progs += [sparse(gen), tiles(gen)]
     if gen.layout != Gen.MAVERICK:
-        progs.append(zero_region(gen))
+        progs += [zero_region(gen), double_row(gen)]
     if gen >= Gen.MARIANA:
-        progs += [bf16_drain(gen), bf16_drain(gen, sr=True)]
+        progs += [bf16_drain(gen), bf16_drain(gen, sr=True), lut(gen), mx(gen, "fp8_e4m3", "quad_row"),
+                  mx(gen, "fp4_e2m1", "oct_row")]
+    if gen == Gen.MAVERICK:
+        progs += [c256(), mx(gen, "int4", "quad_row")]
     return progs

@@ -8,6 +8,7 @@ the moved bit patterns (uint32)."""
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import blas as _blas
 
 from model import dtypes as dt
 from model.dtypes import Dtype, Gen
@@ -67,7 +68,18 @@ def _single_product_chain(a, w, sig_bits, partials):
         lo = np.abs(fin_a).min() * np.abs(fin_w).min()
         hi = np.abs(fin_a).max() * np.abs(fin_w).max()
         in_range = lo >= 2.0 ** -126 and hi < 2.0 ** 128
-    if sig_bits <= 24 and in_range:
+    if sig_bits <= 24 and in_range and np.isfinite(a).all() and np.isfinite(w).all():
+        # BLAS rank-1 updates: every product is exact, so mul+add and FMA give the fused RNE sum.
+        # A BLAS may skip zero products; that is harmless here because psum starts at +0 and,
+        # with every product a multiple of 2^-149, never becomes -0 (an exact zero sum is +0).
+        w32, a32 = w.astype(np.float32), a.astype(np.float32)
+        psum = np.zeros((m, n), np.float32, order="F")
+        for r in range(k):
+            psum = _blas.sger(1.0, w32[r], a32[r], a=psum, overwrite_a=1)
+            if partials:
+                steps.append(np.ascontiguousarray(psum))
+        psum = np.ascontiguousarray(psum)
+    elif sig_bits <= 24 and in_range:
         wc, ar = w.astype(np.float32)[:, :, None], a.astype(np.float32)[:, None, :]
         prod = np.empty((m, n), np.float32)
         with np.errstate(invalid="ignore", over="ignore"):

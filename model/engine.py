@@ -73,6 +73,38 @@ class Trace:
     def of_kind(self, kind: str) -> list:
         return [e for e in self.events if e.kind == kind]
 
+    def pe_state(self, cycle: int) -> dict:
+        """Every PE's registers during `cycle` (record_pe=True engines): the moving value register
+        (`act`, float32 bits of pack slot 0), the partial-sum register (`psum`, float32 bits) and
+        their valid bits, each [rows, cols].  A PE's registers hold what it computed in the
+        previous cycle window (D-15, docs/timing.md); rows below a matmul's block pass its sums on."""
+        act = np.zeros((self.rows, self.cols), np.uint32)
+        psum = np.zeros((self.rows, self.cols), np.uint32)
+        valid = np.zeros((self.rows, self.cols), bool)
+        for rec in self.pe_log:
+            tm, row0, col0 = rec["timing"], rec["row0"], rec["col0"]
+            steps, a = rec["steps"], rec["a"]
+            k, _, n = a.shape
+            m = steps[0].shape[0]
+            r = np.arange(self.rows)[:, None]
+            c = np.arange(self.cols)[None, :]
+            # the window that ended just before `cycle`: v = (cycle - t_data) // passes - 1 - r - c
+            v = (cycle - tm.t_data) // tm.passes - 1 - r - c
+            in_cols = (c >= col0) & (c < col0 + m)
+            live = in_cols & (v >= 0) & (v < n) & (r >= row0)
+            if not live.any():
+                continue
+            rr = np.clip(r - row0, 0, k - 1) + np.zeros_like(c)
+            cc = np.clip(c - col0, 0, m - 1) + np.zeros_like(r)
+            vv = np.clip(v, 0, n - 1)
+            stack = np.stack(steps)                                   # [k, m, n]
+            p = stack[rr, cc, vv].view(np.uint32)
+            x = a[np.minimum(rr, k - 1), 0, vv].astype(np.float32).view(np.uint32)
+            act = np.where(live & (r < row0 + k), x, act)
+            psum = np.where(live, p, psum)
+            valid |= live
+        return {"act": act, "psum": psum, "valid": valid}
+
     def replay_psum(self, psum: Psum | None = None) -> Psum:
         """Apply the trace's PSUM events (zeroing and cell writes) in order to `psum` (a fresh one
         by default): the cycle-level events alone rebuild the engine's PSUM."""
@@ -173,13 +205,11 @@ class Engine:
         """(row0, rows, col0, cols) of a descriptor on this array (physical PEs)."""
         f = d.fields
         rows = f.get("num_active_rows", 0)
-        cols = active_cols(d)
+        cols = active_cols(d, self.cols)
         if self.maverick:
             ts, sel = f["tile_size"], f["tile_sel"]
             row0 = sel["row_sel"] * self.rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else 0
             col0 = sel["col_sel"] * self.cols // 2 if ts["col_size_log2"] == TileColSize.C128 else 0
-            if f.get("num_active_cols", 1) == 0:
-                cols = self.cols
         else:
             row0 = f.get("row_grp", 0) * self.rows // 4
             col0 = f.get("col_grp", 0) * self.cols // 4
@@ -190,8 +220,8 @@ class Engine:
         if d.op not in (Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.LDTAGS,
                         Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX, Opcode.PE_MANAGE_SEED):
             return []
-        if d.op == Opcode.PE_MANAGE_SEED:
-            row0, rows, col0, cols = 0, 16, 0, 128
+        if d.op == Opcode.PE_MANAGE_SEED:       # scaled arrays: min(16, rows) identity rows, their columns
+            return []
         else:
             row0, rows, col0, cols = self.region(d)
         out = []
@@ -308,7 +338,7 @@ class Engine:
         depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
         self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "mm_port": 0,
                        "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9,
-                       "last_sparse_end": -10 ** 9, "consumed": {}}
+                       "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1}
         stalled = None
         for i, op in enumerate(ops):
             pop_prev = ops[i - 1].t_issue if i and ops[i - 1].t_issue is not None else \
@@ -317,8 +347,7 @@ class Engine:
                                                        else ops[i - depth].t_decode) + 1)
             op.t_decode = max(op.t_push + 1, pop_prev + 1)
             stationary = self._stationary_dtype(op.desc)
-            v = check(op.desc, stationary_dtype=stationary) if isinstance(op.desc.op, Opcode) and op.desc.layout \
-                else check(op.desc)
+            v = check(op.desc, stationary_dtype=stationary, array_cols=self.cols)
             if not v:
                 v = self.fits(op.desc) + self._runtime_rules(op.desc)
             op.violations, op.error = v, error_code(v)
@@ -335,6 +364,8 @@ class Engine:
             self._execute(op)
             self._state["last_issue"] = t
             self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
+            if self._is_barrier(op.desc):
+                self._state["barrier_complete"] = op.t_complete
             self._complete(op)
         events = sorted(self._events, key=lambda e: e.cycle)
         return Trace(self.gen, self.rows, self.cols, ops, events, stalled, self._pe_log)
@@ -368,7 +399,8 @@ class Engine:
                     self.regs.count64(b, counter_index(16, 128))
             elif bank:
                 f = op.desc.fields
-                idx = counter_index(f.get("num_active_rows", 1), active_cols(op.desc) if "num_active_cols" in f else 1)
+                idx = counter_index(f.get("num_active_rows", 1),
+                                    active_cols(op.desc, self.cols) if "num_active_cols" in f else 1)
                 self.regs.count64(bank, idx)
 
     def _stationary_dtype(self, d):
@@ -428,6 +460,7 @@ class Engine:
         t = op.t_decode + 1
         if self.regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
             t = max(t, st["last_issue"] + 1 + self.regs.get("arr_cluster_cfg", "inter_instr_dly_cnt"))
+        t = max(t, st["barrier_complete"] + 1)      # nothing overtakes a barrier
         serial = self.regs.get("queue_cfg", "disable_dependency_check") or self._is_barrier(d)
         if serial:
             t = max(t, st["all_complete"] + 1)
@@ -482,7 +515,8 @@ class Engine:
     def _ldweights(self, op: OpRecord, identity=None):
         d, f, t = op.desc, op.desc.fields, op.t_issue
         L = self.sbuf_latency
-        row0, rows, col0, cols = self.region(d) if identity is None else (0, 16, 0, min(128, self.cols))
+        row0, rows, col0, cols = self.region(d) if identity is None else \
+            (0, min(16, self.rows), 0, min(128, self.cols))
         pack = self._pack_of(d) if identity is None else 1
         phys = self._physical_cols(d, col0, cols) if identity is None else np.arange(cols)
         sl = slice(row0, row0 + rows)
@@ -733,7 +767,7 @@ class Engine:
         self._ldweights(op, identity=(codes, idt))
         t_mm = op.t_complete + 1
         timing = ArrayTiming(t_mm + self.sbuf_latency, self.rows, 1)
-        self._swap(op, 0, 16, 0, min(128, self.cols), timing)
+        self._swap(op, 0, min(16, self.rows), 0, min(128, self.cols), timing)
         parts = min(128, self.cols)
         if f["mode"] == SeedMode.LOAD_SEED:
             src = f["src_seed_mem_pattern"]

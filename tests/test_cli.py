@@ -55,3 +55,26 @@ def test_docs_examples_assemble_and_are_valid():
         assert len(data) // 64 == len(block.strip().splitlines())
         for i in range(0, len(data), 64):
             assert check(data[i:i + 64], gen) == []
+
+
+def test_run_prints_summary_and_writes_psum(tmp_path, capsys):
+    import numpy as np
+
+    from cosim import programs
+    p = programs.accumulate_group("mariana")
+    (tmp_path / "acc.s").write_text(p.text)
+    np.savez(tmp_path / "in.npz", sbuf=p.sbuf)
+    assert main(["run", str(tmp_path / "acc.s"), "--gen", "mariana", "--sbuf", str(tmp_path / "in.npz"),
+                 "--rows", "8", "--cols", "8", "-o", str(tmp_path / "out.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "6 executed, 0 refused" in out and "perf matmul" in out and "8x8:3" in out
+    z = np.load(tmp_path / "out.npz")
+    assert z["psum"].shape == (128, 16384) and z["psum_writes"].shape[1] == 4
+    bank3 = z["psum"][0].view(np.uint32)[3 * 512:3 * 512 + 12]
+    assert np.array_equal(bank3, p.expect_fp32[(0, 3)][1])
+
+
+def test_demo_checks_its_programs(capsys):
+    assert main(["demo", "--gen", "mariana", "--rows", "8"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("PSUM vs independent expectation: OK") == 2

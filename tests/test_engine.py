@@ -111,3 +111,94 @@ def test_array_size_is_checked():
     assert [o.error for o in trace.ops] == [ErrorCode.BAD_ACTIVE_RANGE] * 2
     with pytest.raises(ValueError, match="multiple of 4"):
         Engine("cayman", rows=6, cols=8)
+
+
+def _seed_setup(gen):
+    """An SR bf16 program (PSUM_ROUND register, Ldweights, one matmul into bank 6)."""
+    p = programs.bf16_drain(gen, sr=True)
+    lines = p.text.strip().splitlines()
+    return p, lines[0], lines[1], lines[2].replace("psum(0,5,0x10)", "psum(0,6,0x10)")
+
+
+def _bank_bf16(eng, bank, n=12, parts=8):
+    cells = eng.psum.cells(2)
+    start = (bank * addrmap.PSUM_BANK_BYTES + 0x10) // 2
+    return cells[:parts, start:start + n].copy()
+
+
+def test_pe_manage_seed_save_perturb_load_replay():
+    """MARIANA: save the reset seeds, run an SR matmul, reload the seeds, replay: same bits."""
+    from model.psum import sr_reset_states
+    p, regw, lw, mm = _seed_setup("mariana")
+    eng = Engine("mariana", rows=8, cols=8, sbuf=p.sbuf_model())
+    save = ("pe_manage_seed mode=save_seed rows=16 cols=128 identity_dtype=bf16 "
+            "identity_mem_pattern=(start_addr=sbuf(0,0x3000), step_elem=[1], num_elem=[16]) "
+            "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])")
+    eng.run(assemble(save, "mariana"))
+    saved = eng.psum.cells(4)[:8, [b * 512 + j for b in range(8) for j in range(2)]]      # [8 partitions, 16]
+    assert np.array_equal(saved, sr_reset_states().reshape(128, 16)[:8])
+    eng.run(assemble("\n".join([regw, lw, mm]), "mariana"))
+    first = _bank_bf16(eng, 6)
+    assert not np.array_equal(eng.psum.sr_state, sr_reset_states())          # the matmul used the states
+    for s in range(16):                                                        # host: transpose into SBUF
+        eng.sbuf.write(s, 0x3800, np.resize(saved[:, s], 128).astype(np.uint32))
+    load = ("pe_manage_seed mode=load_seed rows=16 cols=128 identity_dtype=bf16 "
+            "identity_mem_pattern=(start_addr=sbuf(0,0x3000), step_elem=[1], num_elem=[16]) "
+            "src_seed_mem_pattern=(start_addr=sbuf(0,0x3800), step_elem=[1,0], num_elem=[128,1])")
+    trace = eng.run(assemble(load, "mariana"))
+    assert np.array_equal(eng.psum.sr_state, sr_reset_states())
+    assert len(trace.of_kind("state_write")) == 16 * 8
+    eng.psum.cells(2)[:8, :] = 0                                               # forget the first result
+    eng.run(assemble("\n".join([lw, mm]), "mariana"))                          # weights again (identity replaced them)
+    assert np.array_equal(_bank_bf16(eng, 6), first)
+
+
+def test_maverick_seed_micro_ops():
+    """MAVERICK: seed_mode SAVE / LOAD matmuls move one bank's 2 x half states."""
+    from model.psum import sr_reset_states
+    p, regw, lw, mm = _seed_setup("maverick")
+    eng = Engine("maverick", rows=8, cols=16, sbuf=p.sbuf_model())
+    seed_op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
+               "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
+               "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[16,1,1]) "
+               "dst=(start_addr=psum(0,6,0x100), step_elem=[1,0,1], num_elem=[1,1,2])")
+    trace = eng.run(assemble(seed_op.format(mode="save_seed"), "maverick"))
+    assert not [o for o in trace.ops if o.error], trace.summary()
+    saved = eng.psum.cells(4)[:8, (6 * 2048 + 0x100) // 4:(6 * 2048 + 0x100) // 4 + 2].copy()   # [8, 2]
+    assert np.array_equal(saved, sr_reset_states()[:8, 6, :])
+    eng.run(assemble("\n".join([regw, lw, mm]), "maverick"))
+    first = _bank_bf16(eng, 6)
+    eng.sbuf.write(0, 0x3800, np.concatenate([saved[:, 0], saved[:, 1]]).astype(np.uint32))
+    trace = eng.run(assemble(seed_op.format(mode="load_seed"), "maverick"))
+    assert not [o for o in trace.ops if o.error], trace.summary()
+    assert np.array_equal(eng.psum.sr_state[:8, 6], sr_reset_states()[:8, 6])
+    eng.psum.cells(2)[:8, :] = 0
+    eng.run(assemble("\n".join([lw, mm]), "maverick"))
+    assert np.array_equal(_bank_bf16(eng, 6), first)
+
+
+def test_pe_state_follows_the_skewed_wavefront():
+    p = programs.single("cayman", "bf16", rows=8, cols=8, n=16)
+    eng = Engine("cayman", rows=8, cols=8, sbuf=p.sbuf_model(), record_pe=True)
+    trace = eng.run(assemble(p.text, "cayman"))
+    rec = trace.pe_log[0]
+    t0 = rec["timing"].t_data
+    # vector 0 is in PE (r, c) during cycle t0 + r + c, so its register shows it one cycle later
+    st = trace.pe_state(t0 + 1)
+    assert st["valid"][0, 0] and not st["valid"][1, 0] and not st["valid"][0, 1]
+    st = trace.pe_state(t0 + 5)
+    assert st["valid"].sum() == sum(1 for r in range(8) for c in range(8) if r + c <= 4)
+    # the bottom register of column c holds the final sum of (c, v) in the output cycle
+    for c, v in ((0, 0), (3, 7), (7, 15)):
+        cyc = rec["timing"].output_cycle(c, v)
+        assert trace.pe_state(cyc)["psum"][7, c] == rec["steps"][-1][c, v].view(np.uint32)
+    write = [e for e in trace.of_kind("psum_write") if e.data["partition"] == 3 and e.data["offset"] == 7 * 4]
+    assert write[0].cycle == rec["timing"].output_cycle(3, 7) + 1
+
+
+def test_barriers_order_around_them():
+    p = programs.bf16_drain("mariana", sr=True)
+    eng, trace = run_program(p)
+    reg, lw = trace.ops[0], trace.ops[1]
+    assert reg.name == "pe_reg_write" and lw.t_issue > reg.t_complete
+    assert_expectations(p, eng, trace)

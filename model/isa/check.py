@@ -54,14 +54,18 @@ def elem_bytes(dtype) -> int:
     return max(1, fmt.width // 8)
 
 
-def active_cols(desc) -> int:
+def active_cols(desc, array_cols: int | None = None) -> int:
+    """num_active_cols, with MAVERICK's 0 meaning every column (256 at full size)."""
     cols = desc.fields.get("num_active_cols", 0)
-    return 256 if desc.gen.layout == Gen.MAVERICK and cols == 0 else cols
+    if desc.gen.layout == Gen.MAVERICK and cols == 0:
+        return array_cols or 256
+    return cols
 
 
 class _Checker:
-    def __init__(self, desc, stationary_dtype):
+    def __init__(self, desc, stationary_dtype, array_cols=None):
         self.d, self.f, self.gen = desc, desc.fields, desc.gen
+        self.array_cols = array_cols
         self.maverick = desc.gen.layout == Gen.MAVERICK
         self.stationary_dtype = stationary_dtype
         self.out: list[Violation] = []
@@ -183,8 +187,8 @@ class _Checker:
                     self.bad(E.BAD_TILE, "tile_sel.col_sel", "col_sel 1 needs a c128 tile")
                 if rows > trows:
                     self.bad(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a r{trows} tile")
-                if active_cols(self.d) > tcols:
-                    self.bad(E.BAD_TILE, "num_active_cols", f"{active_cols(self.d)} columns do not fit a c{tcols} tile")
+                if active_cols(self.d, self.array_cols) > tcols:
+                    self.bad(E.BAD_TILE, "num_active_cols", f"{active_cols(self.d, self.array_cols)} columns do not fit a c{tcols} tile")
         else:
             rg, cg = self.f["row_grp"], self.f["col_grp"]
             if rg > 3 or rg * 32 + rows > 128:
@@ -267,7 +271,7 @@ class _Checker:
                 self.bad(E.BAD_SEED_OP, field, f"a seed {mode.name} micro-op needs {field} = {want}")
         if self.d.op == Opcode.MATMUL and mode == SeedMode.SAVE_SEED:
             dst = f["dst_mem_pattern"]
-            if dst["kind"] != "tensor3d" or dst["num_elem"] != [1, 1, 2]:
+            if dst.get("kind") != "tensor3d" or dst["num_elem"] != [1, 1, 2]:
                 self.bad(E.BAD_SEED_OP, "dst_mem_pattern", "SaveSeed writes a 1x1x2 PSUM tensor")
 
     # -- per opcode --------------------------------------------------------------------------
@@ -292,7 +296,7 @@ class _Checker:
                 self.bad(E.BAD_SPARSE, "tag_weight_mode", "TAG_WEIGHT elements are {u16 weight, u16 tag}: "
                          "in_dtype must be BFLOAT16 or FP16")
             esize = 4
-        rows, cols, pack = f["num_active_rows"], active_cols(self.d), self.pack()
+        rows, cols, pack = f["num_active_rows"], active_cols(self.d, self.array_cols), self.pack()
         parts, per = (cols, rows * pack) if xpose == XposeMode.ENABLED else (rows, cols * pack)
         n = self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
         if n and n != per:
@@ -316,7 +320,9 @@ class _Checker:
         if self.maverick and f["perf_mode"] != MXPerfMode.NONE and src["kind"] != "mxtensor_v2":
             self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
-        if xpose == XposeMode.ENABLED and not flags.get("seed_mode", 0):
+        if self.maverick and flags.get("seed_mode", 0) in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
+            self.seed_patterns(flags["seed_mode"], n)
+        elif xpose == XposeMode.ENABLED:
             self.transpose_destination(n)
         elif n % self.pack():
             self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition is not a whole number of "
@@ -335,11 +341,21 @@ class _Checker:
             return {0: 1, 1: 4, 2: 4, 3: 4, 4: 8, 5: 8, 6: 8}[int(f["perf_mode"])]
         return 1
 
+    def seed_patterns(self, mode, n):
+        """MAVERICK seed micro-op: the dst names the bank whose 2 x 128 states move; LoadSeed reads
+        one INT32 per active column, SaveSeed writes the 1x1x2 dst in every partition (D-T27)."""
+        half = (self.array_cols or 256) // 2
+        m = self.pattern("dst_mem_pattern", "psum", 4, rows=half)
+        if mode == SeedMode.LOAD_SEED and n and n != 2 * half:
+            self.bad(E.BAD_SEED_OP, "src_mem_pattern", f"LoadSeed reads {2 * half} INT32 seeds (one per column), "
+                     f"the pattern has {n}")
+        del m
+
     def transpose_destination(self, n):
         """D-13: moving[k, n] lands in PSUM partition n, element k."""
         f = self.f
         rows = f["num_active_rows"]
-        if n > min(active_cols(self.d), 128):
+        if n > min(active_cols(self.d, self.array_cols), 128):
             self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one partition per moving element: "
                      f"{n} elements need {n} active columns (at most 128)")
         if f["out_dtype"] == Dtype.BFLOAT16 and dt.is_in_enum(f["in_dtype"], self.gen) and elem_bytes(f["in_dtype"]) == 4:
@@ -353,12 +369,14 @@ class _Checker:
     def destination(self, n):
         f = self.f
         out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        cols = min(active_cols(self.d), 128)
+        half = (self.array_cols or 256) // 2 if self.maverick else 128     # columns per PSUM slot
+        cols = min(active_cols(self.d, self.array_cols), half)
         dst = f["dst_mem_pattern"]
         m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=cols)
         if not (n and m) or dst.get("kind", "tensor3d") != "tensor3d":
             return
-        c256 = self.maverick and f["tile_size"]["col_size_log2"] == TileColSize.C256 and active_cols(self.d) > 128
+        c256 = self.maverick and f["tile_size"]["col_size_log2"] == TileColSize.C256 and \
+            active_cols(self.d, self.array_cols) > half
         seed_save = self.maverick and f["flags"]["seed_mode"] == SeedMode.SAVE_SEED
         if c256 and not seed_save:
             if dst["num_elem"][2] != 2:
@@ -452,9 +470,9 @@ class _Checker:
             self.out_dtype()
             self.accumulate()
             self.destination(pat["num_elem"] // pack)
-        elif pat["num_elem"] != active_cols(self.d) * pack:
+        elif pat["num_elem"] != active_cols(self.d, self.array_cols) * pack:
             self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"the weight tile needs columns x {pack} = "
-                     f"{active_cols(self.d) * pack} elements per partition")
+                     f"{active_cols(self.d, self.array_cols) * pack} elements per partition")
 
     def pe_reg_write(self):
         f = self.f
@@ -489,10 +507,11 @@ _BY_OP = {
 }
 
 
-def check(desc, gen=None, *, stationary_dtype=None) -> list[Violation]:
+def check(desc, gen=None, *, stationary_dtype=None, array_cols=None) -> list[Violation]:
     """Every violation of `desc` (a Descriptor, or 64 bytes with `gen`).
 
-    `stationary_dtype` is the engine's loaded weight dtype, for the fp32/tf32 no-mix rule."""
+    `stationary_dtype` is the engine's loaded weight dtype, for the fp32/tf32 no-mix rule;
+    `array_cols` the width of a scaled-down array (MAVERICK's num_active_cols 0 = all of them)."""
     from model.isa import Descriptor, decode
     if not isinstance(desc, Descriptor):
         desc = decode(desc, gen)
@@ -500,7 +519,7 @@ def check(desc, gen=None, *, stationary_dtype=None) -> list[Violation]:
         return [Violation(E.BAD_OPCODE, "header.opcode", f"0x{desc.op:02X} is not a PE opcode")]
     if desc.layout is None:
         return [Violation(E.OPCODE_NOT_IN_GEN, "header.opcode", f"{desc.op.name} does not exist on {desc.gen.name}")]
-    checker = _Checker(desc, stationary_dtype)
+    checker = _Checker(desc, stationary_dtype, array_cols)
     checker.structure()
     _BY_OP[desc.op](checker)
     return checker.out
