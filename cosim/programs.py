@@ -256,6 +256,36 @@ def sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=3, seed=7):
     return b.done()
 
 
+def tag_weight(gen="mariana", rows=8, cols=8, n=6, seed=13):
+    """Ldweights in TAG_WEIGHT mode: {u16 weight, u16 tag} elements load weights and tags at once."""
+    b = _Builder("tag_weight", gen, rows, cols, seed)
+    w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, 2, n))
+    tags = b.rng.integers(0, 2, (rows, cols))
+    ow = b.put(0, w.astype(np.uint64) | (tags.astype(np.uint64) << np.uint64(16)), 4)
+    oa = b.put(0, a.reshape(rows, 2 * n), 2)
+    lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+    b.line(f"ldweights in_dtype=bf16 tag_weight_mode=tag_weight rows={rows} cols={cols} {lo}"
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    b.line(f"matmul_sparse in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} acc=single "
+           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,2]) dst={_t3('psum(0,1,0)', n)}")
+    _expect_fp32(b.p, 1, matmul(w, a, in_dtype="bf16", gen=b.gen, tags=tags))
+    return b.done()
+
+
+def reg_write_bypass(gen="cayman", rows=8, cols=8, n=8, seed=14):
+    """PeRegWrite with queue_cfg.bypass_peregwrite_instr: the immediate value, no SBUF fetch
+    (the SBUF word it names holds an invalid value, which must not be read)."""
+    b = _Builder("reg_write_bypass", gen, rows, cols, seed)
+    base = single(gen, "bf16", rows, cols, n, seed=seed)
+    b.p.sbuf[:] = base.sbuf
+    b.p.sbuf[0, 0x3F00:0x3F04] = 0xFF
+    b.lines = ["pe_reg_write reg=psum_round value=0 src=(start_addr=sbuf(0,0x3f00), step_elem=[1], num_elem=[1])"] + \
+        base.text.strip().splitlines()
+    b.p.expect_fp32 = base.expect_fp32
+    b.p.regs = {"queue_cfg": 1 << 4}
+    return b.done()
+
+
 def _mx_tiles(b, dtype, pack, rows, cols, n):
     k = rows * pack
     w, a = b.values(dtype, (k, cols)), b.values(dtype, (k, n))
@@ -387,12 +417,14 @@ def library(gen) -> list:
     progs = [single(gen, "bf16"), single(gen, "fp16", load_order="last_col_first"),
              single(gen, "fp8_e4m3"), single(gen, "fp32", fp32_mode="low_high"),
              accumulate_group(gen), transpose(gen), invalid_mixed(gen)]
-    progs += [sparse(gen), tiles(gen)]
+    progs += [sparse(gen), tiles(gen), reg_write_bypass(gen)]
     if gen.layout != Gen.MAVERICK:
         progs += [zero_region(gen), double_row(gen)]
     if gen >= Gen.MARIANA:
         progs += [bf16_drain(gen), bf16_drain(gen, sr=True), lut(gen), mx(gen, "fp8_e4m3", "quad_row"),
-                  mx(gen, "fp4_e2m1", "oct_row")]
+                  mx(gen, "fp4_e2m1", "oct_row"), sparse(gen, fmaps=2, seed=15), sparse(gen, fmaps=4, seed=16)]
+    if gen.layout != Gen.MAVERICK:
+        progs.append(tag_weight(gen))
     if gen == Gen.MAVERICK:
         progs += [c256(), mx(gen, "int4", "quad_row")]
     return progs

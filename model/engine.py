@@ -74,15 +74,20 @@ class Trace:
         return [e for e in self.events if e.kind == kind]
 
     def pe_state(self, cycle: int) -> dict:
-        """Every PE's registers during `cycle` (record_pe=True engines): the moving value register
+        """Every PE's registers during `cycle` (record_pe=True engines): the active weight (`weight`,
+        code of pack slot 0, from the first cycle after its swap), the moving value register
         (`act`, float32 bits of pack slot 0), the partial-sum register (`psum`, float32 bits) and
         their valid bits, each [rows, cols].  A PE's registers hold what it computed in the
         previous cycle window (D-15, docs/timing.md); rows below a matmul's block pass its sums on."""
         act = np.zeros((self.rows, self.cols), np.uint32)
         psum = np.zeros((self.rows, self.cols), np.uint32)
+        weight = np.zeros((self.rows, self.cols), np.uint32)
         valid = np.zeros((self.rows, self.cols), bool)
+        rgrid, cgrid = np.indices((self.rows, self.cols))
         for rec in self.pe_log:
             tm, row0, col0 = rec["timing"], rec["row0"], rec["col0"]
+            swapped = rec["swapped"] & (cycle > tm.t_data + tm.passes * (rgrid + cgrid))
+            weight = np.where(swapped, rec["w_code"], weight)
             steps, a = rec["steps"], rec["a"]
             k, _, n = a.shape
             m = steps[0].shape[0]
@@ -103,7 +108,18 @@ class Trace:
             act = np.where(live & (r < row0 + k), x, act)
             psum = np.where(live, p, psum)
             valid |= live
-        return {"act": act, "psum": psum, "valid": valid}
+        return {"weight": weight, "act": act, "psum": psum, "valid": valid}
+
+    def steps(self, pe: bool = False):
+        """The trace one clock at a time: (cycle, events of that cycle[, pe_state(cycle)])."""
+        by_cycle: dict[int, list] = {}
+        for e in self.events:
+            by_cycle.setdefault(e.cycle, []).append(e)
+        for cycle in range(self.cycles):
+            if pe:
+                yield cycle, by_cycle.get(cycle, []), self.pe_state(cycle)
+            else:
+                yield cycle, by_cycle.get(cycle, [])
 
     def replay_psum(self, psum: Psum | None = None) -> Psum:
         """Apply the trace's PSUM events (zeroing and cell writes) in order to `psum` (a fresh one
@@ -177,6 +193,7 @@ class Engine:
         self.lut_codes = np.zeros(LUT_ENTRIES, np.uint32)
         self.lut_dtype = Dtype.BFLOAT16
         self.external_events: dict[int, list] = {}
+        self._last_swap = np.zeros((rows, cols), bool)
 
     # -- host interface -------------------------------------------------------------------------
     def write_reg(self, reg, value: int):
@@ -647,7 +664,8 @@ class Engine:
             if self.record_pe:
                 result, steps = result
                 self._pe_log.append({"op": op.index, "timing": timing, "row0": row0, "col0": col0,
-                                     "steps": steps, "a": a_vals, "w": w_vals})
+                                     "steps": steps, "a": a_vals, "w_code": self.active.code[:, :, 0].copy(),
+                                     "swapped": self._last_swap})
         self._write_results(op, timing, values=result, vectors=n_vec, ncols=cols, col0=col0)
 
     def _sparse_chain(self, w, a, fmap):
@@ -678,6 +696,7 @@ class Engine:
         region = np.zeros((self.rows, self.cols), bool)
         region[row0:row0 + rows, col0:col0 + cols] = True
         swap = region & self.pending
+        self._last_swap = swap.copy()
         if swap.any():
             self.active.copy_from(self.shadow, swap)
             self.pending &= ~swap

@@ -194,6 +194,13 @@ def test_pe_state_follows_the_skewed_wavefront():
         assert trace.pe_state(cyc)["psum"][7, c] == rec["steps"][-1][c, v].view(np.uint32)
     write = [e for e in trace.of_kind("psum_write") if e.data["partition"] == 3 and e.data["offset"] == 7 * 4]
     assert write[0].cycle == rec["timing"].output_cycle(3, 7) + 1
+    # weights: a PE shows the loaded weight from the cycle after the first vector reaches it
+    assert trace.pe_state(t0)["weight"][0, 0] == 0
+    assert trace.pe_state(t0 + 1)["weight"][0, 0] == rec["w_code"][0, 0] != 0
+    assert trace.pe_state(t0 + 1)["weight"][7, 7] == 0 and trace.pe_state(t0 + 15)["weight"][7, 7] != 0
+    # stepping one clock at a time gives every event exactly once, in its cycle
+    seen = [e for cycle, events in trace.steps() for e in events if e.cycle == cycle]
+    assert len(seen) == len(trace.events)
 
 
 def test_barriers_order_around_them():
