@@ -76,15 +76,18 @@ class Trace:
     def pe_state(self, cycle: int) -> dict:
         """Every PE's registers during `cycle` (record_pe=True engines): the active weight (`weight`,
         code of pack slot 0, from the first cycle after its swap), the moving value register
-        (`act`, float32 bits of pack slot 0), the partial-sum register (`psum`, float32 bits) and
+        (`act`, the code of pack slot 0), the partial-sum register (`psum`, float32 bits) and
         their valid bits, each [rows, cols].  A PE's registers hold what it computed in the
         previous cycle window (D-15, docs/timing.md); rows below a matmul's block pass its sums on."""
         act = np.zeros((self.rows, self.cols), np.uint32)
         psum = np.zeros((self.rows, self.cols), np.uint32)
         weight = np.zeros((self.rows, self.cols), np.uint32)
         valid = np.zeros((self.rows, self.cols), bool)
+        act_valid = np.zeros((self.rows, self.cols), bool)
         rgrid, cgrid = np.indices((self.rows, self.cols))
         for rec in self.pe_log:
+            if rec.get("kind") != "mm":
+                continue
             tm, row0, col0 = rec["timing"], rec["row0"], rec["col0"]
             swapped = rec["swapped"] & (cycle > tm.t_data + tm.passes * (rgrid + cgrid))
             weight = np.where(swapped, rec["w_code"], weight)
@@ -104,11 +107,12 @@ class Trace:
             vv = np.clip(v, 0, n - 1)
             stack = np.stack(steps)                                   # [k, m, n]
             p = stack[rr, cc, vv].view(np.uint32)
-            x = a[np.minimum(rr, k - 1), 0, vv].astype(np.float32).view(np.uint32)
+            x = rec["a_codes"][np.minimum(rr, k - 1), 0, vv]
             act = np.where(live & (r < row0 + k), x, act)
+            act_valid |= live & (r < row0 + k)
             psum = np.where(live, p, psum)
             valid |= live
-        return {"weight": weight, "act": act, "psum": psum, "valid": valid}
+        return {"weight": weight, "act": act, "act_valid": act_valid, "psum": psum, "valid": valid}
 
     def steps(self, pe: bool = False):
         """The trace one clock at a time: (cycle, events of that cycle[, pe_state(cycle)])."""
@@ -577,6 +581,10 @@ class Engine:
         sh.pack[sl, phys] = pack
         sh.scale[sl, phys] = scales
         self.pending[sl, phys] = True
+        if self.record_pe:
+            self._pe_log.append({"kind": "lw", "op": op.index, "t": t, "latency": L, "row0": row0, "rows": rows,
+                                 "phys": np.asarray(phys), "codes": stored.astype(np.uint32), "dtype": int(vdtype),
+                                 "pack": pack, "scales": scales})
         for k in range(rows):
             self._emit(t + k + L, "shadow_write", op.index, row=row0 + k)
         op.t_complete = t + rows - 1 + L
@@ -651,21 +659,25 @@ class Engine:
                 dt.format_of(dtype, self.gen).width
             codes, first = self._read_codes(d, rows, n_vec * pack, bits)
             order = self._element_order(d, n_vec, pack)
-            a_vals, _, a_dtype = self._to_values(codes[:, order].transpose(0, 2, 1), dtype, scalar)  # [rows, pack, N]
+            a_vals, a_codes, a_dtype = self._to_values(codes[:, order].transpose(0, 2, 1), dtype, scalar)  # [rows, pack, N]
             scales = None
+            sa_rows = np.zeros((rows, n_vec))
             if self._is_mx(d):
                 blocks = rows * pack // MX_BLOCK
                 sa = self._read_scales(d, first, blocks, pack, n_vec)
                 blk = (np.arange(rows) * pack) // MX_BLOCK
                 scales = (w.scale[wsl], sa[blk])
+                sa_rows = sa[blk]
             sig = sig_bits_of(a_dtype) + max((sig_bits_of(s) for s in st_dtypes), default=0)
             result = column_chain(w_vals, a_vals, sig_bits=sig, fp32_mode=f.get("fp32_mode"), scales=scales,
                                   partials=self.record_pe)
             if self.record_pe:
                 result, steps = result
-                self._pe_log.append({"op": op.index, "timing": timing, "row0": row0, "col0": col0,
-                                     "steps": steps, "a": a_vals, "w_code": self.active.code[:, :, 0].copy(),
-                                     "swapped": self._last_swap})
+                self._pe_log.append({"kind": "mm", "op": op.index, "timing": timing, "row0": row0, "col0": col0,
+                                     "rows": rows, "cols": cols, "pack": pack, "steps": steps, "a": a_vals,
+                                     "a_codes": np.asarray(a_codes, np.uint32), "a_dtype": int(a_dtype),
+                                     "fp32_mode": int(f.get("fp32_mode", 0)), "mx": self._is_mx(d), "sa": sa_rows,
+                                     "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         self._write_results(op, timing, values=result, vectors=n_vec, ncols=cols, col0=col0)
 
     def _sparse_chain(self, w, a, fmap):

@@ -181,7 +181,7 @@ def test_pe_state_follows_the_skewed_wavefront():
     p = programs.single("cayman", "bf16", rows=8, cols=8, n=16)
     eng = Engine("cayman", rows=8, cols=8, sbuf=p.sbuf_model(), record_pe=True)
     trace = eng.run(assemble(p.text, "cayman"))
-    rec = trace.pe_log[0]
+    rec = [r for r in trace.pe_log if r["kind"] == "mm"][0]
     t0 = rec["timing"].t_data
     # vector 0 is in PE (r, c) during cycle t0 + r + c, so its register shows it one cycle later
     st = trace.pe_state(t0 + 1)

@@ -1,0 +1,144 @@
+"""Lockstep of the RTL array (rtl/array.py) against the golden cycle model, in Amaranth's simulator.
+
+The model's trace (Engine(record_pe=True)) says when each weight row is written and when each
+moving vector enters; the testbench drives the array with exactly that, and in every cycle compares
+every PE's active weight, moving value, partial sum and valid bit with Trace.pe_state(cycle).
+The first difference is reported with cycle, PE, signal, expected and actual (bits and value),
+and a VCD of the run up to it is written."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from model.isa.enums import FP32Mode
+from rtl.array import Array
+
+
+@dataclass
+class Mismatch:
+    cycle: int
+    row: int
+    col: int
+    signal: str
+    expected: int
+    actual: int
+    vcd: str | None = None
+
+    def __str__(self):
+        def show(bits):
+            return f"{bits:#010x} ({np.uint32(bits).view(np.float32)!r})"
+        text = (f"first mismatch at cycle {self.cycle}, PE (row {self.row}, col {self.col}), {self.signal}: "
+                f"expected {show(self.expected)}, got {show(self.actual)}")
+        return text + (f"; waveform: {self.vcd}" if self.vcd else "")
+
+
+def frames(trace, pack: int):
+    """Per-cycle array inputs from the trace's PE log: {cycle: {...}}."""
+    out: dict[int, dict] = {}
+
+    def at(c):
+        return out.setdefault(c, {"vec": {}, "wl": None, "advance": 1, "phase": 0})
+    for rec in trace.pe_log:
+        if rec["kind"] == "lw":
+            for k in range(rec["rows"]):
+                f = at(rec["t"] + k + rec["latency"])
+                f["wl"] = (rec["row0"] + k, rec["phys"], rec["codes"][k], rec["dtype"], rec["scales"][k])
+        else:
+            tm, codes = rec["timing"], rec["a_codes"]
+            rows, _, n = codes.shape
+            p = tm.passes
+            if p > 1:
+                for cyc in range(tm.t_data, tm.t_data + p * (n + trace.rows + trace.cols + 1)):
+                    f = at(cyc)
+                    f["phase"] = (cyc - tm.t_data) % p
+                    f["advance"] = int(f["phase"] == p - 1)
+            for v in range(n):
+                for cyc in range(tm.t_data + p * v, tm.t_data + p * (v + 1)):
+                    f = at(cyc)
+                    for k in range(rows):
+                        sa = rec["sa"][k, v]
+                        f["vec"][rec["row0"] + k] = {
+                            "valid": 1, "swap": int(v == 0), "first": int(k == 0),
+                            "col_lo": rec["col0"], "col_hi": rec["col0"] + rec["cols"],
+                            "dtype": rec["a_dtype"], "fp32_mode": rec["fp32_mode"],
+                            "multi": int(rec["pack"] > 1), "scaled": int(rec["mx"]),
+                            "sa": 0 if np.isnan(sa) else int(sa), "sa_nan": int(np.isnan(sa)), "fmaps": 0,
+                            "code": [int(x) for x in codes[k, :, v]] + [0] * (pack - rec["pack"])}
+    return out
+
+
+def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | None = None):
+    """Simulate and compare; returns None when every cycle matches, else the first Mismatch."""
+    dut = Array(gen, trace.rows, trace.cols, pack)
+    plan = frames(trace, pack)
+    end = trace.cycles if stop_at is None else stop_at + 1
+    result: list = []
+    zero_act = {"valid": 0, "swap": 0, "first": 0, "col_lo": 0, "col_hi": 0, "dtype": 0, "fp32_mode": 0,
+                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0, "code": [0] * pack}
+    zero_w = {"code": [0] * pack, "dtype": 0, "scale": 0, "scale_nan": 0}
+
+    async def bench(ctx):
+        for cycle in range(end):
+            f = plan.get(cycle, {"vec": {}, "wl": None, "advance": 1, "phase": 0})
+            for r in range(trace.rows):
+                ctx.set(dut.vec_in[r], f["vec"].get(r, zero_act))
+            ctx.set(dut.advance, f["advance"])
+            ctx.set(dut.phase, f["phase"])
+            if f["wl"] is not None:
+                row, phys, codes, dtype, scales = f["wl"]
+                mask = 0
+                for i, c in enumerate(phys):
+                    mask |= 1 << int(c)
+                    sc = scales[i]
+                    ctx.set(dut.wl_data[int(c)], {"code": [int(x) for x in codes[i]] + [0] * (pack - len(codes[i])),
+                                                  "dtype": dtype, "scale": 0 if np.isnan(sc) else int(sc),
+                                                  "scale_nan": int(np.isnan(sc))})
+                ctx.set(dut.wl_valid, 1)
+                ctx.set(dut.wl_row, row)
+                ctx.set(dut.wl_cols, mask)
+            else:
+                ctx.set(dut.wl_valid, 0)
+            expect = trace.pe_state(cycle)
+            for r in range(trace.rows):
+                for c in range(trace.cols):
+                    pe = dut.pes[r][c]
+                    checks = [("active weight", int(expect["weight"][r, c]), ctx.get(pe.w_code)),
+                              ("psum valid", int(expect["valid"][r, c]), ctx.get(pe.psum_valid_out))]
+                    if expect["valid"][r, c]:
+                        checks.append(("psum", int(expect["psum"][r, c]), ctx.get(pe.psum_out)))
+                    if expect["act_valid"][r, c]:
+                        checks.append(("moving value", int(expect["act"][r, c]), ctx.get(pe.act_out.code[0])))
+                    for name, want, got in checks:
+                        if want != got:
+                            result.append(Mismatch(cycle, r, c, name, want, got))
+                            return
+            await ctx.tick()
+            for r in range(trace.rows):
+                ctx.set(dut.vec_in[r], zero_act)
+            for c in range(trace.cols):
+                ctx.set(dut.wl_data[c], zero_w)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    if vcd:
+        Path(vcd).parent.mkdir(parents=True, exist_ok=True)
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+    return result[0] if result else None
+
+
+def check(trace, gen, *, pack: int = 1, vcd_dir: str = "build/lockstep", name: str = "array"):
+    """Run; on a mismatch re-run with a VCD up to it and return the report (None if all match)."""
+    bad = run(trace, gen, pack=pack)
+    if bad is None:
+        return None
+    path = str(Path(vcd_dir) / f"{name}.vcd")
+    run(trace, gen, pack=pack, vcd=path, stop_at=bad.cycle + 2)
+    bad.vcd = path
+    return bad

@@ -1,0 +1,122 @@
+"""One processing element of the weight-stationary array (SPEC D-14, D-15; docs/timing.md).
+
+Registers: shadow and active weights (pack codes, dtype, MX scale) with a pending flag, the sparse
+tag, the moving-value register (passed right) and the partial-sum register (passed down).  Every PE
+is the same module: its column index is an input, so the exported Verilog instantiates one PE
+definition many times."""
+from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from model.isa.enums import FP32Mode
+from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
+
+COL_BITS = 9
+
+
+def act_layout(pack: int) -> data.StructLayout:
+    """What travels with a moving value along a row."""
+    return data.StructLayout({
+        "valid": 1,                     # a value of a matmul for this row
+        "swap": 1,                      # the matmul's first vector: pending shadow weights go active
+        "first": 1,                     # this row starts the column chain (psum_in = +0)
+        "col_lo": COL_BITS, "col_hi": COL_BITS,   # the matmul's column block [lo, hi)
+        "dtype": 8,
+        "fp32_mode": 2,
+        "multi": 1, "scaled": 1,        # multi-term step (double row / MX); MX scales apply
+        "sa": signed(10), "sa_nan": 1,  # the moving block's E8M0 exponent (value - 127)
+        "fmaps": 3,                     # MatmulSparse: fmaps sent in the code slots (0: not sparse)
+        "code": data.ArrayLayout(32, pack),
+    })
+
+
+def weight_layout(pack: int) -> data.StructLayout:
+    return data.StructLayout({"code": data.ArrayLayout(32, pack), "dtype": 8, "scale": signed(10),
+                              "scale_nan": 1})
+
+
+# (moving part, stationary part) of the four LOW_HIGH sub-steps (D-12, D-T24)
+LOW_HIGH_PARTS = ((PART_HI, PART_HI), (PART_HI, PART_LO), (PART_LO, PART_HI), (PART_LO, PART_LO))
+
+
+class PE(wiring.Component):
+    def __init__(self, gen, pack: int = 1):
+        self.gen, self.pack = gen, pack
+        super().__init__({
+            "col_index": In(COL_BITS),
+            "act_in": In(act_layout(pack)), "act_out": Out(act_layout(pack)),
+            "psum_in": In(32), "psum_valid_in": In(1), "psum_out": Out(32), "psum_valid_out": Out(1),
+            "advance": In(1), "phase": In(2),
+            "wl_valid": In(1), "wl": In(weight_layout(pack)),
+            "tag_valid": In(1), "tag_in": In(4),
+            "w_code": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        pack = self.pack
+        m.submodules.mac = mac = PeMac(self.gen, pack)
+        wl = weight_layout(pack)
+        shadow, active = Signal(wl), Signal(wl)
+        pending = Signal()
+        tag = Signal(4)
+        act = Signal(act_layout(pack))
+        psum, pvalid = Signal(32), Signal()
+        acc = Signal(32)                                      # the 4-pass sub-step accumulator
+        ai = self.act_in
+
+        in_cols = (self.col_index >= ai.col_lo) & (self.col_index < ai.col_hi)
+        live = ai.valid & in_cols
+        swap_now = live & ai.swap & pending
+        w = data.View(wl, Mux(swap_now, shadow.as_value(), active.as_value()))
+        with m.If(swap_now):
+            m.d.sync += [active.eq(shadow), pending.eq(0)]
+        with m.If(self.wl_valid):
+            m.d.sync += [shadow.eq(self.wl), pending.eq(1)]
+        with m.If(self.tag_valid):
+            m.d.sync += tag.eq(self.tag_in)
+
+        sparse = ai.fmaps != 0
+        sel = tag[:2]
+        compute = live & (~sparse | (sel < ai.fmaps))
+        chain = Mux(ai.first, Const(0, 32), self.psum_in)
+        four = (ai.fp32_mode == FP32Mode.HIGH) | (ai.fp32_mode == FP32Mode.LOW_HIGH)
+        low_high = ai.fp32_mode == FP32Mode.LOW_HIGH
+
+        # operands
+        m.d.comb += [mac.a_dtype.eq(ai.dtype), mac.w_dtype.eq(w.dtype)]
+        for j in range(pack):
+            code = getattr(mac, f"a{j}")
+            if j == 0:
+                m.d.comb += code.eq(Mux(sparse, ai.code[sel], ai.code[0]))
+            else:
+                m.d.comb += code.eq(ai.code[j])
+            m.d.comb += getattr(mac, f"w{j}").eq(w.code[j])
+        if pack > 1:
+            m.d.comb += [mac.multi.eq(ai.multi), mac.scaled.eq(ai.scaled), mac.sa.eq(ai.sa),
+                         mac.sa_nan.eq(ai.sa_nan), mac.sw.eq(w.scale), mac.sw_nan.eq(w.scale_nan)]
+        with m.Switch(ai.fp32_mode):
+            with m.Case(FP32Mode.LOW):
+                m.d.comb += [mac.a_part.eq(PART_HI), mac.w_part.eq(PART_HI)]
+            with m.Case(FP32Mode.LOW_HIGH):
+                with m.Switch(self.phase):
+                    for p, (pa, pw) in enumerate(LOW_HIGH_PARTS):
+                        with m.Case(p):
+                            m.d.comb += [mac.a_part.eq(pa), mac.w_part.eq(pw)]
+            with m.Default():
+                m.d.comb += [mac.a_part.eq(PART_FULL), mac.w_part.eq(PART_FULL)]
+        m.d.comb += mac.psum.eq(Mux(four & (self.phase != 0), acc, chain))
+
+        # 4-pass sub-steps: LOW_HIGH fuses in every phase, HIGH once in phase 0
+        with m.If(four & compute & (low_high | (self.phase == 0))):
+            m.d.sync += acc.eq(mac.result)
+        step = Mux(four & ~low_high, acc, mac.result)
+        with m.If(self.advance):
+            m.d.sync += act.eq(ai)
+            with m.If(live):
+                m.d.sync += [psum.eq(Mux(compute, step, chain)), pvalid.eq(1)]
+            with m.Else():
+                m.d.sync += [psum.eq(self.psum_in), pvalid.eq(self.psum_valid_in)]
+        m.d.comb += [self.act_out.eq(act), self.psum_out.eq(psum), self.psum_valid_out.eq(pvalid),
+                     self.w_code.eq(active.code[0])]
+        return m
