@@ -7,6 +7,7 @@ The first difference is reported with cycle, PE, signal, expected and actual (bi
 and a VCD of the run up to it is written."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,11 @@ class Mismatch:
         return text + (f"; waveform: {self.vcd}" if self.vcd else "")
 
 
+def _slots(codes, pack: int) -> dict:
+    codes = [int(x) for x in codes] + [0] * (pack - len(codes))
+    return {f"s{j}": codes[j] for j in range(pack)}
+
+
 def frames(trace, pack: int):
     """Per-cycle array inputs from the trace's PE log: {cycle: {...}}."""
     out: dict[int, dict] = {}
@@ -42,6 +48,12 @@ def frames(trace, pack: int):
     def at(c):
         return out.setdefault(c, {"vec": {}, "wl": None, "advance": 1, "phase": 0})
     for rec in trace.pe_log:
+        if rec["kind"] == "xpose":                 # element (k, n) enters column n's top at t_data + k + n
+            ncol, k_all = rec["bits"].shape
+            for n in range(ncol):
+                for k in range(k_all):
+                    at(rec["timing"].t_data + k + n).setdefault("top", {})[n] = int(rec["bits"][n, k])
+            continue
         if rec["kind"] == "lw":
             for k in range(rec["rows"]):
                 f = at(rec["t"] + k + rec["latency"])
@@ -56,35 +68,42 @@ def frames(trace, pack: int):
                     f["phase"] = (cyc - tm.t_data) % p
                     f["advance"] = int(f["phase"] == p - 1)
             for v in range(n):
-                for cyc in range(tm.t_data + p * v, tm.t_data + p * (v + 1)):
-                    f = at(cyc)
-                    for k in range(rows):
+                for k in range(rows):              # row r reads its partition P*r cycles later (the skew)
+                    r = rec["row0"] + k
+                    for cyc in range(tm.t_data + p * (v + r), tm.t_data + p * (v + r + 1)):
+                        f = at(cyc)
                         sa = rec["sa"][k, v]
-                        f["vec"][rec["row0"] + k] = {
+                        f["vec"][r] = {
                             "valid": 1, "swap": int(v == 0), "first": int(k == 0),
                             "col_lo": rec["col0"], "col_hi": rec["col0"] + rec["cols"],
                             "dtype": rec["a_dtype"], "fp32_mode": rec["fp32_mode"],
                             "multi": int(rec["pack"] > 1), "scaled": int(rec["mx"]),
                             "sa": 0 if np.isnan(sa) else int(sa), "sa_nan": int(np.isnan(sa)), "fmaps": 0,
-                            "code": [int(x) for x in codes[k, :, v]] + [0] * (pack - rec["pack"])}
+                            "code": _slots(codes[k, :, v], pack)}
     return out
 
 
-def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | None = None):
-    """Simulate and compare; returns None when every cycle matches, else the first Mismatch."""
+def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | None = None, compare: bool = True,
+        timing: dict | None = None):
+    """Simulate and compare; returns None when every cycle matches, else the first Mismatch.
+    compare=False only drives the array; `timing` receives the seconds spent in the simulator run."""
     dut = Array(gen, trace.rows, trace.cols, pack)
     plan = frames(trace, pack)
     end = trace.cycles if stop_at is None else stop_at + 1
     result: list = []
     zero_act = {"valid": 0, "swap": 0, "first": 0, "col_lo": 0, "col_hi": 0, "dtype": 0, "fp32_mode": 0,
-                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0, "code": [0] * pack}
-    zero_w = {"code": [0] * pack, "dtype": 0, "scale": 0, "scale_nan": 0}
+                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0, "code": _slots([], pack)}
+    zero_w = {"code": _slots([], pack), "dtype": 0, "scale": 0, "scale_nan": 0}
 
     async def bench(ctx):
         for cycle in range(end):
             f = plan.get(cycle, {"vec": {}, "wl": None, "advance": 1, "phase": 0})
             for r in range(trace.rows):
-                ctx.set(dut.vec_in[r], f["vec"].get(r, zero_act))
+                ctx.set(dut.row_in[r], f["vec"].get(r, zero_act))
+            top = f.get("top", {})
+            for c in range(trace.cols):
+                ctx.set(dut.top_psum[c], top.get(c, 0))
+            ctx.set(dut.top_valid, sum(1 << c for c in top))
             ctx.set(dut.advance, f["advance"])
             ctx.set(dut.phase, f["phase"])
             if f["wl"] is not None:
@@ -93,7 +112,7 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
                 for i, c in enumerate(phys):
                     mask |= 1 << int(c)
                     sc = scales[i]
-                    ctx.set(dut.wl_data[int(c)], {"code": [int(x) for x in codes[i]] + [0] * (pack - len(codes[i])),
+                    ctx.set(dut.wl_data[int(c)], {"code": _slots(codes[i], pack),
                                                   "dtype": dtype, "scale": 0 if np.isnan(sc) else int(sc),
                                                   "scale_nan": int(np.isnan(sc))})
                 ctx.set(dut.wl_valid, 1)
@@ -101,8 +120,8 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
                 ctx.set(dut.wl_cols, mask)
             else:
                 ctx.set(dut.wl_valid, 0)
-            expect = trace.pe_state(cycle)
-            for r in range(trace.rows):
+            expect = trace.pe_state(cycle) if compare else None
+            for r in range(trace.rows if compare else 0):
                 for c in range(trace.cols):
                     pe = dut.pes[r][c]
                     checks = [("active weight", int(expect["weight"][r, c]), ctx.get(pe.w_code)),
@@ -110,26 +129,30 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
                     if expect["valid"][r, c]:
                         checks.append(("psum", int(expect["psum"][r, c]), ctx.get(pe.psum_out)))
                     if expect["act_valid"][r, c]:
-                        checks.append(("moving value", int(expect["act"][r, c]), ctx.get(pe.act_out.code[0])))
+                        checks.append(("moving value", int(expect["act"][r, c]), ctx.get(pe.act_out.code.s0)))
                     for name, want, got in checks:
                         if want != got:
                             result.append(Mismatch(cycle, r, c, name, want, got))
                             return
             await ctx.tick()
             for r in range(trace.rows):
-                ctx.set(dut.vec_in[r], zero_act)
+                ctx.set(dut.row_in[r], zero_act)
             for c in range(trace.cols):
                 ctx.set(dut.wl_data[c], zero_w)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
+    t0 = time.perf_counter()
     if vcd:
         Path(vcd).parent.mkdir(parents=True, exist_ok=True)
         with sim.write_vcd(vcd):
             sim.run()
     else:
         sim.run()
+    if timing is not None:
+        timing["run_seconds"] = time.perf_counter() - t0
+        timing["cycles"] = end
     return result[0] if result else None
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from amaranth.back import verilog
+from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from cosim import toolchain
@@ -26,8 +27,7 @@ def _ports(component: wiring.Component):
     for name, member in component.signature.members.items():
         if not member.is_port:
             raise ValueError(f"{name}: only flat port signatures are supported")
-        out.append((name, member.shape.width if hasattr(member.shape, "width") else len(getattr(component, name)),
-                    member.flow == wiring.In))
+        out.append((name, Shape.cast(member.shape).width, member.flow == wiring.In))
     return out
 
 
@@ -35,7 +35,7 @@ def _words(width: int) -> int:
     return (width + 63) // 64
 
 
-def _cpp(top: str, ports) -> str:
+def _cpp(top: str, ports, clocked: bool = False) -> str:
     ins = [(n, w) for n, w, i in ports if i]
     outs = [(n, w) for n, w, i in ports if not i]
     rec_in = sum(_words(w) for _, w in ins)
@@ -51,7 +51,10 @@ def _cpp(top: str, ports) -> str:
             for j in range((w + 31) // 32):
                 lines.append(f"    top.{name}[{j}] = (uint32_t)(in[{k + j // 2}] >> {32 * (j % 2)});")
         k += _words(w)
-    lines.append("    top.eval();")
+    if clocked:                                   # one record per cycle: inputs, then a rising edge
+        lines += ["    top.rst = 0;", "    top.clk = 0;", "    top.eval();", "    top.clk = 1;", "    top.eval();"]
+    else:
+        lines.append("    top.eval();")
     k = 0
     for name, w in outs:
         if w <= 64:
@@ -69,11 +72,18 @@ def _cpp(top: str, ports) -> str:
 class VectorRunner:
     """Run numpy vectors through the Verilated `component`: runner(**inputs) -> {output: array}."""
 
-    def __init__(self, component: wiring.Component, name: str):
-        self.name = name
+    def __init__(self, component: wiring.Component, name: str, *, sources: dict | None = None,
+                 clocked: bool = False, cflags: str = "-O1"):
+        """`sources` ({file name: Verilog}) replaces the component's own export, for checking
+        other Verilog of the same interface; `clocked` runs one record per rising clock edge and
+        reads the outputs after it."""
+        self.name, self.cflags = name, cflags
         self.ports = _ports(component)
-        src = verilog.convert(component, name=name, emit_src=False)
-        cpp = _cpp(name, self.ports)
+        if sources is None:
+            sources = {f"{name}.v": verilog.convert(component, name=name, emit_src=False)}
+        self.sources = sources
+        cpp = _cpp(name, self.ports, clocked)
+        src = "".join(sources.values()) + cflags
         digest = hashlib.sha256((src + cpp).encode()).hexdigest()[:16]
         self.dir = BUILD / f"{name}-{digest}"
         self.exe = self.dir / "obj" / f"V{name}"
@@ -81,16 +91,17 @@ class VectorRunner:
         with open(self.dir / ".lock", "w") as lock:        # parallel test workers build once
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not self.exe.exists():
-                self._build(src, cpp)
+                self._build(cpp)
 
-    def _build(self, src: str, cpp: str):
+    def _build(self, cpp: str):
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / f"{self.name}.v").write_text(src)
+        for fname, text in self.sources.items():
+            (self.dir / fname).write_text(text)
         (self.dir / "main.cpp").write_text(cpp)
         env = toolchain.verilator_env()
         cmd = ["verilator", "--cc", "--exe", "--build", "-O2", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                "--top-module", self.name, "-Mdir", str(self.dir / "obj"), "-j", str(os.cpu_count() or 2),
-               "-CFLAGS", "-O1", f"{self.name}.v", "main.cpp"]
+               "-CFLAGS", self.cflags, *self.sources, "main.cpp"]
         res = subprocess.run(cmd, cwd=self.dir, env=env, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"verilator build of {self.name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")

@@ -86,6 +86,14 @@ class Trace:
         act_valid = np.zeros((self.rows, self.cols), bool)
         rgrid, cgrid = np.indices((self.rows, self.cols))
         for rec in self.pe_log:
+            if rec.get("kind") == "xpose":            # (k, n) is in PE (r, n)'s sum register in cycle
+                tm, bits = rec["timing"], rec["bits"]  # t_data + k + n + r + 1
+                ncol, k_all = bits.shape
+                kk = cycle - 1 - tm.t_data - cgrid - rgrid
+                live = (cgrid < ncol) & (kk >= 0) & (kk < k_all)
+                psum = np.where(live, bits[np.minimum(cgrid, ncol - 1), np.clip(kk, 0, k_all - 1)], psum)
+                valid = np.where(live, True, valid)
+                continue
             if rec.get("kind") != "mm":
                 continue
             tm, row0, col0 = rec["timing"], rec["row0"], rec["col0"]
@@ -638,6 +646,8 @@ class Engine:
             dtype = Dtype(f["in_dtype"])
             codes, _ = self._read_codes(d, rows, self._src_count(d), dt.format_of(dtype, self.gen).width)
             bits = codes.astype(np.uint32).T                                    # [N, K]: partition n, element k
+            if self.record_pe:
+                self._pe_log.append({"kind": "xpose", "op": op.index, "timing": timing, "bits": bits})
             self._write_results(op, timing, raw=bits, vectors=bits.shape[1], ncols=bits.shape[0], col0=0)
             return
         pack = self._pack_of(d)

@@ -4,7 +4,7 @@ Registers: shadow and active weights (pack codes, dtype, MX scale) with a pendin
 tag, the moving-value register (passed right) and the partial-sum register (passed down).  Every PE
 is the same module: its column index is an input, so the exported Verilog instantiates one PE
 definition many times."""
-from amaranth.hdl import Const, Module, Mux, Signal, signed
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,13 +26,23 @@ def act_layout(pack: int) -> data.StructLayout:
         "multi": 1, "scaled": 1,        # multi-term step (double row / MX); MX scales apply
         "sa": signed(10), "sa_nan": 1,  # the moving block's E8M0 exponent (value - 127)
         "fmaps": 3,                     # MatmulSparse: fmaps sent in the code slots (0: not sparse)
-        "code": data.ArrayLayout(32, pack),
+        "code": code_layout(pack),
     })
 
 
+def code_layout(pack: int) -> data.StructLayout:
+    """Slot 0 holds any code (up to 32 bits); slots 1.. only carry <= 8-bit elements (FP8, MX)."""
+    fields = {"s0": 32}
+    fields.update({f"s{j}": 8 for j in range(1, pack)})
+    return data.StructLayout(fields)
+
+
+def slot(codes, j):
+    return getattr(codes, f"s{j}")
+
+
 def weight_layout(pack: int) -> data.StructLayout:
-    return data.StructLayout({"code": data.ArrayLayout(32, pack), "dtype": 8, "scale": signed(10),
-                              "scale_nan": 1})
+    return data.StructLayout({"code": code_layout(pack), "dtype": 8, "scale": signed(10), "scale_nan": 1})
 
 
 # (moving part, stationary part) of the four LOW_HIGH sub-steps (D-12, D-T24)
@@ -85,13 +95,15 @@ class PE(wiring.Component):
 
         # operands
         m.d.comb += [mac.a_dtype.eq(ai.dtype), mac.w_dtype.eq(w.dtype)]
+        fmap = Signal(32)                                     # MatmulSparse: the fmap the tag selects
+        with m.Switch(sel):
+            for j in range(min(pack, 4)):
+                with m.Case(j):
+                    m.d.comb += fmap.eq(slot(ai.code, j))
         for j in range(pack):
             code = getattr(mac, f"a{j}")
-            if j == 0:
-                m.d.comb += code.eq(Mux(sparse, ai.code[sel], ai.code[0]))
-            else:
-                m.d.comb += code.eq(ai.code[j])
-            m.d.comb += getattr(mac, f"w{j}").eq(w.code[j])
+            m.d.comb += [code.eq(Mux(sparse, fmap, ai.code.s0) if j == 0 else slot(ai.code, j)),
+                         getattr(mac, f"w{j}").eq(slot(w.code, j))]
         if pack > 1:
             m.d.comb += [mac.multi.eq(ai.multi), mac.scaled.eq(ai.scaled), mac.sa.eq(ai.sa),
                          mac.sa_nan.eq(ai.sa_nan), mac.sw.eq(w.scale), mac.sw_nan.eq(w.scale_nan)]
@@ -118,5 +130,24 @@ class PE(wiring.Component):
             with m.Else():
                 m.d.sync += [psum.eq(self.psum_in), pvalid.eq(self.psum_valid_in)]
         m.d.comb += [self.act_out.eq(act), self.psum_out.eq(psum), self.psum_valid_out.eq(pvalid),
-                     self.w_code.eq(active.code[0])]
+                     self.w_code.eq(active.code.s0)]
+        return m
+
+
+def pe_module_name(gen, pack: int) -> str:
+    from model.dtypes import Gen
+    return f"tensore_pe_{Gen.parse(gen).name.lower()}_p{pack}"
+
+
+class PEBlackBox(PE):
+    """The same PE, as an instance of the separately exported module `pe_module_name(gen, pack)`:
+    the Verilog of a large array then holds one PE definition instantiated rows x cols times."""
+
+    def elaborate(self, platform):
+        m = Module()
+        ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+        for name, member in self.signature.members.items():
+            ports[f"{'i' if member.flow == In else 'o'}_{name}"] = getattr(self, name).as_value() \
+                if hasattr(getattr(self, name), "as_value") else getattr(self, name)
+        m.submodules.pe = Instance(pe_module_name(self.gen, self.pack), **ports)
         return m

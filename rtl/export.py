@@ -1,0 +1,86 @@
+"""Verilog for external simulators: one PE module definition instantiated rows x cols times.
+
+The PE comes from Amaranth.  The row block and the top are pure wiring (instances and buses), so
+they are written here as structural Verilog from the same port layouts (rtl.array / rtl.pe):
+Amaranth's backend would take minutes on the ~30,000 instance connections of a 128 x 256 array.
+tests/test_rtl_export.py proves the result is the same circuit as the Amaranth Array."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from model.dtypes import Gen
+from rtl.array import row_module_name
+from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
+
+
+def _row_verilog(gen, cols: int, pack: int) -> str:
+    a, w = act_layout(pack).size, weight_layout(pack).size
+    name, pe = row_module_name(gen, cols, pack), pe_module_name(gen, pack)
+    lines = [f"// {cols} PEs: moving values pass right, sums go down (rtl/array.py ArrayRow).",
+             f"module {name}(clk, rst, act_in, psum_in, psum_valid_in, psum_out, psum_valid_out, advance, phase,",
+             "    wl_valid, wl_cols, wl_data, tag_valid, tag_cols, tag_data);",
+             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
+             f"  input [{a - 1}:0] act_in;", f"  input [{32 * cols - 1}:0] psum_in;",
+             f"  input [{cols - 1}:0] psum_valid_in, wl_cols, tag_cols;",
+             f"  output [{32 * cols - 1}:0] psum_out;", f"  output [{cols - 1}:0] psum_valid_out;",
+             f"  input [{w * cols - 1}:0] wl_data;", f"  input [{4 * cols - 1}:0] tag_data;",
+             f"  wire [{a - 1}:0] act [0:{cols}];", "  assign act[0] = act_in;",
+             "  genvar c;", f"  generate for (c = 0; c < {cols}; c = c + 1) begin : pe",
+             "    wire [31:0] w_code;",
+             f"    {pe} u(.clk(clk), .rst(rst), .col_index({COL_BITS}'(c)), .act_in(act[c]), .act_out(act[c + 1]),",
+             "      .psum_in(psum_in[32*c +: 32]), .psum_valid_in(psum_valid_in[c]),",
+             "      .psum_out(psum_out[32*c +: 32]), .psum_valid_out(psum_valid_out[c]),",
+             "      .advance(advance), .phase(phase), .wl_valid(wl_valid & wl_cols[c]),",
+             f"      .wl(wl_data[{w}*c +: {w}]), .tag_valid(tag_valid & tag_cols[c]), .tag_in(tag_data[4*c +: 4]),",
+             "      .w_code(w_code));", "  end endgenerate", "endmodule", ""]
+    return "\n".join(lines)
+
+
+def _top_verilog(gen, rows: int, cols: int, pack: int, name: str) -> str:
+    a, w = act_layout(pack).size, weight_layout(pack).size
+    row = row_module_name(gen, cols, pack)
+    rb = max(1, (rows - 1).bit_length())
+    lines = [f"// {rows} x {cols} weight-stationary array (rtl/array.py Array), rows of {row}.",
+             f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
+             "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
+             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
+             f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
+             f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
+             f"  input [{4 * cols - 1}:0] tag_data;", f"  input [{32 * cols - 1}:0] top_psum;",
+             f"  input [{cols - 1}:0] top_valid;", f"  output [{32 * cols - 1}:0] out_psum;",
+             f"  output [{cols - 1}:0] out_valid;",
+             f"  wire [{32 * cols - 1}:0] psum [0:{rows}];", f"  wire [{cols - 1}:0] valid [0:{rows}];",
+             "  assign psum[0] = top_psum;", "  assign valid[0] = top_valid;",
+             "  genvar r;", f"  generate for (r = 0; r < {rows}; r = r + 1) begin : row",
+             f"    {row} u(.clk(clk), .rst(rst), .act_in(row_in[{a}*r +: {a}]), .psum_in(psum[r]),",
+             "      .psum_valid_in(valid[r]), .psum_out(psum[r + 1]), .psum_valid_out(valid[r + 1]),",
+             f"      .advance(advance), .phase(phase), .wl_valid(wl_valid && wl_row == {rb}'(r)), .wl_cols(wl_cols),",
+             f"      .wl_data(wl_data), .tag_valid(tag_valid && tag_row == {rb}'(r)), .tag_cols(tag_cols),",
+             "      .tag_data(tag_data));", "  end endgenerate",
+             f"  assign out_psum = psum[{rows}];", f"  assign out_valid = valid[{rows}];", "endmodule", ""]
+    return "\n".join(lines)
+
+
+def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "tensore_array") -> dict:
+    """Write the PE, row-block and top modules, files.f and a Verilator control file."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pe_name, row_name = pe_module_name(gen, pack), row_module_name(gen, cols, pack)
+    t0 = time.perf_counter()
+    texts = {f"{pe_name}.v": verilog.convert(PE(gen, pack), name=pe_name, emit_src=False),
+             f"{row_name}.v": _row_verilog(gen, cols, pack),
+             f"{name}.v": _top_verilog(gen, rows, cols, pack, name)}
+    seconds = time.perf_counter() - t0
+    for fname, text in texts.items():
+        (out / fname).write_text(text)
+    (out / "files.f").write_text("".join(f + "\n" for f in texts))
+    (out / "verilator.vlt").write_text(
+        "`verilator_config\n"
+        f"// one PE definition for {rows * cols} instances, one row definition for {rows}\n"
+        f'no_inline -module "{pe_name}"\n'
+        f'no_inline -module "{row_name}"\n')
+    return {"files": [out / f for f in texts], "filelist": out / "files.f", "vlt": out / "verilator.vlt",
+            "seconds": seconds, "top": name, "gen": Gen.parse(gen).name, "rows": rows, "cols": cols, "pack": pack}
