@@ -54,6 +54,10 @@ def frames(trace, pack: int):
                 for k in range(k_all):
                     at(rec["timing"].t_data + k + n).setdefault("top", {})[n] = int(rec["bits"][n, k])
             continue
+        if rec["kind"] == "tags":
+            for k in range(rec["rows"]):
+                at(rec["t"] + k + rec["latency"])["tags"] = (rec["row0"] + k, rec["phys"], rec["tags"][k])
+            continue
         if rec["kind"] == "lw":
             for k in range(rec["rows"]):
                 f = at(rec["t"] + k + rec["latency"])
@@ -77,8 +81,9 @@ def frames(trace, pack: int):
                             "valid": 1, "swap": int(v == 0), "first": int(k == 0),
                             "col_lo": rec["col0"], "col_hi": rec["col0"] + rec["cols"],
                             "dtype": rec["a_dtype"], "fp32_mode": rec["fp32_mode"],
-                            "multi": int(rec["pack"] > 1), "scaled": int(rec["mx"]),
-                            "sa": 0 if np.isnan(sa) else int(sa), "sa_nan": int(np.isnan(sa)), "fmaps": 0,
+                            "multi": int(rec["pack"] > 1 and not rec.get("fmaps")), "scaled": int(rec["mx"]),
+                            "sa": 0 if np.isnan(sa) else int(sa), "sa_nan": int(np.isnan(sa)),
+                            "fmaps": rec.get("fmaps", 0),
                             "code": _slots(codes[k, :, v], pack)}
     return out
 
@@ -120,6 +125,15 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
                 ctx.set(dut.wl_cols, mask)
             else:
                 ctx.set(dut.wl_valid, 0)
+            if f.get("tags") is not None:
+                row, phys, tags = f["tags"]
+                for i, c in enumerate(phys):
+                    ctx.set(dut.tag_data[int(c)], int(tags[i]))
+                ctx.set(dut.tag_valid, 1)
+                ctx.set(dut.tag_row, row)
+                ctx.set(dut.tag_cols, sum(1 << int(c) for c in phys))
+            else:
+                ctx.set(dut.tag_valid, 0)
             expect = trace.pe_state(cycle) if compare else None
             for r in range(trace.rows if compare else 0):
                 for c in range(trace.cols):

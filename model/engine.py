@@ -573,6 +573,9 @@ class Engine:
                 grid = codes[:, order]                                               # [rows, cols, pack]
             if tagw:
                 self.tags[row0:row0 + rows, phys] = (grid[:, :, 0] >> 16).astype(np.uint8) & 0xF
+                if self.record_pe:
+                    self._pe_log.append({"kind": "tags", "op": op.index, "t": t, "latency": L, "row0": row0,
+                                         "rows": rows, "phys": phys, "tags": self.tags[sl, phys].copy()})
                 grid = grid & 0xFFFF
             vals, stored, vdtype = self._to_values(grid, dtype, scalar)
             scales = np.zeros((rows, cols))
@@ -608,6 +611,10 @@ class Engine:
         nib = (words[:, m // 4] >> ((3 - m % 4) * 4).astype(np.uint64)) & 0xF        # LSB = larger column
         phys = col0 + (cols - 1 - m)                                                # LAST_COL_FIRST
         self.tags[row0:row0 + rows, phys] = (nib | f["force_tag_bits"]).astype(np.uint8) & 0xF
+        if self.record_pe:
+            self._pe_log.append({"kind": "tags", "op": op.index, "t": t, "latency": self.sbuf_latency,
+                                 "row0": row0, "rows": rows, "phys": phys,
+                                 "tags": self.tags[row0:row0 + rows, phys].copy()})
         op.t_complete = t + rows - 1 + self.sbuf_latency
         self._state["lw_port"] = t + rows
         self._state["last_ldtags"] = t
@@ -661,9 +668,16 @@ class Engine:
         if d.op == Opcode.MATMUL_SPARSE:
             fm = f["src_mem_pattern"]["num_elem"][3]
             codes, _ = self._read_codes(d, rows, n_vec, dt.format_of(dtype, self.gen).width)
-            a_vals, _, _ = self._to_values(codes.reshape(rows, fm, n_vec // fm), dtype, scalar)
-            result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3)
+            a_vals, a_codes, a_dtype = self._to_values(codes.reshape(rows, fm, n_vec // fm), dtype, scalar)
+            result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3, partials=self.record_pe)
             n_vec //= fm
+            if self.record_pe:
+                result, steps = result
+                self._pe_log.append({"kind": "mm", "op": op.index, "timing": timing, "row0": row0, "col0": col0,
+                                     "rows": rows, "cols": cols, "pack": fm, "steps": steps, "a": a_vals,
+                                     "a_codes": np.asarray(a_codes, np.uint32), "a_dtype": int(a_dtype),
+                                     "fp32_mode": 0, "mx": False, "sa": np.zeros((rows, n_vec)), "fmaps": fm,
+                                     "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         else:
             bits = 4 if self._is_mx(d) and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else \
                 dt.format_of(dtype, self.gen).width
@@ -690,19 +704,22 @@ class Engine:
                                      "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         self._write_results(op, timing, values=result, vectors=n_vec, ncols=cols, col0=col0)
 
-    def _sparse_chain(self, w, a, fmap):
+    def _sparse_chain(self, w, a, fmap, partials=False):
         """MatmulSparse chain: PE (r, c) multiplies by moving[r, fmap[r, c], n]; a fmap beyond the
         F sent contributes nothing (D-T26).  Products are <= 22 bits: the float64 add is exact."""
+        from model.mac import canonical_nan
         rows, fm, n = a.shape
         psum = np.zeros((w.shape[1], n), np.float32)
+        steps = []
         for r in range(rows):
             sel = np.minimum(fmap[r], fm - 1)
             g = a[r, sel, :]                                              # [cols, N]
             with np.errstate(invalid="ignore", over="ignore"):
                 new = (psum + w[r][:, None] * g).astype(np.float32)
             psum = np.where((fmap[r] < fm)[:, None], new, psum)
-        from model.mac import canonical_nan
-        return canonical_nan(psum)
+            if partials:
+                steps.append(canonical_nan(psum))
+        return (canonical_nan(psum), steps) if partials else canonical_nan(psum)
 
     def _src_count(self, d) -> int:
         src = d.fields["src_mem_pattern"]

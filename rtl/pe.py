@@ -31,9 +31,10 @@ def act_layout(pack: int) -> data.StructLayout:
 
 
 def code_layout(pack: int) -> data.StructLayout:
-    """Slot 0 holds any code (up to 32 bits); slots 1.. only carry <= 8-bit elements (FP8, MX)."""
+    """Slot 0 holds any code (up to 32 bits); slots 1-3 up to 16 bits (MatmulSparse fmaps of bf16 /
+    fp16); slots 4-7 only <= 8-bit elements (FP8 double row, MX) (D-T34)."""
     fields = {"s0": 32}
-    fields.update({f"s{j}": 8 for j in range(1, pack)})
+    fields.update({f"s{j}": 16 if j < 4 else 8 for j in range(1, pack)})
     return data.StructLayout(fields)
 
 

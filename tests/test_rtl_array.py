@@ -23,6 +23,11 @@ CASES = [
     ("maverick", lambda: programs.mx("maverick", "fp8_e4m3", "quad_row", rows=8, cols=4, n=3), 4),
     ("mariana", lambda: programs.transpose("mariana", rows=4, cols=4, n=3), 1),
     ("maverick", lambda: programs.transpose("maverick", rows=4, cols=4, n=4), 1),
+    ("mariana", lambda: programs.sparse("mariana", rows=4, cols=4, n=3, fmaps=3), 4),
+    ("maverick", lambda: programs.sparse("maverick", rows=4, cols=4, n=3, fmaps=4), 4),
+    ("cayman", lambda: programs.tag_weight("cayman", rows=4, cols=4, n=3), 2),
+    ("maverick", lambda: programs.c256(rows=4, cols=8, n=3), 1),
+    ("cayman", lambda: programs.single("cayman", "fp8_e3m4", rows=4, cols=4, n=4), 1),
 ]
 
 

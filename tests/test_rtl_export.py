@@ -46,3 +46,12 @@ def test_full_size_exports(tmp_path, gen, rows, cols):
     assert f"for (c = 0; c < {cols};" in row
     pe = res["files"][0].read_text()
     assert pe.count("module tensore_pe_") == 1
+
+
+@pytest.mark.parametrize("gen,rows,cols", [("mariana", 128, 128), ("maverick", 128, 256)])
+def test_full_size_array_elaborates(gen, rows, cols):
+    from amaranth.hdl import Fragment
+    array = Array(gen, rows, cols, 8, black_box=True)
+    frag = Fragment.get(array, None)
+    assert len(array.row_blocks) == rows and array.row_blocks[0].cols == cols
+    assert frag is not None
