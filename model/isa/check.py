@@ -345,11 +345,10 @@ class _Checker:
         """MAVERICK seed micro-op: the dst names the bank whose 2 x 128 states move; LoadSeed reads
         one INT32 per active column, SaveSeed writes the 1x1x2 dst in every partition (D-T27)."""
         half = (self.array_cols or 256) // 2
-        m = self.pattern("dst_mem_pattern", "psum", 4, rows=half)
+        self.pattern("dst_mem_pattern", "psum", 4, rows=half)
         if mode == SeedMode.LOAD_SEED and n and n != 2 * half:
             self.bad(E.BAD_SEED_OP, "src_mem_pattern", f"LoadSeed reads {2 * half} INT32 seeds (one per column), "
                      f"the pattern has {n}")
-        del m
 
     def transpose_destination(self, n):
         """D-13: moving[k, n] lands in PSUM partition n, element k."""
