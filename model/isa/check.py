@@ -275,18 +275,26 @@ class _Checker:
                 self.bad(E.BAD_SEED_OP, "dst_mem_pattern", "SaveSeed writes a 1x1x2 PSUM tensor")
 
     # -- per opcode --------------------------------------------------------------------------
-    def ldweights(self):
+    def array_op(self):
+        """The rules Ldweights and Matmul share; returns (flags, xpose mode)."""
         f = self.f
         flags = f.get("flags", {})
         xpose = flags.get("xpose_mode", f.get("transpose_mode", XposeMode.DISABLED))
-        scalar = flags.get("scalar_mode", ScalarMode.NONE)
         self.rows_cols()
-        self.compute_dtype(xpose, scalar)
+        self.compute_dtype(xpose, flags.get("scalar_mode", ScalarMode.NONE))
         self.fp32_mode()
         self.perf()
+        if self.d.op == Opcode.MATMUL:
+            self.out_dtype()
+            self.accumulate()
         self.seed_mode(flags)
         if self.maverick and f["perf_mode"] != MXPerfMode.NONE and f["src_mem_pattern"]["kind"] != "mxtensor_v2":
             self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
+        return flags, xpose
+
+    def ldweights(self):
+        f = self.f
+        _, xpose = self.array_op()
         if f.get("bg_xpose_mode", 0):
             self.bad(E.BAD_ENUM, "bg_xpose_mode", "background transpose is not modelled; must be 0 (D-T14)")
         tagw = f.get("tag_weight_mode", TagWeightMode.NONE)
@@ -306,19 +314,7 @@ class _Checker:
 
     def matmul(self):
         f = self.f
-        flags = f.get("flags", {})
-        xpose = flags.get("xpose_mode", f.get("transpose_mode", XposeMode.DISABLED))
-        scalar = flags.get("scalar_mode", ScalarMode.NONE)
-        self.rows_cols()
-        self.compute_dtype(xpose, scalar)
-        self.fp32_mode()
-        self.perf()
-        self.out_dtype()
-        self.accumulate()
-        self.seed_mode(flags)
-        src = f["src_mem_pattern"]
-        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and src["kind"] != "mxtensor_v2":
-            self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
+        flags, xpose = self.array_op()
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
         if self.maverick and flags.get("seed_mode", 0) in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
             self.seed_patterns(flags["seed_mode"], n)
