@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 from amaranth.sim import Simulator
 
-from model.isa.enums import FP32Mode
 from rtl.array import Array
 
 

@@ -19,12 +19,12 @@ from model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
 from model.isa.check import Violation, active_cols
 from model.isa.enums import (AccumulateMode, FP32Mode, LoadOrder, MXPerfMode, PeReg, PerfOpt,
                              PsumAccumulate, PsumRound, ScalarMode, SeedMode, TagWeightMode,
-                             TileColSize, TileRowSize, XposeMode)
+                             TileColSize, TileRowSize)
 from model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from model.psum import Psum
 from model.regs import RegisterFile
 from model.sbuf import Sbuf
-from model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, PSUM_RMW_CYCLES, ArrayTiming, counter_index
+from model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, ArrayTiming, counter_index
 
 E = ErrorCode
 PACK_SLOTS = 8
@@ -816,7 +816,7 @@ class Engine:
     # -- seeds (seed 000 section 5) -----------------------------------------------------------------
     def _pe_manage_seed(self, op: OpRecord):
         """MARIANA: a Ldweights of the identity (rows 0-15) then a transposing seed Matmul."""
-        f, t = op.desc.fields, op.t_issue
+        f = op.desc.fields
         ident = f["identity_mem_pattern"]
         idt = Dtype(f["identity_dtype"])
         loc = addrmap.locate(ident["start_addr"])

@@ -1,5 +1,4 @@
 """The register map: generated artefacts are fresh, and the seed's fields are where it says."""
-from pathlib import Path
 
 from model.arr_seq_regs import REGISTERS
 from tensore import regs

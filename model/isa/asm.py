@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 
 from model import addrmap
-from model.dtypes import Dtype, Gen
-from model.isa import DESCRIPTOR_BYTES, Opcode, decode, encode
+from model.dtypes import Gen
+from model.isa import DESCRIPTOR_BYTES, decode, encode
 from model.isa.check import check, error_code
 from model.isa.enums import AccumulateGroup
 from model.isa.struct import (Array, Bits, EncodeError, EnumByte, Ignored, Int, Reserved, Sub,

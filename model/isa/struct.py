@@ -7,7 +7,7 @@ decode and the checker can say what is wrong with them."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 
