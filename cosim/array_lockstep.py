@@ -153,6 +153,16 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
             for c in range(trace.cols):
                 ctx.set(dut.wl_data[c], zero_w)
 
+    seconds = simulate(dut, bench, vcd)
+    if timing is not None:
+        timing["run_seconds"] = seconds
+        timing["cycles"] = end
+    return result[0] if result else None
+
+
+def simulate(dut, bench, vcd=None) -> float:
+    """Run `bench` against `dut` in Amaranth's simulator (10 ns clock), optionally writing a VCD;
+    returns the seconds the run took."""
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
@@ -163,10 +173,7 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
             sim.run()
     else:
         sim.run()
-    if timing is not None:
-        timing["run_seconds"] = time.perf_counter() - t0
-        timing["cycles"] = end
-    return result[0] if result else None
+    return time.perf_counter() - t0
 
 
 def check(trace, gen, *, pack: int = 1, vcd_dir: str = "build/lockstep", name: str = "array"):

@@ -24,7 +24,7 @@ from model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from model.psum import Psum
 from model.regs import RegisterFile
 from model.sbuf import Sbuf
-from model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, ArrayTiming, counter_index
+from model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, ArrayTiming, counter_index
 
 E = ErrorCode
 PACK_SLOTS = 8
@@ -367,7 +367,8 @@ class Engine:
         depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
         self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "mm_port": 0,
                        "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9,
-                       "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1}
+                       "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
+                       "completions": []}
         stalled = None
         for i, op in enumerate(ops):
             pop_prev = ops[i - 1].t_issue if i and ops[i - 1].t_issue is not None else \
@@ -393,6 +394,7 @@ class Engine:
             self._execute(op)
             self._state["last_issue"] = t
             self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
+            self._state["completions"].append(op.t_complete)
             if self._is_barrier(op.desc):
                 self._state["barrier_complete"] = op.t_complete
             self._complete(op)
@@ -505,6 +507,9 @@ class Engine:
             mm = st["last_mm"]
             if mm is not None and (mm["passes"] != self._passes(d) or mm["kind"] != self._mm_kind(d)):
                 t = max(t, mm["t_complete"] + 1)
+        done = sorted(st["completions"])
+        if len(done) >= MAX_IN_FLIGHT:          # at most 16 micro-ops in flight (D-T38)
+            t = max(t, done[-MAX_IN_FLIGHT] + 1)
         we = d.events.wait_event
         if we != EVENT_NONE:
             last = st["consumed"].get(we, -1)
@@ -512,6 +517,12 @@ class Engine:
             if not sets:
                 return None
             t = max(t, min(sets) + 1)
+        mm = st["last_mm"]
+        passes = self._passes(d) if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX, Opcode.MATMUL_SPARSE) else 1
+        if passes > 1 and mm is not None:       # one advance rhythm in the array (D-T38)
+            while t <= mm["t_complete"] and (t - mm["t_issue"]) % passes:
+                t += 1
+        if we != EVENT_NONE:
             st["consumed"][we] = t
         return t
 
@@ -806,7 +817,7 @@ class Engine:
         op.t_complete = last
         self._state["mm_port"] = op.t_issue + vectors * timing.passes
         self._state["last_mm"] = {"t_data": timing.t_data, "passes": timing.passes, "t_complete": last,
-                                  "kind": self._mm_kind(d)}
+                                  "kind": self._mm_kind(d), "t_issue": op.t_issue}
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = op.t_issue + vectors + self.cols
 
@@ -847,7 +858,8 @@ class Engine:
             offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
             raw = rows[:parts].astype(np.uint32)                                   # [partition, state]
             self._write_seed_cells(op, timing, raw, offs, parts)
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": op.t_complete, "kind": "xpose"}
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": op.t_complete, "kind": "xpose",
+                                  "t_issue": t_mm}
         self._state["mm_port"] = t_mm + 16
 
     def _write_seed_cells(self, op, timing, raw, offs, parts):
@@ -892,5 +904,6 @@ class Engine:
                 op.psum_writes += 1
                 last = max(last, cyc)
         op.t_complete = last
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": last, "kind": "xpose"}
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": last, "kind": "xpose",
+                                  "t_issue": op.t_issue}
         self._state["mm_port"] = op.t_issue + 1

@@ -8,6 +8,7 @@ DECODE_CYCLES = 1          # a descriptor at the FIFO head is decoded and checke
 PSUM_RMW_CYCLES = 1        # column output -> PSUM cell written one cycle later (read, add, write)
 FIFO_DEPTH = {0: 16, 1: 1}  # queue_cfg.fifo_size_sel
 DEFAULT_SBUF_LATENCY = 2   # cycles from an SBUF read request to its data
+MAX_IN_FLIGHT = 16         # issued micro-ops not yet complete (D-T38)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from model.dtypes import Dtype, Gen
 from model.isa.check import (FP8, LUT_ENTRY_DTYPES, MX_BLOCK_P_F_DIM, SEED_IDENTITY_DTYPES, SEED_SAVE_PATTERN,
                              elem_bytes, matmul_input_dtypes)
 from model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, MXPerfMode, Opcode, PeReg, PerfOpt,
-                             PsumAccumulate, PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize,
+                             PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize,
                              TileRowSize, XposeMode)
-from model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, MARKER_INDIRECT16B, MARKER_MXTENSOR_V2, NUM_EVENTS,
+from model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
                                layout_of, opcodes_of)
 from model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from model.timing import bucket

@@ -33,6 +33,7 @@ class PsumPartition(wiring.Component):
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
             "state_index": In(4), "state_data": Out(32),                  # SR state read
             "state_wr": In(1), "state_wr_value": In(32),                  # LoadSeed
+            "mon_valid": Out(1), "mon_offset": Out(14), "mon_bits": Out(32),  # the write of this cycle
         })
 
     def elaborate(self, platform):
@@ -105,6 +106,8 @@ class PsumPartition(wiring.Component):
                         m.d.sync += states[i].eq(nxt)
 
         data16 = Mux(s_raw, s_value[:16], code16)
+        m.d.comb += [self.mon_valid.eq(s_valid), self.mon_offset.eq(s_offset),
+                     self.mon_bits.eq(Mux(s_bf16, data16, Mux(s_raw, s_value, total)))]
         m.d.comb += [wp.addr.eq(s_word),
                      wp.data.eq(Mux(s_bf16, Cat(data16, data16), Mux(s_raw, s_value, total))),
                      wp.en.eq(Mux(s_valid, Mux(s_bf16, Mux(half, 0b10, 0b01), 0b11), 0))]

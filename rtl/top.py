@@ -1,0 +1,353 @@
+"""The engine top level: sequencer, weight-load and matmul units, the array, PSUM (docs/timing.md).
+
+Ports (all synchronous to one clock):
+  descriptor stream   desc_valid / desc_ready / desc_data (512 bits, byte k = bits 8k..8k+7)
+  register bus        bus_addr / bus_wdata / bus_we / bus_rdata (docs/regs/arr_seq.md)
+  stationary SBUF     st_req_valid, st_req_part, st_req_off, st_req_esize, st_req_step[3], st_req_num[3],
+                      st_req_count: a gather of `count` elements of one partition along a TENSOR3D
+                      pattern; st_resp_data (element e in bits 32e..32e+31) comes `sbuf_latency - 1`
+                      cycles after the request (the request register is the first cycle of the model's
+                      latency L, D-T38)
+  moving SBUF         per array row r: mv_req_valid[r], mv_req_part[r], mv_req_off0/off1[r], mv_req_esize;
+                      mv_resp_data[r] (element 0 in bits 0..31, element 1 in 32..63) with the same latency
+  PSUM host port      host_part / host_word -> host_data one cycle later
+  monitors            mon_valid[p], mon_offset[p], mon_bits[p]: the PSUM write of partition p this cycle
+  status              done (nothing queued or in flight), error (err_status.err), unsupported
+The micro-ops this RTL runs: Ldweights, Matmul (plain, FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MAVERICK
+tiles and c256), PeRegWrite; the decoder checks every opcode.  A valid micro-op outside that set, or a
+c256 matmul whose two column halves meet in one partition in one cycle, raises `unsupported`."""
+from amaranth.hdl import Array as HArray
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from model.addrmap import PARTITIONS, PSUM_BANK_BYTES
+from model.dtypes import Gen
+from model.isa.layouts import NUM_EVENTS
+from rtl.array import Array
+from rtl.decoder import Kind, _or, uop_layout
+from rtl.pe import code_layout
+from rtl.psum import WORDS, PsumPartition
+from rtl.seq import T, Sequencer
+
+
+def _pattern_step(i, o, num, step, esize):
+    """One step of a TENSOR3D element iterator: (i[3], o[3]) -> next, o = per-dim byte offsets."""
+    carry = Const(1, 1)
+    outs_i, outs_o = [], []
+    for d in range(3):
+        last = i[d] + 1 >= num[d]
+        outs_i.append(Mux(carry, Mux(last, 0, i[d] + 1), i[d]))
+        outs_o.append(Mux(carry, Mux(last, 0, o[d] + step[d] * esize), o[d]))
+        carry = carry & last
+    return outs_i, outs_o
+
+
+class _Iter:
+    """A TENSOR3D element iterator in registers: offset() = base + o0 + o1 + o2."""
+
+    def __init__(self, m, name):
+        self.m = m
+        self.i = [Signal(16, name=f"{name}_i{d}") for d in range(3)]
+        self.o = [Signal(signed(34), name=f"{name}_o{d}") for d in range(3)]
+        self.base = Signal(18, name=f"{name}_base")
+
+    def offset(self, o=None):
+        o = self.o if o is None else o
+        return (self.base + o[0] + o[1] + o[2])[:18]
+
+    def start(self, base):
+        return [self.base.eq(base)] + [x.eq(0) for x in self.i + self.o]
+
+
+class Engine(wiring.Component):
+    def __init__(self, gen, rows: int = 128, cols: int | None = None, *, pack: int | None = None,
+                 sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False):
+        self.gen = Gen.parse(gen)
+        self.maverick = self.gen.layout == Gen.MAVERICK
+        cols = cols or (256 if self.maverick else 128)
+        if sbuf_latency < 2:
+            raise ValueError("the RTL engine needs sbuf_latency >= 2 (one request register + the memory)")
+        self.rows, self.cols, self.L = rows, cols, sbuf_latency
+        self.pack = pack or (1 if self.maverick else 2)
+        if self.pack not in (1, 2):
+            raise ValueError("the engine RTL streams 1 or 2 elements per PE (FP8 double row)")
+        self.parts = psum_partitions
+        self.black_box = black_box
+        super().__init__({
+            "desc_valid": In(1), "desc_ready": Out(1), "desc_data": In(512),
+            "bus_addr": In(12), "bus_wdata": In(32), "bus_we": In(1), "bus_rdata": Out(32),
+            "event_set": In(NUM_EVENTS),
+            "st_req_valid": Out(1), "st_req_part": Out(7), "st_req_off": Out(18), "st_req_esize": Out(3),
+            "st_req_step": Out(data.ArrayLayout(signed(16), 3)), "st_req_num": Out(data.ArrayLayout(16, 3)),
+            "st_req_count": Out(16),
+            "st_resp_data": In(data.ArrayLayout(32, cols * self.pack)),
+            "mv_req_valid": Out(rows), "mv_req_part": Out(data.ArrayLayout(7, rows)),
+            "mv_req_off0": Out(data.ArrayLayout(18, rows)), "mv_req_off1": Out(data.ArrayLayout(18, rows)),
+            "mv_req_esize": Out(data.ArrayLayout(3, rows)),
+            "mv_resp_data": In(data.ArrayLayout(64, rows)),
+            "host_part": In(range(psum_partitions)), "host_word": In(range(WORDS)), "host_data": Out(32),
+            "mon_valid": Out(psum_partitions), "mon_offset": Out(data.ArrayLayout(14, psum_partitions)),
+            "mon_bits": Out(data.ArrayLayout(32, psum_partitions)),
+            "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        R, C, L, PK = self.rows, self.cols, self.L, self.pack
+        Lm = L - 1
+        m.submodules.seq = seq = Sequencer(self.gen, R, C, L)
+        m.submodules.array = arr = Array(self.gen, R, C, PK, black_box=self.black_box)
+        for name in ("desc_valid", "desc_data", "bus_addr", "bus_wdata", "bus_we", "event_set"):
+            m.d.comb += getattr(seq, name).eq(getattr(self, name))
+        m.d.comb += [self.desc_ready.eq(seq.desc_ready), self.bus_rdata.eq(seq.bus_rdata), self.now.eq(seq.now)]
+        u, issue, now = seq.uop, seq.issue, seq.now
+        unsupported = Signal()
+
+        # -- weight loads: row k requested in t + k (+1 register), written at t + k + L -------------------
+        ld_active, ld_k = Signal(), Signal(8)
+        ld = Signal(uop_layout())
+        ld_go = issue & (u.kind == Kind.LOAD) & u.supported
+        rw_go = issue & (u.kind == Kind.REGWRITE) & ~seq.bypass     # PeRegWrite fetches over the same port
+        cur = data.View(uop_layout(), Mux(ld_go | rw_go, u.as_value(), ld.as_value()))
+        k = Mux(ld_go, 0, ld_k)
+        ld_req = ld_go | ld_active
+        with m.If(ld_go):
+            m.d.sync += [ld_active.eq(u.rows > 1), ld_k.eq(1), ld.eq(u)]
+        with m.Elif(ld_active):
+            m.d.sync += ld_k.eq(ld_k + 1)
+            with m.If(ld_k + 1 >= ld.rows):
+                m.d.sync += ld_active.eq(0)
+        st_valid = Signal()
+        m.d.sync += [st_valid.eq(ld_req | rw_go),
+                     self.st_req_part.eq(cur.src_part + k), self.st_req_off.eq(cur.src_off),
+                     self.st_req_esize.eq(Mux(rw_go, 4, cur.esize)),
+                     self.st_req_count.eq(Mux(rw_go, 1, cur.cols * cur.pack))]
+        for d in range(3):
+            m.d.sync += [self.st_req_step[d].eq(cur.src_step[d]), self.st_req_num[d].eq(cur.src_num[d])]
+        m.d.comb += self.st_req_valid.eq(st_valid)
+        # what the response is for, Lm cycles later
+        wl_meta = data.StructLayout({"valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9,
+                                     "lcf": 1, "pack": 4, "dtype": 8})
+        pipe = [Signal(wl_meta, name=f"wl_meta{i}") for i in range(Lm + 1)]
+        m.d.sync += [pipe[0].valid.eq(ld_req), pipe[0].reg.eq(rw_go), pipe[0].reg_index.eq(u.reg),
+                     pipe[0].row.eq(cur.row0 + k), pipe[0].col0.eq(cur.col0), pipe[0].cols.eq(cur.cols),
+                     pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype)]
+        for i in range(1, Lm + 1):
+            m.d.sync += pipe[i].eq(pipe[i - 1])
+        meta = pipe[Lm]
+        m.d.comb += [seq.reg_apply.eq(meta.reg), seq.reg_value.eq(self.st_resp_data[0]),
+                     seq.reg_index.eq(meta.reg_index)]
+        # route element m (pattern order) to its physical column (D-14 load order)
+        code_w = code_layout(PK).size
+        lanes = []
+        for mcol in range(C):
+            codes = {"s0": Mux(meta.pack == 2, self.st_resp_data[min(2 * mcol, C * PK - 1)],
+                               self.st_resp_data[mcol])}
+            if PK == 2:
+                codes["s1"] = Mux(meta.pack == 2, self.st_resp_data[2 * mcol + 1][:16], 0)
+            lanes.append(Cat(*[codes[f"s{j}"][:Shape.cast(code_layout(PK)[f's{j}'].shape).width] for j in range(PK)]))
+        flat = Cat(*lanes)
+        rev = Cat(*reversed(lanes))
+        shift_r = Signal(range(C + 1))
+        m.d.comb += shift_r.eq(C - meta.col0 - meta.cols)
+        placed = Signal(C * code_w)
+        m.d.comb += placed.eq(Mux(meta.lcf, rev >> (shift_r * code_w), flat << (meta.col0 * code_w)))
+        mask = Signal(C)
+        m.d.comb += mask.eq((((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C])
+        m.d.comb += [arr.wl_valid.eq(meta.valid), arr.wl_row.eq(meta.row), arr.wl_cols.eq(mask)]
+        for c in range(C):
+            m.d.comb += [arr.wl_data[c].code.eq(placed[c * code_w:(c + 1) * code_w]),
+                         arr.wl_data[c].dtype.eq(meta.dtype)]
+
+        # -- matmuls: vector v launched in t + P*v; row r requests P*r later --------------------------------
+        mm_active, mm_v, mm = Signal(), Signal(32), Signal(uop_layout())
+        src, dst = _Iter(m, "src"), _Iter(m, "dst")
+        mm_go = issue & (u.kind == Kind.MATMUL) & u.supported
+        t_ref = Signal(T)                                   # the issue cycle of the current matmul rhythm
+        P_cur = Signal(3, init=1)
+        with m.If(mm_go):
+            m.d.sync += [t_ref.eq(now), P_cur.eq(u.passes)]
+        tref = Mux(mm_go, now, t_ref)
+        P = Mux(mm_go, u.passes, P_cur)
+        ph_req = (now - tref)[:2]
+        req_shift = (P == 1) | (ph_req == 0)               # the request chain moves at the end of this cycle
+        launch = Signal()
+        mmv = data.View(uop_layout(), Mux(mm_go, u.as_value(), mm.as_value()))
+        v = Mux(mm_go, 0, mm_v)
+        m.d.comb += launch.eq(mm_go | (mm_active & req_shift))
+        with m.If(mm_go):
+            m.d.sync += [mm.eq(u), mm_active.eq(u.vectors > 1), mm_v.eq(1)]
+        with m.Elif(launch):
+            m.d.sync += mm_v.eq(mm_v + 1)
+            with m.If(mm_v + 1 >= mm.vectors):
+                m.d.sync += mm_active.eq(0)
+        # source iterator: pack elements per vector
+        s_i, s_o = ([Mux(mm_go, 0, x) for x in src.i], [Mux(mm_go, 0, x) for x in src.o])
+        s_base = Mux(mm_go, u.src_off, src.base)
+        off0 = (s_base + s_o[0] + s_o[1] + s_o[2])[:18]
+        i1, o1 = _pattern_step(s_i, s_o, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
+                               mmv.esize)
+        off1 = (s_base + o1[0] + o1[1] + o1[2])[:18]
+        i2, o2 = _pattern_step(i1, o1, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
+                               mmv.esize)
+        two = mmv.pack == 2
+        with m.If(launch):
+            m.d.sync += [src.base.eq(s_base)] + [src.i[d].eq(Mux(two, i2[d], i1[d])) for d in range(3)] + \
+                [src.o[d].eq(Mux(two, o2[d], o1[d])) for d in range(3)]
+        # destination iterator: one element per vector
+        dsize = Mux(mmv.out_bf16, 2, 4)
+        d_i, d_o = ([Mux(mm_go, 0, x) for x in dst.i], [Mux(mm_go, 0, x) for x in dst.o])
+        d_base = Mux(mm_go, u.dst_off, dst.base)
+        dst_off = (d_base + d_o[0] + d_o[1] + d_o[2])[:14]
+        dn_i, dn_o = _pattern_step(d_i, d_o, [mmv.dst_num[d] for d in range(3)], [mmv.dst_step[d] for d in range(3)],
+                                   dsize)
+        with m.If(launch):
+            m.d.sync += [dst.base.eq(d_base)] + [dst.i[d].eq(dn_i[d]) for d in range(3)] + \
+                [dst.o[d].eq(dn_o[d]) for d in range(3)]
+
+        rec_layout = data.StructLayout({
+            "valid": 1, "swap": 1, "row0": 8, "rows": 8, "col0": 9, "cols": 9, "dtype": 8, "fp32_mode": 2,
+            "multi": 1, "part": 7, "off0": 18, "off1": 18, "esize": 3,
+            "dst_part": 7, "dst_off": 14, "dst_slot1": 14, "out_bf16": 1, "accumulate": 1, "zero": 1,
+            "zero_log2": 2, "c256": 1, "fresh": 1})
+        launch_rec = Signal(rec_layout)
+        m.d.comb += [
+            launch_rec.valid.eq(launch), launch_rec.swap.eq(v == 0), launch_rec.row0.eq(mmv.row0),
+            launch_rec.rows.eq(mmv.rows), launch_rec.col0.eq(mmv.col0), launch_rec.cols.eq(mmv.cols),
+            launch_rec.dtype.eq(mmv.dtype), launch_rec.fp32_mode.eq(mmv.fp32_mode), launch_rec.multi.eq(two),
+            launch_rec.part.eq(mmv.src_part), launch_rec.off0.eq(off0), launch_rec.off1.eq(off1),
+            launch_rec.esize.eq(mmv.esize), launch_rec.dst_part.eq(mmv.dst_part), launch_rec.dst_off.eq(dst_off),
+            launch_rec.dst_slot1.eq(dst_off + mmv.dst_step[2] * dsize), launch_rec.out_bf16.eq(mmv.out_bf16),
+            launch_rec.accumulate.eq(mmv.accumulate), launch_rec.zero.eq(mmv.zero & (v == 0)),
+            launch_rec.zero_log2.eq(mmv.zero_log2), launch_rec.c256.eq(mmv.c256), launch_rec.fresh.eq(1),
+        ]
+        # request chain: stage r holds the record row r requests with (P cycles per stage)
+        chain = [Signal(rec_layout, name=f"req{r}") for r in range(R)]
+        with m.If(req_shift):
+            m.d.sync += chain[0].eq(launch_rec)
+            for r in range(1, R):
+                m.d.sync += [chain[r].eq(chain[r - 1]), chain[r].fresh.eq(chain[r - 1].valid)]
+            m.d.sync += chain[0].fresh.eq(launch)
+        with m.Else():
+            for r in range(R):
+                m.d.sync += chain[r].fresh.eq(0)
+        for r in range(R):
+            rec = chain[r]
+            in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
+            m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh),
+                         self.mv_req_part[r].eq(rec.part + (r - rec.row0)),
+                         self.mv_req_off0[r].eq(rec.off0), self.mv_req_off1[r].eq(rec.off1),
+                         self.mv_req_esize[r].eq(rec.esize)]
+        # the array side: the same records Lm cycles later, with the data
+        act_side = []
+        for r in range(R):
+            d = [chain[r]] + [Signal(rec_layout, name=f"act{r}_{i}") for i in range(Lm)]
+            for i in range(1, Lm + 1):
+                m.d.sync += d[i].eq(d[i - 1])
+            act_side.append(d[Lm])
+        held = [Signal(64, name=f"mv_hold{r}") for r in range(R)]
+        for r in range(R):
+            rec = act_side[r]
+            in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
+            word = Mux(rec.fresh, self.mv_resp_data[r], held[r])
+            m.d.sync += held[r].eq(word)
+            a = arr.row_in[r]
+            m.d.comb += [a.valid.eq(in_block), a.swap.eq(rec.swap), a.first.eq(r == rec.row0),
+                         a.col_lo.eq(rec.col0), a.col_hi.eq(rec.col0 + rec.cols), a.dtype.eq(rec.dtype),
+                         a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.code.s0.eq(word[:32])]
+            if PK == 2:
+                m.d.comb += a.code.s1.eq(word[32:48])
+        # array rhythm: t_data = t_ref + L
+        ph = (now - tref - L)[:2]
+        m.d.comb += [arr.advance.eq((P == 1) | (ph == P - 1)), arr.phase.eq(Mux(P == 1, 0, ph))]
+
+        # -- the write side: a record per vector runs down R stages then along the columns -----------------
+        down = [Signal(rec_layout, name=f"down{r}") for r in range(R)]
+        with m.If(arr.advance):
+            m.d.sync += down[0].eq(act_side[0])
+            for r in range(1, R):
+                m.d.sync += down[r].eq(down[r - 1])
+        along = [down[R - 1]] + [Signal(rec_layout, name=f"col{c}") for c in range(1, C)]
+        with m.If(arr.advance):
+            for c in range(1, C):
+                m.d.sync += along[c].eq(along[c - 1])
+        first_cycle = (P == 1) | (ph == 0)
+        half = C // 2 if self.maverick else C
+        m.submodules.psum = psum_parts = _PsumBank(self.parts)
+        strobe = []
+        targets = []
+        for c in range(C):
+            rec = along[c]
+            i = c - rec.col0
+            upper = rec.c256 & (i >= half)
+            part = Mux(upper, rec.dst_part + i - half, rec.dst_part + i)
+            s = rec.valid & (c >= rec.col0) & (c < rec.col0 + rec.cols) & first_cycle
+            strobe.append(s)
+            targets.append((part, Mux(upper, rec.dst_slot1, rec.dst_off), rec, upper))
+        round_sr = seq.round_sr
+        hit_any = Signal(self.parts)
+        for p, pp in enumerate(psum_parts.parts):
+            sel = [strobe[c] & (targets[c][0] == p) for c in range(C)]
+            hit = Signal(name=f"psum_hit{p}")
+            m.d.comb += hit.eq(_or(sel))
+            m.d.comb += hit_any[p].eq(hit)
+            n_hits = sum((x for x in sel), Const(0, 9))
+            with m.If(n_hits > 1):
+                m.d.comb += unsupported.eq(1)
+            for c in range(C):
+                part, off, rec, upper = targets[c]
+                with m.If(sel[c]):
+                    m.d.comb += [pp.wr_valid.eq(1), pp.wr_offset.eq(off), pp.wr_value.eq(arr.out_psum[c]),
+                                 pp.wr_bf16.eq(rec.out_bf16), pp.wr_accumulate.eq(rec.accumulate),
+                                 pp.wr_sr.eq(round_sr)]
+        for c in range(C):
+            part, off, rec, upper = targets[c]
+            with m.If(strobe[c]):
+                with m.If(part >= self.parts):
+                    m.d.comb += unsupported.eq(1)
+        # zeroing: in the group's first write cycle (column col0's output + 1), its partitions
+        z = Signal(data.StructLayout({"valid": 1, "lo": 8, "hi": 9, "bank": 3, "log2": 2}))
+        zc = _or([strobe[c] & targets[c][2].zero & (c == targets[c][2].col0) for c in range(C)])
+        zrec = data.View(rec_layout, _mux_first([(strobe[c] & (c == targets[c][2].col0), targets[c][2].as_value())
+                                                  for c in range(C)], rec_layout.size))
+        m.d.sync += [z.valid.eq(zc), z.lo.eq(zrec.dst_part),
+                     z.hi.eq(zrec.dst_part + Mux(zrec.cols > half, half, zrec.cols)),
+                     z.bank.eq(zrec.dst_off // PSUM_BANK_BYTES), z.log2.eq(zrec.zero_log2)]
+        for p, pp in enumerate(psum_parts.parts):
+            m.d.comb += [pp.zero_valid.eq(z.valid & (p >= z.lo) & (p < z.hi)), pp.zero_bank.eq(z.bank),
+                         pp.zero_log2.eq(z.log2), pp.host_addr.eq(self.host_word),
+                         self.mon_valid[p].eq(pp.mon_valid), self.mon_offset[p].eq(pp.mon_offset),
+                         self.mon_bits[p].eq(pp.mon_bits)]
+        hp = Signal(range(self.parts))
+        m.d.sync += hp.eq(self.host_part)
+        m.d.comb += self.host_data.eq(HArray(pp.host_data for pp in psum_parts.parts)[hp])
+
+        sticky = Signal()
+        with m.If(unsupported):
+            m.d.sync += sticky.eq(1)
+        m.d.comb += [self.unsupported.eq(sticky | seq.unsupported), self.done.eq(~seq.busy),
+                     self.error.eq(seq.error)]
+        return m
+
+
+class _PsumBank(wiring.Component):
+    """The PSUM partitions (one RMW path each, rtl/psum.py)."""
+
+    def __init__(self, parts: int):
+        super().__init__({})
+        self.parts = [PsumPartition(p) for p in range(parts)]
+
+    def elaborate(self, platform):
+        m = Module()
+        for p, pp in enumerate(self.parts):
+            m.submodules[f"p{p}"] = pp
+        return m
+
+
+def _mux_first(pairs, width):
+    out = Const(0, width)
+    for cond, value in reversed(pairs):
+        out = Mux(cond, value, out)
+    return out
+
