@@ -44,20 +44,13 @@ def _pattern_step(i, o, num, step, esize):
 
 
 class _Iter:
-    """A TENSOR3D element iterator in registers: offset() = base + o0 + o1 + o2."""
+    """A TENSOR3D element iterator in registers: the element's offset is base + o0 + o1 + o2."""
 
     def __init__(self, m, name):
         self.m = m
         self.i = [Signal(16, name=f"{name}_i{d}") for d in range(3)]
         self.o = [Signal(signed(34), name=f"{name}_o{d}") for d in range(3)]
         self.base = Signal(18, name=f"{name}_base")
-
-    def offset(self, o=None):
-        o = self.o if o is None else o
-        return (self.base + o[0] + o[1] + o[2])[:18]
-
-    def start(self, base):
-        return [self.base.eq(base)] + [x.eq(0) for x in self.i + self.o]
 
 
 class Engine(wiring.Component):
