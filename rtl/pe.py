@@ -4,11 +4,12 @@ Registers: shadow and active weights (pack codes, dtype, MX scale) with a pendin
 tag, the moving-value register (passed right) and the partial-sum register (passed down).  Every PE
 is the same module: its column index is an input, so the exported Verilog instantiates one PE
 definition many times."""
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from model.isa.enums import FP32Mode
+from rtl.blackbox import instance_of
 from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
 
 COL_BITS = 9
@@ -146,9 +147,5 @@ class PEBlackBox(PE):
 
     def elaborate(self, platform):
         m = Module()
-        ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
-        for name, member in self.signature.members.items():
-            ports[f"{'i' if member.flow == In else 'o'}_{name}"] = getattr(self, name).as_value() \
-                if hasattr(getattr(self, name), "as_value") else getattr(self, name)
-        m.submodules.pe = Instance(pe_module_name(self.gen, self.pack), **ports)
+        m.submodules.pe = instance_of(self, pe_module_name(self.gen, self.pack))
         return m

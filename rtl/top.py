@@ -27,7 +27,7 @@ from model.isa.layouts import NUM_EVENTS
 from rtl.array import Array
 from rtl.decoder import Kind, _or, uop_layout
 from rtl.pe import code_layout
-from rtl.psum import WORDS, PsumPartition
+from rtl.psum import WORDS, PsumPartition, PsumPartitionBlackBox
 from rtl.seq import T, Sequencer
 
 
@@ -145,7 +145,8 @@ class Engine(wiring.Component):
         shift_r = Signal(range(C + 1))
         m.d.comb += shift_r.eq(C - meta.col0 - meta.cols)
         placed = Signal(C * code_w)
-        m.d.comb += placed.eq(Mux(meta.lcf, rev >> (shift_r * code_w), flat << (meta.col0 * code_w)))
+        m.d.comb += placed.eq(Mux(meta.lcf, _lane_shift(rev, shift_r, code_w, C, right=True),
+                                  _lane_shift(flat, meta.col0, code_w, C)))
         mask = Signal(C)
         m.d.comb += mask.eq((((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C])
         m.d.comb += [arr.wl_valid.eq(meta.valid), arr.wl_row.eq(meta.row), arr.wl_cols.eq(mask)]
@@ -163,7 +164,7 @@ class Engine(wiring.Component):
             m.d.sync += [t_ref.eq(now), P_cur.eq(u.passes)]
         tref = Mux(mm_go, now, t_ref)
         P = Mux(mm_go, u.passes, P_cur)
-        ph_req = (now - tref)[:2]
+        ph_req = (now[:2] - tref[:2])[:2]          # phases are mod 4: low bits only
         req_shift = (P == 1) | (ph_req == 0)               # the request chain moves at the end of this cycle
         launch = Signal()
         mmv = data.View(uop_layout(), Mux(mm_go, u.as_value(), mm.as_value()))
@@ -252,7 +253,7 @@ class Engine(wiring.Component):
             if PK == 2:
                 m.d.comb += a.code.s1.eq(word[32:48])
         # array rhythm: t_data = t_ref + L
-        ph = (now - tref - L)[:2]
+        ph = (now[:2] - tref[:2] - L)[:2]
         m.d.comb += [arr.advance.eq((P == 1) | (ph == P - 1)), arr.phase.eq(Mux(P == 1, 0, ph))]
 
         # -- the write side: a record per vector runs down R stages then along the columns -----------------
@@ -267,7 +268,7 @@ class Engine(wiring.Component):
                 m.d.sync += along[c].eq(along[c - 1])
         first_cycle = (P == 1) | (ph == 0)
         half = C // 2 if self.maverick else C
-        m.submodules.psum = psum_parts = _PsumBank(self.parts)
+        m.submodules.psum = psum_parts = _PsumBank(self.parts, self.black_box)
         strobe = []
         targets = []
         for c in range(C):
@@ -325,17 +326,31 @@ class Engine(wiring.Component):
 
 
 class _PsumBank(wiring.Component):
-    """The PSUM partitions (one RMW path each, rtl/psum.py)."""
+    """The PSUM partitions (one RMW path each, rtl/psum.py), or instances of the exported one."""
 
-    def __init__(self, parts: int):
+    def __init__(self, parts: int, black_box: bool):
         super().__init__({})
-        self.parts = [PsumPartition(p) for p in range(parts)]
+        self.parts = [(PsumPartitionBlackBox if black_box else PsumPartition)(p) for p in range(parts)]
 
     def elaborate(self, platform):
         m = Module()
         for p, pp in enumerate(self.parts):
             m.submodules[f"p{p}"] = pp
         return m
+
+
+def _lane_shift(value, amount, lane_w, lanes, *, right=False):
+    """`value` (lanes x lane_w bits) shifted by `amount` whole lanes, as log2(lanes) stages of
+    constant shifts: one variable shift by amount * lane_w bits would be a (lanes * lane_w)^2 netlist."""
+    width = lanes * lane_w
+    x = value[:width]
+    for b in range(len(amount)):
+        k = (1 << b) * lane_w
+        if k >= width:
+            x = Mux(amount[b:] != 0, 0, x)
+            break
+        x = Mux(amount[b], x[k:] if right else Cat(Const(0, k), x[:width - k]), x)
+    return x
 
 
 def _mux_first(pairs, width):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -37,30 +38,87 @@ def cmd_dtypes(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    """Run the library's accumulate-group and SR programs through the golden engine and check them."""
-    import time
-
+    """The main job: library programs through the engine RTL in Verilator, each checked every cycle
+    against the golden engine and its PSUM against the library's independent expectation."""
     from cosim import programs
-    from model.engine import Engine
-    from model.isa.asm import assemble
-    print(dtype_table(args.gen))
     gen = dt.Gen.parse(args.gen)
+    print(dtype_table(gen))
+    cols = args.cols or args.rows
+    progs = [programs.accumulate_group(gen, rows=args.rows, cols=cols, n=args.n)]
+    if gen >= dt.Gen.MARIANA:
+        progs.append(programs.bf16_drain(gen, rows=args.rows, cols=cols, n=args.n, sr=True))
     failures = 0
-    for prog in [programs.accumulate_group(gen, rows=args.rows, cols=args.rows, n=64)] + \
-            ([programs.bf16_drain(gen, rows=args.rows, cols=args.rows, n=64, sr=True)] if gen >= dt.Gen.MARIANA else []):
+    for prog in progs:
         print(f"\n== {prog.name} ({gen.name}, {prog.rows}x{prog.cols} array) ==")
         print(prog.text.strip())
-        engine = Engine(gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model())
-        engine.write_reg("perf_cntr_cfg", 1)
-        t0 = time.perf_counter()
-        trace = engine.run(assemble(prog.text, gen))
-        elapsed = time.perf_counter() - t0
-        print(run_summary(engine, trace))
-        bad = _check_expectations(prog, engine)
-        failures += bad
-        print(f"  golden engine: {trace.cycles} cycles in {elapsed:.2f} s; PSUM vs independent expectation: "
-              f"{'OK' if not bad else f'{bad} MISMATCHES'}")
+        suffix = ".vcd" if args.sim != "icarus" else ".fst"
+        waves = None if args.no_waves else Path(args.waves_dir) / f"{prog.name}_{gen.name.lower()}{suffix}"
+        failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt)
+    print(f"\n{'all checks passed' if not failures else f'{failures} program(s) FAILED'}")
     return 1 if failures else 0
+
+
+def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str = "-O1") -> int:
+    """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure."""
+    import time
+    t0 = time.perf_counter()
+    if sim == "amaranth":
+        from cosim import lockstep
+        stats: dict = {}
+        bad = lockstep.check(prog, psum_partitions=psum_partitions, sbuf_latency=sbuf_latency, stats=stats,
+                             vcd_dir=str(Path(waves).parent) if waves else "build/lockstep")
+        lk = lockstep.Lockstep(prog, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
+        cycles, checks, seconds, wave_file = stats.get("cycles", 0), stats.get("checks", 0), stats.get("seconds", 0), \
+            (bad.vcd if bad else None)
+    else:
+        from cosim import hdl
+        res = hdl.run(prog, sim=sim, waves=bool(waves), waves_to=waves, psum_partitions=psum_partitions,
+                      sbuf_latency=sbuf_latency, opt=opt, log=lambda m: print(f"  {m}", flush=True))
+        bad, lk, cycles, checks, seconds, wave_file = res.mismatch, res.lockstep, res.cycles, res.checks, \
+            res.seconds, res.waves
+    trace = lk.trace
+    print(run_summary(lk.eng, trace))
+    macs = sum(int(np.prod([len(rec["steps"]), *rec["steps"][0].shape])) for rec in trace.pe_log) if trace.pe_log else 0
+    pes = prog.rows * prog.cols
+    expect_bad = _check_expectations(prog, lk.eng)
+    print(f"  RTL on {sim}: {len(lk.descs)} micro-ops, {cycles} cycles, {checks} checks "
+          f"(every PSUM write of every partition, the error status each cycle, {len(lk.regs)} registers at the end)")
+    if seconds:
+        print(f"  simulation {seconds:.2f} s: {cycles / seconds:,.0f} cycles/s, {pes * cycles / seconds:,.0f} PE-cycles/s "
+              f"(total with export/build/golden {time.perf_counter() - t0:.1f} s)")
+    print(f"  PE utilisation {macs / max(1, pes * trace.cycles):.1%} ({macs:,} MACs in {trace.cycles} cycles x {pes} PEs)")
+    print(f"  lockstep vs golden engine: {'OK' if bad is None else bad}")
+    print(f"  golden PSUM vs independent expectation: {'OK' if not expect_bad else f'{expect_bad} MISMATCHES'}")
+    if wave_file:
+        print(f"  waveform: {wave_file}")
+    return int(bad is not None or expect_bad > 0)
+
+
+def cmd_verilog(args) -> int:
+    """Export the engine RTL as Verilog (rtl/export.py)."""
+    from rtl.export import export_engine
+    res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
+                        psum_partitions=args.psum_partitions, out_dir=args.output)
+    for f in res["files"]:
+        print(f"wrote {f} ({f.stat().st_size:,} bytes)")
+    print(f"wrote {res['filelist']}, {res['vlt']}, {Path(args.output) / 'engine.json'}")
+    print(f"{res['gen']} {res['rows']}x{res['cols']} engine, {res['psum_partitions']} PSUM partitions: "
+          f"exported in {res['seconds']:.1f} s ({', '.join(f'{k} {v} s' for k, v in res['times'].items())})")
+    return 0
+
+
+def cmd_cosim(args) -> int:
+    """Run a program on the engine RTL in lockstep with the golden engine."""
+    from cosim.programs import Program
+    from model import addrmap
+    src = Path(args.program)
+    gen = dt.Gen.parse(args.gen)
+    cols = args.cols or (2 * args.rows if gen.layout == dt.Gen.MAVERICK else args.rows)
+    sbuf = np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
+    if args.sbuf:
+        sbuf = np.load(args.sbuf)["sbuf"].astype(np.uint8)
+    prog = Program(src.stem, gen, args.rows, cols, src.read_text(), sbuf)
+    return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency)
 
 
 def _check_expectations(prog, engine) -> int:
@@ -77,7 +135,6 @@ def _check_expectations(prog, engine) -> int:
 
 def cmd_asm(args) -> int:
     from model.isa.asm import assemble
-    from pathlib import Path
     src = Path(args.source)
     data = assemble(src.read_text(), args.gen, source=str(src))
     out = Path(args.output or src.with_suffix(".bin"))
@@ -94,7 +151,6 @@ def cmd_asm(args) -> int:
 
 def cmd_disasm(args) -> int:
     from model.isa.asm import disassemble
-    from pathlib import Path
     data = Path(args.binary).read_bytes()
     text = disassemble(data, args.gen)
     sys.stdout.write(text)
@@ -117,7 +173,6 @@ def run_summary(engine, trace) -> str:
 
 
 def cmd_run(args) -> int:
-    from pathlib import Path
 
     from model.engine import Engine
     from model.isa.asm import assemble
@@ -150,10 +205,37 @@ def main(argv=None) -> int:
     p = sub.add_parser("dtypes", help="print the dtype table of a generation")
     p.add_argument("--gen", default="maverick")
     p.set_defaults(func=cmd_dtypes)
-    p = sub.add_parser("demo", help="the main job (see README)")
-    p.add_argument("--gen", default="maverick")
-    p.add_argument("--rows", type=int, default=16)
+    p = sub.add_parser("demo", help="the main job (see README): library programs through the RTL in Verilator")
+    p.add_argument("--gen", default="mariana")
+    p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--cols", type=int, default=None)
+    p.add_argument("-n", type=int, default=64, help="moving vectors per matmul")
+    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"])
+    p.add_argument("--waves-dir", default="build/demo")
+    p.add_argument("--no-waves", action="store_true", help="no waveform (a build without tracing)")
+    p.add_argument("--opt", default="-O0", help="C++ optimisation of the Verilator build (-O0 builds about twice "
+                   "as fast as -O1; the demo's programs are short)")
     p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("verilog", help="export the engine as Verilog (one PE, row and PSUM module, files.f, .vlt)")
+    p.add_argument("--gen", default="mariana")
+    p.add_argument("--rows", type=int, default=16)
+    p.add_argument("--cols", type=int, default=None)
+    p.add_argument("--pack", type=int, default=None)
+    p.add_argument("--sbuf-latency", type=int, default=2)
+    p.add_argument("--psum-partitions", type=int, default=16)
+    p.add_argument("-o", "--output", default="build/verilog/engine")
+    p.set_defaults(func=cmd_verilog)
+    p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine")
+    p.add_argument("program")
+    p.add_argument("--gen", required=True)
+    p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
+    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"])
+    p.add_argument("--waves", default=None, help="waveform file to write (VCD on Verilator and Amaranth, FST on Icarus)")
+    p.add_argument("--sbuf", help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
+    p.add_argument("--psum-partitions", type=int, default=16)
+    p.add_argument("--sbuf-latency", type=int, default=2)
+    p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
     p.add_argument("source")
     p.add_argument("-o", "--output")

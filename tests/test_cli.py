@@ -1,4 +1,6 @@
 """The `tensore` command line: asm / disasm round trip, clear errors, exit codes."""
+import pytest
+
 from model.dtypes import Gen
 from tensore.cli import dtype_table, main
 
@@ -74,7 +76,11 @@ def test_run_prints_summary_and_writes_psum(tmp_path, capsys):
     assert np.array_equal(bank3, p.expect_fp32[(0, 3)][1])
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("mariana")
 def test_demo_checks_its_programs(capsys):
-    assert main(["demo", "--gen", "mariana", "--rows", "8"]) == 0
+    """The demo's path (through the RTL in Verilator), on the 8 x 8 build the library tests share."""
+    assert main(["demo", "--gen", "mariana", "--rows", "8", "-n", "16", "--opt", "-O0", "--no-waves"]) == 0
     out = capsys.readouterr().out
     assert out.count("PSUM vs independent expectation: OK") == 2
+    assert out.count("lockstep vs golden engine: OK") == 2 and "PE utilisation" in out

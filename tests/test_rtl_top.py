@@ -1,23 +1,18 @@
-"""The engine RTL (rtl/top.py) in lockstep with the golden engine, cycle by cycle (cosim/lockstep.py):
-PSUM writes of every partition, error status every cycle, counters and status registers at the end."""
+"""The engine RTL (rtl/top.py) in Amaranth's simulator in lockstep with the golden engine, cycle by
+cycle (cosim/lockstep.py): PSUM writes of every partition, error status every cycle, counters and
+status registers at the end."""
 import pytest
 
 from cosim import lockstep
 from cosim import programs as P
 
+# The Amaranth-simulator lockstep of a few programs that cover the engine's paths (one element per
+# PE, FP8 double row, the MAVERICK c256 pump); the whole library runs on the exported Verilog in
+# Verilator (tests/test_cosim_hdl.py), where one build per generation serves every program.
 PROGRAMS = [
     ("single bf16 4x4", lambda: P.single("mariana", "bf16", rows=4, cols=4, n=4), 1),
-    ("single fp16 last-col-first", lambda: P.single("mariana", "fp16", load_order="last_col_first"), 1),
-    ("single fp8 e4m3 cayman", lambda: P.single("cayman", "fp8_e4m3"), 1),
-    ("single fp32 low_high", lambda: P.single("mariana", "fp32", fp32_mode="low_high"), 1),
-    ("accumulate group", lambda: P.accumulate_group("mariana"), 1),
-    ("invalid mixed", lambda: P.invalid_mixed("mariana"), 1),
-    ("row/col group tiles", lambda: P.tiles("cayman"), 1),
-    ("reg write bypass", lambda: P.reg_write_bypass("cayman"), 1),
-    ("zero region", lambda: P.zero_region("cayman"), 1),
     ("fp8 double row", lambda: P.double_row("cayman"), 2),
-    ("bf16 drain sr", lambda: P.bf16_drain("mariana", sr=True), 1),
-    ("maverick quadrants", lambda: P.tiles("maverick"), 1),
+    ("accumulate group", lambda: P.accumulate_group("mariana"), 1),
     ("maverick c256", lambda: P.c256(), 1),
 ]
 
@@ -26,6 +21,13 @@ PROGRAMS = [
 @pytest.mark.parametrize("label,make,pack", PROGRAMS, ids=[p[0] for p in PROGRAMS])
 def test_lockstep(label, make, pack):
     bad = lockstep.check(make(), pack=pack)
+    assert bad is None, str(bad)
+
+
+@pytest.mark.slow
+def test_lockstep_sbuf_latency_3():
+    """The testbench's SBUF answers one cycle later (L = 3): model and RTL shift their schedule alike."""
+    bad = lockstep.check(P.single("mariana", "bf16", rows=4, cols=4, n=4), pack=1, sbuf_latency=3)
     assert bad is None, str(bad)
 
 
