@@ -78,7 +78,9 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
             res.seconds, res.waves
     trace = lk.trace
     print(run_summary(lk.eng, trace))
-    macs = sum(int(np.prod([len(rec["steps"]), *rec["steps"][0].shape])) for rec in trace.pe_log) if trace.pe_log else 0
+    # one PSUM write = one column's sum over the matmul's rows (x2 for an FP8 double-row PE)
+    macs = sum(lk.eng.region(o.desc)[1] * o.psum_writes for o in trace.ops
+               if o.name.startswith("matmul") and o.t_issue is not None)
     pes = prog.rows * prog.cols
     expect_bad = _check_expectations(prog, lk.eng)
     print(f"  RTL on {sim}: {len(lk.descs)} micro-ops, {cycles} cycles, {checks} checks "
