@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup test demo bench verilog lint icarus clean distclean
+.PHONY: setup test cosim demo bench verilog lint icarus clean distclean
 
 setup: $(STAMP)
 
@@ -17,7 +17,11 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: $(STAMP) icarus
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=12
+
+# the program library on the CAYMAN and MAVERICK engine builds too (Verilator, several minutes each)
+cosim: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m cosim
 
 demo: $(STAMP)
 	$(PY) -m tensore.cli demo
@@ -45,7 +49,7 @@ icarus:
 
 bench: $(STAMP)
 	mkdir -p build
-	$(PY) -m tensore.bench -o build/bench.json
+	$(PY) -m tensore.bench -o build/bench.json $(BENCH_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
