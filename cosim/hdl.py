@@ -68,7 +68,7 @@ def _locked(directory: Path):
 def _source_hash() -> str:
     h = hashlib.sha256()
     for sub in ("rtl", "model"):
-        for f in sorted((ROOT / sub).rglob("*.py")):
+        for f in sorted([*(ROOT / sub).rglob("*.py"), *(ROOT / sub).rglob("*.vlt")]):
             h.update(f.relative_to(ROOT).as_posix().encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:12]
