@@ -262,7 +262,7 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, sto
 
     seconds = simulate(dut, testbench, vcd)
     if stats is not None:
-        stats.update(cycles=lk.end, seconds=seconds, checks=lk.checks)
+        stats.update(cycles=lk.end, seconds=seconds, checks=lk.checks, lockstep=lk)
     return result[0]
 
 
