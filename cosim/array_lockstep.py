@@ -15,6 +15,7 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from rtl.array import Array
+from rtl.pe import SPARSE_FMAPS
 
 
 @dataclass
@@ -83,7 +84,7 @@ def frames(trace, pack: int):
                             "multi": int(rec["pack"] > 1 and not rec.get("fmaps")), "scaled": int(rec["mx"]),
                             "sa": 0 if np.isnan(sa) else int(sa), "sa_nan": int(np.isnan(sa)),
                             "fmaps": rec.get("fmaps", 0),
-                            "code": _slots(codes[k, :, v], pack)}
+                            "code": _slots(codes[k, :, v], max(pack, SPARSE_FMAPS))}
     return out
 
 
@@ -96,7 +97,8 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
     end = trace.cycles if stop_at is None else stop_at + 1
     result: list = []
     zero_act = {"valid": 0, "swap": 0, "first": 0, "col_lo": 0, "col_hi": 0, "dtype": 0, "fp32_mode": 0,
-                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0, "code": _slots([], pack)}
+                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0,
+                "code": _slots([], max(pack, SPARSE_FMAPS))}
     zero_w = {"code": _slots([], pack), "dtype": 0, "scale": 0, "scale_nan": 0}
 
     async def bench(ctx):

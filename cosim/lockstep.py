@@ -19,7 +19,10 @@ import numpy as np
 from model.arr_seq_regs import REGISTERS
 from model.engine import Engine as GoldenEngine
 from model.isa.asm import assemble
+from rtl.top import MV_ELEMS
 
+MV_BITS = 32 * MV_ELEMS                 # one row of mv_resp_data
+MV_MASK = (1 << MV_BITS) - 1
 CHECK_REGS = ("err_status", "err_count", "done_count", "matmul_done_count")
 
 
@@ -163,7 +166,7 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
                 port.set("st_resp_data", st_resp)
             if "mv" in resp:
                 for r, x in resp["mv"].items():
-                    mv_resp = mv_resp & ~((2 ** 64 - 1) << (64 * r)) | x << (64 * r)
+                    mv_resp = mv_resp & ~(MV_MASK << (MV_BITS * r)) | x << (MV_BITS * r)
                 port.set("mv_resp_data", mv_resp)
         await port.settle()
         # requests of this cycle -> responses Lm cycles later
@@ -176,12 +179,12 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
         mv = port.get("mv_req_valid")
         if mv:
             part, es = port.get("mv_req_part"), port.get("mv_req_esize")
-            off0, off1 = port.get("mv_req_off0"), port.get("mv_req_off1")
+            offs = [port.get(f"mv_req_off{j}") for j in range(MV_ELEMS)]
             out = pending.setdefault(cycle + Lm, {}).setdefault("mv", {})
             for r in range(R):
                 if mv >> r & 1:
                     p, e = _field(part, r, 7), _field(es, r, 3)
-                    out[r] = lk.server.read(p, _field(off0, r, 18), e) | lk.server.read(p, _field(off1, r, 18), e) << 32
+                    out[r] = sum(lk.server.read(p, _field(o, r, 18), e) << (32 * j) for j, o in enumerate(offs))
         if not lk.compare:
             accepted = port.get("desc_ready")
             await port.tick()

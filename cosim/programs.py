@@ -222,6 +222,26 @@ def transpose(gen="mariana", rows=8, cols=8, n=6, seed=5):
     return b.done()
 
 
+def transpose_pattern(gen="mariana", rows=8, cols=8, seed=18):
+    """A transpose of FP8 codes along a 2-D pattern (elements 0, 2, 8, 10 of each partition) into a
+    BF16 destination: each code zero-extended to 16 bits (D-13)."""
+    b = _Builder("transpose_pattern", gen, rows, cols, seed)
+    a = b.rng.integers(0, 1 << 8, (rows, 16), dtype=np.uint64)
+    oa = b.put(0, a, 1)
+    picked = a[:, [0, 2, 8, 10]]
+    flags = "flags=(xpose_mode=enabled, accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else \
+        ("flags=(xpose_mode=enabled) acc=single" if b.gen >= Gen.MARIANA else "transpose_mode=enabled acc=single")
+    out = "bf16" if b.gen >= Gen.MARIANA else "fp32"
+    b.line(f"matmul in_dtype=fp8_e4m3 out_dtype={out} rows={rows} cols={cols} {b.tile()}{flags} "
+           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[2,8,0], num_elem=[2,2,1]) dst={_t3('psum(0,3,0)', rows)}")
+    for p in range(4):
+        if out == "bf16":
+            b.p.expect_bf16[(p, 3)] = (0, picked[:, p].astype(np.uint16))
+        else:
+            b.p.expect_fp32[(p, 3)] = (0, picked[:, p].astype(np.uint32))
+    return b.done()
+
+
 def invalid_mixed(gen="mariana", rows=8, cols=8, n=8, seed=6):
     """Refused descriptors between valid ones change nothing; the valid ones still compute."""
     b = _Builder("invalid_mixed", gen, rows, cols, seed)
@@ -253,6 +273,40 @@ def sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=3, seed=7):
            f"dst={_t3('psum(0,1,0)', n)}")
     ref = matmul(w, a, in_dtype="fp16", gen=b.gen, tags=tags)
     _expect_fp32(b.p, 1, ref[::-1])                        # default load order: logical m -> column cols-1-m
+    return b.done()
+
+
+def sparse_mixed(gen="mariana", rows=8, cols=8, n=5, seed=17):
+    """Sparse and dense matmuls back to back: MatmulSparse (2 fmaps), a dense Matmul (the change of
+    matmul kind waits for the sparse one to complete), a second LdTags (waits for the sparse
+    matmul's last vector to leave the array) and MatmulSparse (4 fmaps) into banks 1-3."""
+    b = _Builder("sparse_mixed", gen, rows, cols, seed)
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    for bank, fmaps in ((1, 2), (2, 0), (3, 4)):
+        w = b.values("fp16", (rows, cols))
+        ow = b.put(0, w, 2)
+        dst = _t3(f"psum(0,{bank},0)", n)
+        if fmaps:
+            a = b.values("fp16", (rows, fmaps, n))
+            tags = b.rng.integers(0, fmaps, (rows, cols))
+            words = np.zeros((rows, (cols + 3) // 4), np.uint64)
+            for m in range(cols):
+                words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+            ot, oa = b.put(0, words, 2), b.put(0, a.reshape(rows, fmaps * n), 2)
+            b.line(f"ldtags in_dtype=uint16 force_tag_bits=0 rows={rows} cols={cols} {b.tile()}"
+                   f"src={_t3(f'sbuf(0,{ot:#x})', (cols + 3) // 4)}")
+            b.line(f"ldweights in_dtype=fp16 rows={rows} cols={cols} {b.tile()}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+            b.line(f"matmul_sparse in_dtype=fp16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+                   f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) dst={dst}")
+            ref = matmul(w, a, in_dtype="fp16", gen=b.gen, tags=tags)
+        else:
+            a = b.values("fp16", (rows, n))
+            oa = b.put(0, a, 2)
+            b.line(f"ldweights in_dtype=fp16 rows={rows} cols={cols} {b.tile()}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+            b.line(f"matmul in_dtype=fp16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+                   f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={dst}")
+            ref = matmul(w, a, in_dtype="fp16", gen=b.gen)
+        _expect_fp32(b.p, bank, ref[::-1])                  # default load order: logical m -> column cols-1-m
     return b.done()
 
 
@@ -408,6 +462,14 @@ def lut(gen="mariana", rows=8, cols=8, n=8, seed=12):
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
            f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,0,0)', n)}")
     _expect_fp32(b.p, 0, matmul(table[0][idx], a, in_dtype="bf16", gen=b.gen))
+    # the moving operand through the table too: UINT8 indices in a LUT-mode matmul
+    aidx = b.rng.integers(0, 32, (rows, n))
+    oai = b.put(0, aidx, 1)
+    flags = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else \
+        "flags=(scalar_mode=lut) acc=single"
+    b.line(f"matmul in_dtype=uint8 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{flags} "
+           f"src={_t3(f'sbuf(0,{oai:#x})', n)} dst={_t3('psum(0,1,0)', n)}")
+    _expect_fp32(b.p, 1, matmul(table[0][idx], table[0][aidx], in_dtype="bf16", gen=b.gen))
     return b.done()
 
 
@@ -416,8 +478,8 @@ def library(gen) -> list:
     gen = Gen.parse(gen)
     progs = [single(gen, "bf16"), single(gen, "fp16", load_order="last_col_first"),
              single(gen, "fp8_e4m3"), single(gen, "fp32", fp32_mode="low_high"),
-             accumulate_group(gen), transpose(gen), invalid_mixed(gen)]
-    progs += [sparse(gen), tiles(gen), reg_write_bypass(gen)]
+             accumulate_group(gen), transpose(gen), transpose_pattern(gen), invalid_mixed(gen)]
+    progs += [sparse(gen), sparse_mixed(gen), tiles(gen), reg_write_bypass(gen)]
     if gen.layout != Gen.MAVERICK:
         progs += [zero_region(gen), double_row(gen)]
     if gen >= Gen.MARIANA:

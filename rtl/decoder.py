@@ -34,12 +34,17 @@ PACK_OF_PERF = {0: 1, 1: 4, 2: 4, 3: 4, 4: 8, 5: 8, 6: 8}
 
 class Kind:
     """What the sequencer does with a micro-op (rtl/seq.py)."""
-    LOAD, MATMUL, REGWRITE, OTHER = 0, 1, 2, 3
+    LOAD, MATMUL, REGWRITE, OTHER, LUT = 0, 1, 2, 3, 4
+
+
+class MmKind:
+    """model.engine.Engine._mm_kind: a change of kind waits for the last matmul to complete."""
+    MM, SPARSE, XPOSE = 0, 1, 2
 
 
 def uop_layout() -> data.StructLayout:
     return data.StructLayout({
-        "op": 8, "kind": 2, "supported": 1, "barrier": 1,
+        "op": 8, "kind": 3, "supported": 1, "barrier": 1,
         "wait_event": 8, "set_event": 8,
         "row0": 8, "rows": 8, "col0": 9, "cols": 9,
         "dtype": 8, "fp32_mode": 2, "passes": 3, "pack": 4, "lcf": 1,
@@ -49,6 +54,12 @@ def uop_layout() -> data.StructLayout:
         "dst_num": data.ArrayLayout(16, 3), "out_bf16": 1, "accumulate": 1, "zero": 1, "zero_log2": 2,
         "c256": 1, "vectors": 32,
         "reg": 8, "value": 32, "counter": 6,
+        "mmkind": 2,                    # MmKind: the rhythm-change rule of docs/timing.md
+        "tags": 1, "force_tags": 4,     # LdTags (force_tag_bits)
+        "tagw": 1,                      # Ldweights TAG_WEIGHT: {u16 weight, u16 tag} elements
+        "fmaps": 3, "fstride": signed(16),   # MatmulSparse: fmaps per vector, step_elem[3]
+        "lut": 1,                       # scalar_mode LUT: UINT8 codes are indices into the ConvLutLoad table
+        "xpose": 1,                     # a transposing Matmul (D-13): `cols` = elements per partition
     })
 
 
@@ -491,7 +502,8 @@ class Decoder(wiring.Component):
         o.bad(E.BAD_SPARSE, ~_in((2, 3, 4), fm))
         n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
         per = o.sig(Mux(fm == 0, 0, n // fm), 64, "per_fmap")
-        o.destination(Const(1, 1), per)
+        o.c256 = o.destination(Const(1, 1), per)
+        o.n, o.fm = per, fm
         self._fits(o)
 
     def _ldtags(self, o):
@@ -619,34 +631,50 @@ class Decoder(wiring.Component):
                          u.src_step[0].eq(src.step_elem[0]), u.src_num[0].eq(1), u.src_num[1].eq(1),
                          u.src_num[2].eq(1), u.counter.eq(0)]
             return
-        if op not in (Opcode.LDWEIGHTS, Opcode.MATMUL):
+        if op == Opcode.CONV_LUT_LOAD:            # num_entries codes of one partition into the table
+            src = f.src_mem_pattern
+            m.d.comb += [u.kind.eq(Kind.LUT), u.supported.eq(1), u.dtype.eq(f.in_dtype), u.cols.eq(f.num_entries),
+                         u.pack.eq(1),
+                         u.src_part.eq(src.start_addr[18:25]), u.src_off.eq(src.start_addr[:18]),
+                         u.esize.eq(o.esize_of(f.in_dtype)), u.src_step[0].eq(src.step_elem[0]),
+                         u.src_num[0].eq(f.num_entries), u.src_num[1].eq(1), u.src_num[2].eq(1)]
+            return
+        if op not in (Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.LDTAGS, Opcode.MATMUL_SPARSE):
             m.d.comb += u.kind.eq(Kind.OTHER)
             return
         row0, rows, col0, cols = self._region(o)
         flags_mx = o.is_mx()
         xpose = o.xpose() == XposeMode.ENABLED
         seed = o.flag("seed_mode") != 0
-        scalar = o.flag("scalar_mode") != 0
+        lut = o.flag("scalar_mode") == ScalarMode.LUT
         tagw = f.tag_weight_mode == TagWeightMode.TAG_WEIGHT if o.has("tag_weight_mode") else Const(0, 1)
+        sparse, tags = op == Opcode.MATMUL_SPARSE, op == Opcode.LDTAGS
         src = f.src_mem_pattern.tensor3d if isinstance(o.kind_of("src_mem_pattern"), Union) else f.src_mem_pattern
-        mode = f.fp32_mode
+        mode = f.fp32_mode if o.has("fp32_mode") else Const(FP32Mode.NONE, 2)
         order = o.flag("load_order") if o.has("flags") and "load_order" in [p[0] for p in o.kind_of("flags").parts] \
             else (f.load_order if o.has("load_order") else Const(0, 1))
         m.d.comb += [
-            u.supported.eq(~flags_mx & ~xpose & ~seed & ~scalar & ~tagw),
+            u.supported.eq(~flags_mx & ~seed & ~(lut & sparse) & ~(xpose & (op == Opcode.LDWEIGHTS))),
+            u.lut.eq(lut),
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(o.pack()),
-            u.passes.eq(Mux((op == Opcode.MATMUL) & ((mode == FP32Mode.HIGH) | (mode == FP32Mode.LOW_HIGH)) & ~xpose,
-                            4, 1)),
-            u.lcf.eq(order == LoadOrder.LAST_COL_FIRST),
-            u.src_part.eq(src.start_addr[18:25]), u.src_off.eq(src.start_addr[:18]), u.esize.eq(o.esize_of(f.in_dtype)),
+            u.passes.eq(Mux(Const(int(op in (Opcode.MATMUL, Opcode.MATMUL_SPARSE)), 1) &
+                            ((mode == FP32Mode.HIGH) | (mode == FP32Mode.LOW_HIGH)) & ~xpose, 4, 1)),
+            u.lcf.eq((order == LoadOrder.LAST_COL_FIRST) | tags),
+            u.src_part.eq(src.start_addr[18:25]), u.src_off.eq(src.start_addr[:18]),
+            u.esize.eq(Mux(tags, 2, Mux(tagw, 4, o.esize_of(f.in_dtype)))),
             u.counter.eq(_bucket(rows) * 7 + _bucket(cols)),
+            u.tags.eq(tags), u.tagw.eq(tagw),
         ]
+        if tags:
+            m.d.comb += u.force_tags.eq(f.force_tag_bits)
         for i in range(3):
             m.d.comb += [u.src_step[i].eq(src.step_elem[i]), u.src_num[i].eq(src.num_elem[i])]
-        if op == Opcode.LDWEIGHTS:
+        if op in (Opcode.LDWEIGHTS, Opcode.LDTAGS):
             m.d.comb += u.kind.eq(Kind.LOAD)
             return
+        if sparse:
+            m.d.comb += [u.mmkind.eq(MmKind.SPARSE), u.fmaps.eq(o.fm), u.fstride.eq(f.src_mem_pattern.step_elem[3])]
         dst = f.dst_mem_pattern.tensor3d if isinstance(o.kind_of("dst_mem_pattern"), Union) else f.dst_mem_pattern
         if o.has("psum_accumulate_flags"):
             acc = f.psum_accumulate_flags
@@ -658,11 +686,15 @@ class Decoder(wiring.Component):
         zero = begin & Const(int(o.has("psum_zero_region")), 1)
         m.d.comb += [
             u.kind.eq(Kind.MATMUL), u.out_bf16.eq(f.out_dtype == Dtype.BFLOAT16), u.accumulate.eq(accumulate),
-            u.zero.eq(zero), u.c256.eq(o.c256), u.vectors.eq(o.n // o.pack()),
+            u.zero.eq(zero), u.c256.eq(o.c256), u.vectors.eq(o.n if sparse else o.n // o.pack()),
             u.dst_part.eq(dst.start_addr[14:21]), u.dst_off.eq(dst.start_addr[:14]),
         ]
         if o.has("psum_zero_region"):
             m.d.comb += u.zero_log2.eq(f.psum_zero_region)
+        if not sparse:                  # a transpose: vector v = partition v, column c = element c
+            with m.If(o.xp):
+                m.d.comb += [u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE), u.col0.eq(0), u.cols.eq(o.n),
+                             u.vectors.eq(rows), u.accumulate.eq(0), u.c256.eq(0)]
         for i in range(3):
             m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
 

@@ -13,6 +13,7 @@ from rtl.blackbox import instance_of
 from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
 
 COL_BITS = 9
+SPARSE_FMAPS = 4                # MatmulSparse sends up to 4 fmaps: the moving value has >= 4 code slots
 
 
 def act_layout(pack: int) -> data.StructLayout:
@@ -27,7 +28,8 @@ def act_layout(pack: int) -> data.StructLayout:
         "multi": 1, "scaled": 1,        # multi-term step (double row / MX); MX scales apply
         "sa": signed(10), "sa_nan": 1,  # the moving block's E8M0 exponent (value - 127)
         "fmaps": 3,                     # MatmulSparse: fmaps sent in the code slots (0: not sparse)
-        "code": code_layout(pack),
+        "xpose": 1,                     # transpose (D-13): the one live PE puts code slot 0 on the psum chain
+        "code": code_layout(max(pack, SPARSE_FMAPS)),
     })
 
 
@@ -99,7 +101,7 @@ class PE(wiring.Component):
         m.d.comb += [mac.a_dtype.eq(ai.dtype), mac.w_dtype.eq(w.dtype)]
         fmap = Signal(32)                                     # MatmulSparse: the fmap the tag selects
         with m.Switch(sel):
-            for j in range(min(pack, 4)):
+            for j in range(SPARSE_FMAPS):
                 with m.Case(j):
                     m.d.comb += fmap.eq(slot(ai.code, j))
         for j in range(pack):
@@ -128,7 +130,7 @@ class PE(wiring.Component):
         with m.If(self.advance):
             m.d.sync += act.eq(ai)
             with m.If(live):
-                m.d.sync += [psum.eq(Mux(compute, step, chain)), pvalid.eq(1)]
+                m.d.sync += [psum.eq(Mux(ai.xpose, ai.code.s0, Mux(compute, step, chain))), pvalid.eq(1)]
             with m.Else():
                 m.d.sync += [psum.eq(self.psum_in), pvalid.eq(self.psum_valid_in)]
         m.d.comb += [self.act_out.eq(act), self.psum_out.eq(psum), self.psum_valid_out.eq(pvalid),

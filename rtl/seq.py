@@ -16,7 +16,7 @@ from model.arr_seq_regs import REGISTERS
 from model.isa.enums import PeReg
 from model.isa.layouts import EVENT_NONE, NUM_EVENTS
 from model.timing import FIFO_DEPTH, MAX_IN_FLIGHT
-from rtl.decoder import Decoder, Kind, uop_layout
+from rtl.decoder import Decoder, Kind, MmKind, uop_layout
 from rtl.regs import RegisterBlock, port_name
 
 BANKS = ("weight_load", "matmul", "pe_regwrite")
@@ -90,6 +90,8 @@ class Sequencer(wiring.Component):
         all_done_p1, barrier_p1 = Signal(T), Signal(T)         # all_complete + 1, barrier_complete + 1
         lw_port, mm_port, last_lw_p1 = Signal(T), Signal(T), Signal(T)
         mm_valid, mm_t_data, mm_passes, mm_done, mm_issue = Signal(), Signal(T), Signal(3), Signal(T), Signal(T)
+        mm_kind = Signal(2)
+        sparse_end = Signal(T)                                  # LdTags waits for the last sparse matmul
         flags = Signal(NUM_EVENTS)
 
         u = cur
@@ -100,10 +102,10 @@ class Sequencer(wiring.Component):
             (now >= last_issue + 1 + reg("arr_cluster_cfg", "inter_instr_dly_cnt"))
         swapped = ~mm_valid | (now + L >= mm_t_data + mm_passes * (R + C))
         mm_rules = (now >= mm_port) & (now >= last_lw_p1) & \
-            (~mm_valid | (mm_passes == u.passes) | (now > mm_done)) & \
+            (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
             ~((u.passes > 1) & mm_valid & (now <= mm_done) & ((now - mm_issue)[:2] != 0))
         deps = Mux(serial, now >= all_done_p1,
-                   Mux(is_load, (now >= lw_port) & swapped, Mux(is_mm, mm_rules, 1)))
+                   Mux(is_load, (now >= lw_port) & swapped & (~u.tags | (now >= sparse_end)), Mux(is_mm, mm_rules, 1)))
         we = u.wait_event
         event_ok = (we == EVENT_NONE) | flags.bit_select(we[:6], 1)
 
@@ -138,6 +140,8 @@ class Sequencer(wiring.Component):
                              t_mmdone.eq(Mux(reg("arr_cluster_cfg", "matmul_done_last"), last_write, first_write))]
             with m.Case(Kind.REGWRITE):
                 m.d.comb += t_complete.eq(Mux(reg("queue_cfg", "bypass_peregwrite_instr"), now, now + L))
+            with m.Case(Kind.LUT):
+                m.d.comb += t_complete.eq(now + L)
             with m.Default():
                 m.d.comb += t_complete.eq(now)
 
@@ -152,7 +156,10 @@ class Sequencer(wiring.Component):
                 m.d.sync += [lw_port.eq(now + u.rows), last_lw_p1.eq(now + 1)]
             with m.If(is_mm):
                 m.d.sync += [mm_port.eq(now + Mux(P == 4, u.vectors << 2, u.vectors)), mm_valid.eq(1),
-                             mm_t_data.eq(now + L), mm_passes.eq(P), mm_done.eq(t_complete), mm_issue.eq(now)]
+                             mm_t_data.eq(now + L), mm_passes.eq(P), mm_done.eq(t_complete), mm_issue.eq(now),
+                             mm_kind.eq(u.mmkind)]
+                with m.If(u.mmkind == MmKind.SPARSE):
+                    m.d.sync += sparse_end.eq(now + u.vectors + C)
             with m.If(~u.supported):
                 m.d.sync += unsupported.eq(1)
 

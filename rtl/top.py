@@ -8,27 +8,34 @@ Ports (all synchronous to one clock):
                       pattern; st_resp_data (element e in bits 32e..32e+31) comes `sbuf_latency - 1`
                       cycles after the request (the request register is the first cycle of the model's
                       latency L, D-T38)
-  moving SBUF         per array row r: mv_req_valid[r], mv_req_part[r], mv_req_off0/off1[r], mv_req_esize;
-                      mv_resp_data[r] (element 0 in bits 0..31, element 1 in 32..63) with the same latency
+  moving SBUF         per array row r: mv_req_valid[r], mv_req_part[r], mv_req_off0..off3[r], mv_req_esize;
+                      mv_resp_data[r] (element j in bits 32j..32j+31) with the same latency: elements 0-1
+                      for FP8 double row, one per fmap (2-4) for MatmulSparse
   PSUM host port      host_part / host_word -> host_data one cycle later
   monitors            mon_valid[p], mon_offset[p], mon_bits[p]: the PSUM write of partition p this cycle
   status              done (nothing queued or in flight), error (err_status.err), unsupported
-The micro-ops this RTL runs: Ldweights, Matmul (plain, FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MAVERICK
-tiles and c256), PeRegWrite; the decoder checks every opcode.  A valid micro-op outside that set, or a
-c256 matmul whose two column halves meet in one partition in one cycle, raises `unsupported`."""
+The micro-ops this RTL runs: Ldweights (also TAG_WEIGHT and LUT), LdTags, ConvLutLoad, Matmul (plain,
+FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MAVERICK tiles and c256, LUT, transposing), MatmulSparse,
+PeRegWrite; the decoder checks every opcode.  A transpose sends element c of partition v down row c,
+where the PE of column c puts it on the psum chain (D-13): it reaches PSUM partition c as the write of
+vector v, so it needs elements <= rows.  A valid micro-op outside that set, a transpose of more
+elements than rows, or a c256 matmul whose two column halves meet in one partition in one cycle,
+raises `unsupported`."""
 from amaranth.hdl import Array as HArray
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from model.addrmap import PARTITIONS, PSUM_BANK_BYTES
-from model.dtypes import Gen
-from model.isa.layouts import NUM_EVENTS
+from model.dtypes import Dtype, Gen
+from model.isa.layouts import LUT_ENTRIES, NUM_EVENTS
 from rtl.array import Array
 from rtl.decoder import Kind, _or, uop_layout
-from rtl.pe import code_layout
+from rtl.pe import SPARSE_FMAPS, code_layout
 from rtl.psum import WORDS, PsumPartition, PsumPartitionBlackBox
 from rtl.seq import T, Sequencer
+
+MV_ELEMS = SPARSE_FMAPS         # elements per moving request: the fmaps of a MatmulSparse vector
 
 
 def _pattern_step(i, o, num, step, esize):
@@ -74,11 +81,11 @@ class Engine(wiring.Component):
             "st_req_valid": Out(1), "st_req_part": Out(7), "st_req_off": Out(18), "st_req_esize": Out(3),
             "st_req_step": Out(data.ArrayLayout(signed(16), 3)), "st_req_num": Out(data.ArrayLayout(16, 3)),
             "st_req_count": Out(16),
-            "st_resp_data": In(data.ArrayLayout(32, cols * self.pack)),
+            "st_resp_data": In(data.ArrayLayout(32, max(cols * self.pack, LUT_ENTRIES))),
             "mv_req_valid": Out(rows), "mv_req_part": Out(data.ArrayLayout(7, rows)),
-            "mv_req_off0": Out(data.ArrayLayout(18, rows)), "mv_req_off1": Out(data.ArrayLayout(18, rows)),
+            **{f"mv_req_off{j}": Out(data.ArrayLayout(18, rows)) for j in range(MV_ELEMS)},
             "mv_req_esize": Out(data.ArrayLayout(3, rows)),
-            "mv_resp_data": In(data.ArrayLayout(64, rows)),
+            "mv_resp_data": In(data.ArrayLayout(32 * MV_ELEMS, rows)),
             "host_part": In(range(psum_partitions)), "host_word": In(range(WORDS)), "host_data": Out(32),
             "mon_valid": Out(psum_partitions), "mon_offset": Out(data.ArrayLayout(14, psum_partitions)),
             "mon_bits": Out(data.ArrayLayout(32, psum_partitions)),
@@ -102,8 +109,9 @@ class Engine(wiring.Component):
         ld = Signal(uop_layout())
         ld_go = issue & (u.kind == Kind.LOAD) & u.supported
         rw_go = issue & (u.kind == Kind.REGWRITE) & ~seq.bypass     # PeRegWrite fetches over the same port
-        cur = data.View(uop_layout(), Mux(ld_go | rw_go, u.as_value(), ld.as_value()))
-        k = Mux(ld_go, 0, ld_k)
+        lut_go = issue & (u.kind == Kind.LUT)                       # and ConvLutLoad: all entries in one gather
+        cur = data.View(uop_layout(), Mux(ld_go | rw_go | lut_go, u.as_value(), ld.as_value()))
+        k = Mux(ld_active, ld_k, 0)
         ld_req = ld_go | ld_active
         with m.If(ld_go):
             m.d.sync += [ld_active.eq(u.rows > 1), ld_k.eq(1), ld.eq(u)]
@@ -112,31 +120,47 @@ class Engine(wiring.Component):
             with m.If(ld_k + 1 >= ld.rows):
                 m.d.sync += ld_active.eq(0)
         st_valid = Signal()
-        m.d.sync += [st_valid.eq(ld_req | rw_go),
+        m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go),
                      self.st_req_part.eq(cur.src_part + k), self.st_req_off.eq(cur.src_off),
                      self.st_req_esize.eq(Mux(rw_go, 4, cur.esize)),
-                     self.st_req_count.eq(Mux(rw_go, 1, cur.cols * cur.pack))]
+                     self.st_req_count.eq(Mux(rw_go, 1, Mux(cur.tags, (cur.cols + 3) >> 2, cur.cols * cur.pack)))]
         for d in range(3):
             m.d.sync += [self.st_req_step[d].eq(cur.src_step[d]), self.st_req_num[d].eq(cur.src_num[d])]
         m.d.comb += self.st_req_valid.eq(st_valid)
         # what the response is for, Lm cycles later
         wl_meta = data.StructLayout({"valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9,
-                                     "lcf": 1, "pack": 4, "dtype": 8})
+                                     "lcf": 1, "pack": 4, "dtype": 8, "tags": 1, "tagw": 1, "force": 4,
+                                     "lut": 1, "lut_load": 1})
         pipe = [Signal(wl_meta, name=f"wl_meta{i}") for i in range(Lm + 1)]
         m.d.sync += [pipe[0].valid.eq(ld_req), pipe[0].reg.eq(rw_go), pipe[0].reg_index.eq(u.reg),
                      pipe[0].row.eq(cur.row0 + k), pipe[0].col0.eq(cur.col0), pipe[0].cols.eq(cur.cols),
-                     pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype)]
+                     pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
+                     pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
+                     pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go)]
         for i in range(1, Lm + 1):
             m.d.sync += pipe[i].eq(pipe[i - 1])
         meta = pipe[Lm]
         m.d.comb += [seq.reg_apply.eq(meta.reg), seq.reg_value.eq(self.st_resp_data[0]),
                      seq.reg_index.eq(meta.reg_index)]
+        # the ConvLutLoad table (D-T15): entries 0..n-1 written when the gather returns
+        lut = HArray(Signal(32, name=f"lut{i}") for i in range(LUT_ENTRIES))
+        lut_dtype = Signal(8, init=Dtype.BFLOAT16)
+        with m.If(meta.lut_load):
+            m.d.sync += lut_dtype.eq(meta.dtype)
+            for i in range(LUT_ENTRIES):
+                with m.If(i < meta.cols):
+                    m.d.sync += lut[i].eq(self.st_resp_data[i])
         # route element m (pattern order) to its physical column (D-14 load order)
         code_w = code_layout(PK).size
         lanes = []
+        tag_lanes = []
         for mcol in range(C):
+            word = self.st_resp_data[mcol]
             codes = {"s0": Mux(meta.pack == 2, self.st_resp_data[min(2 * mcol, C * PK - 1)],
-                               self.st_resp_data[mcol])}
+                               Mux(meta.tagw, word[:16], Mux(meta.lut, lut[word[:8]], word)))}
+            # LdTags: four 4-bit tags per u16 word, the LSB nibble the larger logical column; TAG_WEIGHT: bits 16-19
+            nib = self.st_resp_data[mcol // 4].bit_select(4 * (3 - mcol % 4), 4)
+            tag_lanes.append(Mux(meta.tags, nib | meta.force, word[16:20]))
             if PK == 2:
                 codes["s1"] = Mux(meta.pack == 2, self.st_resp_data[2 * mcol + 1][:16], 0)
             lanes.append(Cat(*[codes[f"s{j}"][:Shape.cast(code_layout(PK)[f's{j}'].shape).width] for j in range(PK)]))
@@ -147,12 +171,18 @@ class Engine(wiring.Component):
         placed = Signal(C * code_w)
         m.d.comb += placed.eq(Mux(meta.lcf, _lane_shift(rev, shift_r, code_w, C, right=True),
                                   _lane_shift(flat, meta.col0, code_w, C)))
+        tags_placed = Signal(C * 4)
+        m.d.comb += tags_placed.eq(Mux(meta.lcf, _lane_shift(Cat(*reversed(tag_lanes)), shift_r, 4, C, right=True),
+                                       _lane_shift(Cat(*tag_lanes), meta.col0, 4, C)))
         mask = Signal(C)
         m.d.comb += mask.eq((((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C])
-        m.d.comb += [arr.wl_valid.eq(meta.valid), arr.wl_row.eq(meta.row), arr.wl_cols.eq(mask)]
+        m.d.comb += [arr.wl_valid.eq(meta.valid & ~meta.tags), arr.wl_row.eq(meta.row), arr.wl_cols.eq(mask),
+                     arr.tag_valid.eq(meta.valid & (meta.tags | meta.tagw)), arr.tag_row.eq(meta.row),
+                     arr.tag_cols.eq(mask)]
         for c in range(C):
             m.d.comb += [arr.wl_data[c].code.eq(placed[c * code_w:(c + 1) * code_w]),
-                         arr.wl_data[c].dtype.eq(meta.dtype)]
+                         arr.wl_data[c].dtype.eq(Mux(meta.lut, lut_dtype, meta.dtype)),
+                         arr.tag_data[c].eq(tags_placed[4 * c:4 * (c + 1)])]
 
         # -- matmuls: vector v launched in t + P*v; row r requests P*r later --------------------------------
         mm_active, mm_v, mm = Signal(), Signal(32), Signal(uop_layout())
@@ -204,34 +234,58 @@ class Engine(wiring.Component):
             "valid": 1, "swap": 1, "row0": 8, "rows": 8, "col0": 9, "cols": 9, "dtype": 8, "fp32_mode": 2,
             "multi": 1, "part": 7, "off0": 18, "off1": 18, "esize": 3,
             "dst_part": 7, "dst_off": 14, "dst_slot1": 14, "out_bf16": 1, "accumulate": 1, "zero": 1,
-            "zero_log2": 2, "c256": 1, "fresh": 1})
+            "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1})
         launch_rec = Signal(rec_layout)
+        xp = mmv.xpose
         m.d.comb += [
-            launch_rec.valid.eq(launch), launch_rec.swap.eq(v == 0), launch_rec.row0.eq(mmv.row0),
-            launch_rec.rows.eq(mmv.rows), launch_rec.col0.eq(mmv.col0), launch_rec.cols.eq(mmv.cols),
+            launch_rec.valid.eq(launch), launch_rec.swap.eq((v == 0) & ~xp), launch_rec.row0.eq(Mux(xp, 0, mmv.row0)),
+            launch_rec.rows.eq(Mux(xp, mmv.cols, mmv.rows)), launch_rec.col0.eq(mmv.col0), launch_rec.cols.eq(mmv.cols),
             launch_rec.dtype.eq(mmv.dtype), launch_rec.fp32_mode.eq(mmv.fp32_mode), launch_rec.multi.eq(two),
-            launch_rec.part.eq(mmv.src_part), launch_rec.off0.eq(off0), launch_rec.off1.eq(off1),
+            launch_rec.part.eq(mmv.src_part + Mux(xp, v, 0)), launch_rec.off0.eq(off0), launch_rec.off1.eq(off1),
             launch_rec.esize.eq(mmv.esize), launch_rec.dst_part.eq(mmv.dst_part), launch_rec.dst_off.eq(dst_off),
             launch_rec.dst_slot1.eq(dst_off + mmv.dst_step[2] * dsize), launch_rec.out_bf16.eq(mmv.out_bf16),
             launch_rec.accumulate.eq(mmv.accumulate), launch_rec.zero.eq(mmv.zero & (v == 0)),
             launch_rec.zero_log2.eq(mmv.zero_log2), launch_rec.c256.eq(mmv.c256), launch_rec.fresh.eq(1),
+            launch_rec.fmaps.eq(mmv.fmaps), launch_rec.fstride.eq(mmv.fstride * mmv.esize), launch_rec.lut.eq(mmv.lut),
+            launch_rec.xpose.eq(xp),
         ]
         # request chain: stage r holds the record row r requests with (P cycles per stage)
         chain = [Signal(rec_layout, name=f"req{r}") for r in range(R)]
+        # beside it, a transpose's element iterator: row r requests element r of partition v (D-13)
+        xit_layout = data.StructLayout({"base": 18, "i": data.ArrayLayout(16, 3), "o": data.ArrayLayout(18, 3),
+                                        "num": data.ArrayLayout(16, 3), "step": data.ArrayLayout(signed(16), 3),
+                                        "esize": 3})
+        xit = [Signal(xit_layout, name=f"xit{r}") for r in range(R)]
         with m.If(req_shift):
             m.d.sync += chain[0].eq(launch_rec)
             for r in range(1, R):
                 m.d.sync += [chain[r].eq(chain[r - 1]), chain[r].fresh.eq(chain[r - 1].valid)]
             m.d.sync += chain[0].fresh.eq(launch)
+            m.d.sync += [xit[0].base.eq(s_base), xit[0].esize.eq(mmv.esize)]
+            for d in range(3):
+                m.d.sync += [xit[0].i[d].eq(0), xit[0].o[d].eq(0), xit[0].num[d].eq(mmv.src_num[d]),
+                             xit[0].step[d].eq(mmv.src_step[d])]
+            for r in range(1, R):
+                x = xit[r - 1]
+                ni, no = _pattern_step([x.i[d] for d in range(3)], [x.o[d] for d in range(3)],
+                                       [x.num[d] for d in range(3)], [x.step[d] for d in range(3)], x.esize)
+                m.d.sync += [xit[r].base.eq(x.base), xit[r].esize.eq(x.esize), xit[r].num.eq(x.num),
+                             xit[r].step.eq(x.step)]
+                m.d.sync += [xit[r].i[d].eq(ni[d]) for d in range(3)] + [xit[r].o[d].eq(no[d]) for d in range(3)]
         with m.Else():
             for r in range(R):
                 m.d.sync += chain[r].fresh.eq(0)
         for r in range(R):
             rec = chain[r]
             in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
+            sparse = rec.fmaps != 0         # fmap f of the vector at off0 + f * step_elem[3] * esize
+            x = xit[r]
             m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh),
-                         self.mv_req_part[r].eq(rec.part + (r - rec.row0)),
-                         self.mv_req_off0[r].eq(rec.off0), self.mv_req_off1[r].eq(rec.off1),
+                         self.mv_req_part[r].eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
+                         self.mv_req_off0[r].eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
+                         self.mv_req_off1[r].eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
+                         self.mv_req_off2[r].eq(rec.off0 + 2 * rec.fstride),
+                         self.mv_req_off3[r].eq(rec.off0 + 3 * rec.fstride),
                          self.mv_req_esize[r].eq(rec.esize)]
         # the array side: the same records Lm cycles later, with the data
         act_side = []
@@ -240,7 +294,7 @@ class Engine(wiring.Component):
             for i in range(1, Lm + 1):
                 m.d.sync += d[i].eq(d[i - 1])
             act_side.append(d[Lm])
-        held = [Signal(64, name=f"mv_hold{r}") for r in range(R)]
+        held = [Signal(32 * MV_ELEMS, name=f"mv_hold{r}") for r in range(R)]
         for r in range(R):
             rec = act_side[r]
             in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
@@ -248,10 +302,13 @@ class Engine(wiring.Component):
             m.d.sync += held[r].eq(word)
             a = arr.row_in[r]
             m.d.comb += [a.valid.eq(in_block), a.swap.eq(rec.swap), a.first.eq(r == rec.row0),
-                         a.col_lo.eq(rec.col0), a.col_hi.eq(rec.col0 + rec.cols), a.dtype.eq(rec.dtype),
-                         a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.code.s0.eq(word[:32])]
-            if PK == 2:
-                m.d.comb += a.code.s1.eq(word[32:48])
+                         a.col_lo.eq(Mux(rec.xpose, r, rec.col0)), a.col_hi.eq(Mux(rec.xpose, r + 1, rec.col0 + rec.cols)),
+                         a.xpose.eq(rec.xpose),
+                         a.dtype.eq(Mux(rec.lut, lut_dtype, rec.dtype)),
+                         a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.fmaps.eq(rec.fmaps),
+                         a.code.s0.eq(Mux(rec.lut, lut[word[:8]], word[:32]))]
+            for j in range(1, MV_ELEMS):
+                m.d.comb += getattr(a.code, f"s{j}").eq(word[32 * j:32 * j + 16])
         # array rhythm: t_data = t_ref + L
         ph = (now[:2] - tref[:2] - L)[:2]
         m.d.comb += [arr.advance.eq((P == 1) | (ph == P - 1)), arr.phase.eq(Mux(P == 1, 0, ph))]
@@ -294,6 +351,7 @@ class Engine(wiring.Component):
                 with m.If(sel[c]):
                     m.d.comb += [pp.wr_valid.eq(1), pp.wr_offset.eq(off), pp.wr_value.eq(arr.out_psum[c]),
                                  pp.wr_bf16.eq(rec.out_bf16), pp.wr_accumulate.eq(rec.accumulate),
+                                 pp.wr_raw.eq(rec.xpose),
                                  pp.wr_sr.eq(round_sr)]
         for c in range(C):
             part, off, rec, upper = targets[c]
@@ -317,6 +375,8 @@ class Engine(wiring.Component):
         m.d.sync += hp.eq(self.host_part)
         m.d.comb += self.host_data.eq(HArray(pp.host_data for pp in psum_parts.parts)[hp])
 
+        with m.If(mm_go & u.xpose & (u.cols > R)):       # row c carries element c of each partition
+            m.d.comb += unsupported.eq(1)
         sticky = Signal()
         with m.If(unsupported):
             m.d.sync += sticky.eq(1)
