@@ -77,7 +77,9 @@ class SbufServer:
     def read(self, part, off, esize) -> int:
         return int.from_bytes(self.mem[part, off:off + esize].tobytes(), "little")
 
-    def gather(self, part, off, esize, steps, nums, count):
+    def gather(self, part, off, esize, steps, nums, count, xpose=0):
+        if xpose:                                                # one element of each of count partitions
+            return [self.read(part + e, off, esize) for e in range(count)]
         i = np.indices(nums[::-1]).reshape(3, -1)[::-1]          # element order: dim 0 fastest
         offs = off + esize * (i[0] * steps[0] + i[1] * steps[1] + i[2] * steps[2])
         return [self.read(part, int(o), esize) for o in offs[:count]]
@@ -174,7 +176,8 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
             steps, nums = port.get("st_req_step"), port.get("st_req_num")
             vals = lk.server.gather(port.get("st_req_part"), port.get("st_req_off"), port.get("st_req_esize"),
                                     [_field(steps, d, 16, True) for d in range(3)],
-                                    [_field(nums, d, 16) for d in range(3)], port.get("st_req_count"))
+                                    [_field(nums, d, 16) for d in range(3)], port.get("st_req_count"),
+                                    port.get("st_req_xpose"))
             pending.setdefault(cycle + Lm, {})["st"] = vals
         mv = port.get("mv_req_valid")
         if mv:

@@ -164,6 +164,50 @@ def _xorshift(s: int) -> int:
     return s
 
 
+def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
+    """PeManageSeed: an SR bf16 matmul, SaveSeed (the advanced states land in PSUM banks 0-7, cells
+    0-1), LoadSeed of the reset states from SBUF, the same weights and matmul again into the same
+    bank: the replay rounds exactly as the first run (D-09, D-18; seed 000 section 5)."""
+    b = _Builder("seed_replay", gen, rows, cols, seed)
+    parts = min(128, cols)
+    reset = np.array([[SR_STATE_BASE ^ ((p << 8) | s) for p in range(128)] for s in range(16)], np.uint64)
+    o_seeds = b.put(0, reset, 4)                          # state s of partition p: partition s, element p
+    ident = b.put(0, np.array([[0x3F80] * 16]), 2)        # bf16 1.0
+    o_one = b.put(0, np.array([[1]]), 4)
+    w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, n))
+    ow, oa = b.put(0, w, 2), b.put(0, a, 2)
+    idp = f"identity_dtype=bf16 identity_mem_pattern=(start_addr=sbuf(0,{ident:#x}), step_elem=[1], num_elem=[16])"
+    lw = f"ldweights in_dtype=bf16 rows={rows} cols={cols} flags=(load_order=first_col_first) " \
+         f"src={_t3(f'sbuf(0,{ow:#x})', cols)}"
+    b.line(f"pe_reg_write reg=psum_round value=1 src=(start_addr=sbuf(0,{o_one:#x}), step_elem=[1], num_elem=[1])")
+    for i, off in enumerate((0x10, 0x40)):            # same bank, same element parities: same states
+        b.line(lw)
+        acc = "single" if i == 0 else "multi_end"    # the replay must not zero the bank: it adds to +0
+        b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows={rows} cols={cols} acc={acc} "
+               f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3(f'psum(0,6,{off:#x})', n)}")
+        if i == 0:
+            b.line(f"pe_manage_seed mode=save_seed rows=16 cols=128 {idp} "
+                   "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])")
+            b.line(f"pe_manage_seed mode=load_seed rows=16 cols=128 {idp} "
+                   f"src_seed_mem_pattern=(start_addr=sbuf(0,{o_seeds:#x}), step_elem=[1,0], num_elem=[128,1])")
+    col = matmul(w, a, in_dtype="bf16", gen=b.gen)
+    states = reset.T.astype(np.uint32).copy()           # [partition, state]
+    cells = np.zeros((cols, n), np.uint16)
+    for p in range(cols):
+        for v in range(n):
+            s = 2 * 6 + ((0x10 // 2 + v) & 1)               # bank 6, parity of the in-bank element index
+            states[p, s] = _xorshift(int(states[p, s]))
+            u = int(np.float32(col[p, v]).view(np.uint32))
+            cells[p, v] = ((u + (int(states[p, s]) & 0xFFFF)) >> 16 if (u & 0x7F800000) != 0x7F800000 else
+                           (u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)) & 0xFFFF
+    for p in range(cols):
+        b.p.expect_bf16[(p, 6)] = (0x10, np.concatenate([cells[p], np.zeros(0x18 - n, np.uint16), cells[p]]))
+    for p in range(parts):
+        for bank in range(8):                             # SaveSeed: state 2*bank + j in cell j of the bank
+            b.p.expect_fp32[(p, bank)] = (0, states[p, 2 * bank:2 * bank + 2])
+    return b.done()
+
+
 def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
     """A BF16 destination: two accumulating matmuls, each write rounded by RNE or SR (D-18)."""
     b = _Builder(f"bf16_drain_{'sr' if sr else 'rne'}", gen, rows, cols, seed)
@@ -239,6 +283,25 @@ def transpose_pattern(gen="mariana", rows=8, cols=8, seed=18):
             b.p.expect_bf16[(p, 3)] = (0, picked[:, p].astype(np.uint16))
         else:
             b.p.expect_fp32[(p, 3)] = (0, picked[:, p].astype(np.uint32))
+    return b.done()
+
+
+def transposed_load(gen="mariana", rows=8, cols=8, n=6, seed=19):
+    """Ldweights with xpose_mode: stationary column c comes from partition c, row k from its element
+    k along a strided pattern; then a plain matmul."""
+    b = _Builder("transposed_load", gen, rows, cols, seed)
+    w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, n))
+    wt = np.zeros((cols, 2 * rows), np.uint64)
+    wt[:, ::2] = w.T                                    # element k of partition c at index 2k
+    ow, oa = b.put(0, wt, 2), b.put(0, a, 2)
+    flags = "flags=(xpose_mode=enabled, load_order=first_col_first) " if b.gen >= Gen.MARIANA else \
+        "transpose_mode=enabled load_order=first_col_first "
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}{flags}"
+           f"src={_t3(f'sbuf(0,{ow:#x})', rows, step=2)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,2,0)', n)}")
+    _expect_fp32(b.p, 2, matmul(w, a, in_dtype="bf16", gen=b.gen))
     return b.done()
 
 
@@ -478,7 +541,8 @@ def library(gen) -> list:
     gen = Gen.parse(gen)
     progs = [single(gen, "bf16"), single(gen, "fp16", load_order="last_col_first"),
              single(gen, "fp8_e4m3"), single(gen, "fp32", fp32_mode="low_high"),
-             accumulate_group(gen), transpose(gen), transpose_pattern(gen), invalid_mixed(gen)]
+             accumulate_group(gen), transpose(gen), transpose_pattern(gen), transposed_load(gen),
+             invalid_mixed(gen)]
     progs += [sparse(gen), sparse_mixed(gen), tiles(gen), reg_write_bypass(gen)]
     if gen.layout != Gen.MAVERICK:
         progs += [zero_region(gen), double_row(gen)]
@@ -487,6 +551,8 @@ def library(gen) -> list:
                   mx(gen, "fp4_e2m1", "oct_row"), sparse(gen, fmaps=2, seed=15), sparse(gen, fmaps=4, seed=16)]
     if gen.layout != Gen.MAVERICK:
         progs.append(tag_weight(gen))
+    if gen >= Gen.MARIANA and gen.layout != Gen.MAVERICK:
+        progs.append(seed_replay(gen))
     if gen == Gen.MAVERICK:
         progs += [c256(), mx(gen, "int4", "quad_row")]
     return progs

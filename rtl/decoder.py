@@ -24,7 +24,7 @@ from model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, MXP
 from model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
                                layout_of, opcodes_of)
 from model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
-from model.timing import bucket
+from model.timing import bucket, counter_index
 from rtl.isa import struct_layout
 
 E = ErrorCode
@@ -34,7 +34,7 @@ PACK_OF_PERF = {0: 1, 1: 4, 2: 4, 3: 4, 4: 8, 5: 8, 6: 8}
 
 class Kind:
     """What the sequencer does with a micro-op (rtl/seq.py)."""
-    LOAD, MATMUL, REGWRITE, OTHER, LUT = 0, 1, 2, 3, 4
+    LOAD, MATMUL, REGWRITE, OTHER, LUT, SEED = 0, 1, 2, 3, 4, 5
 
 
 class MmKind:
@@ -60,6 +60,8 @@ def uop_layout() -> data.StructLayout:
         "fmaps": 3, "fstride": signed(16),   # MatmulSparse: fmaps per vector, step_elem[3]
         "lut": 1,                       # scalar_mode LUT: UINT8 codes are indices into the ConvLutLoad table
         "xpose": 1,                     # a transposing Matmul (D-13): `cols` = elements per partition
+        "seed": 2,                      # SeedMode of a seed transpose: states in (LOAD) or out (SAVE)
+        "id_part": 7, "id_off": 18, "id_step": signed(16), "id_esize": 3,   # PeManageSeed's identity
     })
 
 
@@ -631,6 +633,22 @@ class Decoder(wiring.Component):
                          u.src_step[0].eq(src.step_elem[0]), u.src_num[0].eq(1), u.src_num[1].eq(1),
                          u.src_num[2].eq(1), u.counter.eq(0)]
             return
+        if op == Opcode.PE_MANAGE_SEED:           # identity Ldweights + a 16-vector seed transpose
+            R16, parts = min(16, self.rows), min(128, self.cols)
+            ident, src, dst = f.identity_mem_pattern, f.src_seed_mem_pattern, f.dst_seed_mem_pattern
+            m.d.comb += [u.kind.eq(Kind.SEED), u.supported.eq(1), u.seed.eq(f.mode), u.xpose.eq(1),
+                         u.mmkind.eq(MmKind.XPOSE), u.rows.eq(R16), u.cols.eq(parts), u.pack.eq(1), u.passes.eq(1),
+                         u.vectors.eq(16), u.dtype.eq(f.identity_dtype),
+                         u.id_part.eq(ident.start_addr[18:25]), u.id_off.eq(ident.start_addr[:18]),
+                         u.id_step.eq(ident.step_elem[0]), u.id_esize.eq(o.esize_of(f.identity_dtype)),
+                         u.src_part.eq(src.start_addr[18:25]), u.src_off.eq(src.start_addr[:18]), u.esize.eq(4),
+                         u.dst_part.eq(dst.start_addr[14:21]), u.dst_off.eq(dst.start_addr[:14]),
+                         u.src_num[2].eq(1), u.dst_num[2].eq(1),
+                         u.counter.eq(counter_index(16, 128))]
+            for i in range(2):
+                m.d.comb += [u.src_step[i].eq(src.step_elem[i]), u.src_num[i].eq(src.num_elem[i]),
+                             u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
+            return
         if op == Opcode.CONV_LUT_LOAD:            # num_entries codes of one partition into the table
             src = f.src_mem_pattern
             m.d.comb += [u.kind.eq(Kind.LUT), u.supported.eq(1), u.dtype.eq(f.in_dtype), u.cols.eq(f.num_entries),
@@ -654,8 +672,8 @@ class Decoder(wiring.Component):
         order = o.flag("load_order") if o.has("flags") and "load_order" in [p[0] for p in o.kind_of("flags").parts] \
             else (f.load_order if o.has("load_order") else Const(0, 1))
         m.d.comb += [
-            u.supported.eq(~flags_mx & ~seed & ~(lut & sparse) & ~(xpose & (op == Opcode.LDWEIGHTS))),
-            u.lut.eq(lut),
+            u.supported.eq(~flags_mx & ~seed & ~(lut & sparse) & ~(xpose & (o.pack() != 1))),
+            u.lut.eq(lut), u.xpose.eq(xpose),
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(o.pack()),
             u.passes.eq(Mux(Const(int(op in (Opcode.MATMUL, Opcode.MATMUL_SPARSE)), 1) &

@@ -37,6 +37,7 @@ class Sequencer(wiring.Component):
             "round_sr": Out(1), "bypass": Out(1),
             "reg_apply": In(1), "reg_value": In(32), "reg_index": In(8),   # a fetched PeRegWrite value
             "unsupported": Out(1),                           # sticky: a valid micro-op the RTL does not run
+            "seed_mm_at": Out(T),                            # with issue of a PeManageSeed: its transpose's cycle
             "busy": Out(1), "error": Out(1),
         })
 
@@ -132,6 +133,8 @@ class Sequencer(wiring.Component):
                                    u.vectors - 1 + R + u.col0 + u.cols - 1) + 1
         t_complete = Signal(T)
         t_mmdone = Signal(T)
+        t_seed_mm = Signal(T)                          # PeManageSeed: its transpose's issue cycle
+        m.d.comb += [t_seed_mm.eq(now + u.rows + L), self.seed_mm_at.eq(t_seed_mm)]
         with m.Switch(u.kind):
             with m.Case(Kind.LOAD):
                 m.d.comb += t_complete.eq(now + u.rows - 1 + L)
@@ -142,6 +145,8 @@ class Sequencer(wiring.Component):
                 m.d.comb += t_complete.eq(Mux(reg("queue_cfg", "bypass_peregwrite_instr"), now, now + L))
             with m.Case(Kind.LUT):
                 m.d.comb += t_complete.eq(now + L)
+            with m.Case(Kind.SEED):                    # identity rows, then 16 vectors at t_seed_mm
+                m.d.comb += t_complete.eq(t_seed_mm + L + 16 - 1 + R + u.cols - 1 + 1)
             with m.Default():
                 m.d.comb += t_complete.eq(now)
 
@@ -154,6 +159,10 @@ class Sequencer(wiring.Component):
                 m.d.sync += barrier_p1.eq(t_complete + 1)
             with m.If(is_load):
                 m.d.sync += [lw_port.eq(now + u.rows), last_lw_p1.eq(now + 1)]
+            with m.If(u.kind == Kind.SEED):
+                m.d.sync += [lw_port.eq(now + u.rows), last_lw_p1.eq(now + 1), mm_port.eq(t_seed_mm + 16),
+                             mm_valid.eq(1), mm_t_data.eq(t_seed_mm + L), mm_passes.eq(1), mm_done.eq(t_complete),
+                             mm_issue.eq(t_seed_mm), mm_kind.eq(MmKind.XPOSE)]
             with m.If(is_mm):
                 m.d.sync += [mm_port.eq(now + Mux(P == 4, u.vectors << 2, u.vectors)), mm_valid.eq(1),
                              mm_t_data.eq(now + L), mm_passes.eq(P), mm_done.eq(t_complete), mm_issue.eq(now),
@@ -228,7 +237,8 @@ class Sequencer(wiring.Component):
         for b, bank in enumerate(BANKS):
             for i in range(COUNTERS):
                 lsb, msb = f"{bank}[{i}].instr_cnt_lsb", f"{bank}[{i}].instr_cnt_msb"
-                hit = issue & reg("perf_cntr_cfg", "cntr_en") & (u.kind == bank_of[b]) & (u.counter == i) & u.supported
+                kind_hit = (u.kind == bank_of[b]) | ((u.kind == Kind.SEED) & (b < 2))   # PeManageSeed: load + matmul
+                hit = issue & reg("perf_cntr_cfg", "cntr_en") & kind_hit & (u.counter == i) & u.supported
                 lo = reg(lsb, "value")
                 wrap = lo == 0xFFFF_FFFF
                 hw(lsb, "value", Mux(rst, 0, lo + 1), rst | hit)

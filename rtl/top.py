@@ -4,8 +4,9 @@ Ports (all synchronous to one clock):
   descriptor stream   desc_valid / desc_ready / desc_data (512 bits, byte k = bits 8k..8k+7)
   register bus        bus_addr / bus_wdata / bus_we / bus_rdata (docs/regs/arr_seq.md)
   stationary SBUF     st_req_valid, st_req_part, st_req_off, st_req_esize, st_req_step[3], st_req_num[3],
-                      st_req_count: a gather of `count` elements of one partition along a TENSOR3D
-                      pattern; st_resp_data (element e in bits 32e..32e+31) comes `sbuf_latency - 1`
+                      st_req_count, st_req_xpose: a gather of `count` elements of one partition along a
+                      TENSOR3D pattern, or (xpose) one element at st_req_off of each of `count`
+                      partitions from st_req_part on (a transposing Ldweights); st_resp_data (element e in bits 32e..32e+31) comes `sbuf_latency - 1`
                       cycles after the request (the request register is the first cycle of the model's
                       latency L, D-T38)
   moving SBUF         per array row r: mv_req_valid[r], mv_req_part[r], mv_req_off0..off3[r], mv_req_esize;
@@ -28,6 +29,7 @@ from amaranth.lib.wiring import In, Out
 
 from model.addrmap import PARTITIONS, PSUM_BANK_BYTES
 from model.dtypes import Dtype, Gen
+from model.isa.enums import SeedMode
 from model.isa.layouts import LUT_ENTRIES, NUM_EVENTS
 from rtl.array import Array
 from rtl.decoder import Kind, _or, uop_layout
@@ -80,7 +82,7 @@ class Engine(wiring.Component):
             "event_set": In(NUM_EVENTS),
             "st_req_valid": Out(1), "st_req_part": Out(7), "st_req_off": Out(18), "st_req_esize": Out(3),
             "st_req_step": Out(data.ArrayLayout(signed(16), 3)), "st_req_num": Out(data.ArrayLayout(16, 3)),
-            "st_req_count": Out(16),
+            "st_req_count": Out(16), "st_req_xpose": Out(1),
             "st_resp_data": In(data.ArrayLayout(32, max(cols * self.pack, LUT_ENTRIES))),
             "mv_req_valid": Out(rows), "mv_req_part": Out(data.ArrayLayout(7, rows)),
             **{f"mv_req_off{j}": Out(data.ArrayLayout(18, rows)) for j in range(MV_ELEMS)},
@@ -107,12 +109,21 @@ class Engine(wiring.Component):
         # -- weight loads: row k requested in t + k (+1 register), written at t + k + L -------------------
         ld_active, ld_k = Signal(), Signal(8)
         ld = Signal(uop_layout())
-        ld_go = issue & (u.kind == Kind.LOAD) & u.supported
+        ld_go = issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported   # PeManageSeed: identity
         rw_go = issue & (u.kind == Kind.REGWRITE) & ~seq.bypass     # PeRegWrite fetches over the same port
         lut_go = issue & (u.kind == Kind.LUT)                       # and ConvLutLoad: all entries in one gather
         cur = data.View(uop_layout(), Mux(ld_go | rw_go | lut_go, u.as_value(), ld.as_value()))
         k = Mux(ld_active, ld_k, 0)
         ld_req = ld_go | ld_active
+        ident = cur.kind == Kind.SEED                  # every row gathers the 16 identity codes, keeps code k
+        ldx = cur.xpose & ~ident & ld_req
+        # a transposing load reads element k of every column's partition for row k: the element's offset
+        lx_i, lx_o = [Signal(16, name=f"lx_i{d}") for d in range(3)], [Signal(18, name=f"lx_o{d}") for d in range(3)]
+        x_i, x_o = [Mux(ld_go, 0, x) for x in lx_i], [Mux(ld_go, 0, x) for x in lx_o]
+        nx_i, nx_o = _pattern_step(x_i, x_o, [cur.src_num[d] for d in range(3)], [cur.src_step[d] for d in range(3)],
+                                   cur.esize)
+        with m.If(ld_req):
+            m.d.sync += [lx_i[d].eq(nx_i[d]) for d in range(3)] + [lx_o[d].eq(nx_o[d]) for d in range(3)]
         with m.If(ld_go):
             m.d.sync += [ld_active.eq(u.rows > 1), ld_k.eq(1), ld.eq(u)]
         with m.Elif(ld_active):
@@ -121,22 +132,26 @@ class Engine(wiring.Component):
                 m.d.sync += ld_active.eq(0)
         st_valid = Signal()
         m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go),
-                     self.st_req_part.eq(cur.src_part + k), self.st_req_off.eq(cur.src_off),
-                     self.st_req_esize.eq(Mux(rw_go, 4, cur.esize)),
-                     self.st_req_count.eq(Mux(rw_go, 1, Mux(cur.tags, (cur.cols + 3) >> 2, cur.cols * cur.pack)))]
+                     self.st_req_part.eq(Mux(ident, cur.id_part, cur.src_part + Mux(ldx, 0, k))),
+                     self.st_req_off.eq(Mux(ident, cur.id_off, cur.src_off + Mux(ldx, x_o[0] + x_o[1] + x_o[2], 0))),
+                     self.st_req_xpose.eq(ldx),
+                     self.st_req_esize.eq(Mux(rw_go, 4, Mux(ident, cur.id_esize, cur.esize))),
+                     self.st_req_count.eq(Mux(rw_go, 1, Mux(ident, 16, Mux(cur.tags, (cur.cols + 3) >> 2,
+                                                                            cur.cols * cur.pack))))]
         for d in range(3):
-            m.d.sync += [self.st_req_step[d].eq(cur.src_step[d]), self.st_req_num[d].eq(cur.src_num[d])]
+            m.d.sync += [self.st_req_step[d].eq(Mux(ident, cur.id_step if d == 0 else 0, cur.src_step[d])),
+                         self.st_req_num[d].eq(Mux(ident, 16 if d == 0 else 1, cur.src_num[d]))]
         m.d.comb += self.st_req_valid.eq(st_valid)
         # what the response is for, Lm cycles later
         wl_meta = data.StructLayout({"valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9,
                                      "lcf": 1, "pack": 4, "dtype": 8, "tags": 1, "tagw": 1, "force": 4,
-                                     "lut": 1, "lut_load": 1})
+                                     "lut": 1, "lut_load": 1, "ident": 1})
         pipe = [Signal(wl_meta, name=f"wl_meta{i}") for i in range(Lm + 1)]
         m.d.sync += [pipe[0].valid.eq(ld_req), pipe[0].reg.eq(rw_go), pipe[0].reg_index.eq(u.reg),
                      pipe[0].row.eq(cur.row0 + k), pipe[0].col0.eq(cur.col0), pipe[0].cols.eq(cur.cols),
                      pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
                      pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
-                     pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go)]
+                     pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident)]
         for i in range(1, Lm + 1):
             m.d.sync += pipe[i].eq(pipe[i - 1])
         meta = pipe[Lm]
@@ -154,10 +169,12 @@ class Engine(wiring.Component):
         code_w = code_layout(PK).size
         lanes = []
         tag_lanes = []
+        ident_code = HArray(self.st_resp_data[i] for i in range(16))[meta.row[:4]]
         for mcol in range(C):
             word = self.st_resp_data[mcol]
+            plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut[word[:8]], word))
             codes = {"s0": Mux(meta.pack == 2, self.st_resp_data[min(2 * mcol, C * PK - 1)],
-                               Mux(meta.tagw, word[:16], Mux(meta.lut, lut[word[:8]], word)))}
+                               Mux(meta.ident, Mux(meta.row[:4] == mcol % 16, ident_code, 0), plain))}
             # LdTags: four 4-bit tags per u16 word, the LSB nibble the larger logical column; TAG_WEIGHT: bits 16-19
             nib = self.st_resp_data[mcol // 4].bit_select(4 * (3 - mcol % 4), 4)
             tag_lanes.append(Mux(meta.tags, nib | meta.force, word[16:20]))
@@ -187,28 +204,35 @@ class Engine(wiring.Component):
         # -- matmuls: vector v launched in t + P*v; row r requests P*r later --------------------------------
         mm_active, mm_v, mm = Signal(), Signal(32), Signal(uop_layout())
         src, dst = _Iter(m, "src"), _Iter(m, "dst")
-        mm_go = issue & (u.kind == Kind.MATMUL) & u.supported
+        seed_pending, seed_at, seed_u = Signal(), Signal(T), Signal(uop_layout())
+        with m.If(issue & (u.kind == Kind.SEED)):
+            m.d.sync += [seed_pending.eq(1), seed_at.eq(seq.seed_mm_at), seed_u.eq(u)]
+        seed_launch = seed_pending & (now == seed_at)
+        with m.If(seed_launch):
+            m.d.sync += seed_pending.eq(0)
+        mm_go = (issue & (u.kind == Kind.MATMUL) & u.supported) | seed_launch
+        mu = data.View(uop_layout(), Mux(seed_launch, seed_u.as_value(), u.as_value()))   # what mm_go starts
         t_ref = Signal(T)                                   # the issue cycle of the current matmul rhythm
         P_cur = Signal(3, init=1)
         with m.If(mm_go):
-            m.d.sync += [t_ref.eq(now), P_cur.eq(u.passes)]
+            m.d.sync += [t_ref.eq(now), P_cur.eq(mu.passes)]
         tref = Mux(mm_go, now, t_ref)
-        P = Mux(mm_go, u.passes, P_cur)
+        P = Mux(mm_go, mu.passes, P_cur)
         ph_req = (now[:2] - tref[:2])[:2]          # phases are mod 4: low bits only
         req_shift = (P == 1) | (ph_req == 0)               # the request chain moves at the end of this cycle
         launch = Signal()
-        mmv = data.View(uop_layout(), Mux(mm_go, u.as_value(), mm.as_value()))
+        mmv = data.View(uop_layout(), Mux(mm_go, mu.as_value(), mm.as_value()))
         v = Mux(mm_go, 0, mm_v)
         m.d.comb += launch.eq(mm_go | (mm_active & req_shift))
         with m.If(mm_go):
-            m.d.sync += [mm.eq(u), mm_active.eq(u.vectors > 1), mm_v.eq(1)]
+            m.d.sync += [mm.eq(mu), mm_active.eq(mu.vectors > 1), mm_v.eq(1)]
         with m.Elif(launch):
             m.d.sync += mm_v.eq(mm_v + 1)
             with m.If(mm_v + 1 >= mm.vectors):
                 m.d.sync += mm_active.eq(0)
         # source iterator: pack elements per vector
         s_i, s_o = ([Mux(mm_go, 0, x) for x in src.i], [Mux(mm_go, 0, x) for x in src.o])
-        s_base = Mux(mm_go, u.src_off, src.base)
+        s_base = Mux(mm_go, mu.src_off, src.base)
         off0 = (s_base + s_o[0] + s_o[1] + s_o[2])[:18]
         i1, o1 = _pattern_step(s_i, s_o, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
                                mmv.esize)
@@ -222,7 +246,7 @@ class Engine(wiring.Component):
         # destination iterator: one element per vector
         dsize = Mux(mmv.out_bf16, 2, 4)
         d_i, d_o = ([Mux(mm_go, 0, x) for x in dst.i], [Mux(mm_go, 0, x) for x in dst.o])
-        d_base = Mux(mm_go, u.dst_off, dst.base)
+        d_base = Mux(mm_go, mu.dst_off, dst.base)
         dst_off = (d_base + d_o[0] + d_o[1] + d_o[2])[:14]
         dn_i, dn_o = _pattern_step(d_i, d_o, [mmv.dst_num[d] for d in range(3)], [mmv.dst_step[d] for d in range(3)],
                                    dsize)
@@ -234,7 +258,8 @@ class Engine(wiring.Component):
             "valid": 1, "swap": 1, "row0": 8, "rows": 8, "col0": 9, "cols": 9, "dtype": 8, "fp32_mode": 2,
             "multi": 1, "part": 7, "off0": 18, "off1": 18, "esize": 3,
             "dst_part": 7, "dst_off": 14, "dst_slot1": 14, "out_bf16": 1, "accumulate": 1, "zero": 1,
-            "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1})
+            "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1,
+            "seed": 2, "vidx": 5})
         launch_rec = Signal(rec_layout)
         xp = mmv.xpose
         m.d.comb += [
@@ -247,7 +272,7 @@ class Engine(wiring.Component):
             launch_rec.accumulate.eq(mmv.accumulate), launch_rec.zero.eq(mmv.zero & (v == 0)),
             launch_rec.zero_log2.eq(mmv.zero_log2), launch_rec.c256.eq(mmv.c256), launch_rec.fresh.eq(1),
             launch_rec.fmaps.eq(mmv.fmaps), launch_rec.fstride.eq(mmv.fstride * mmv.esize), launch_rec.lut.eq(mmv.lut),
-            launch_rec.xpose.eq(xp),
+            launch_rec.xpose.eq(xp), launch_rec.seed.eq(mmv.seed), launch_rec.vidx.eq(v),
         ]
         # request chain: stage r holds the record row r requests with (P cycles per stage)
         chain = [Signal(rec_layout, name=f"req{r}") for r in range(R)]
@@ -280,7 +305,7 @@ class Engine(wiring.Component):
             in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
             sparse = rec.fmaps != 0         # fmap f of the vector at off0 + f * step_elem[3] * esize
             x = xit[r]
-            m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh),
+            m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh & (rec.seed != SeedMode.SAVE_SEED)),
                          self.mv_req_part[r].eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
                          self.mv_req_off0[r].eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
                          self.mv_req_off1[r].eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
@@ -348,8 +373,11 @@ class Engine(wiring.Component):
                 m.d.comb += unsupported.eq(1)
             for c in range(C):
                 part, off, rec, upper = targets[c]
-                with m.If(sel[c]):
-                    m.d.comb += [pp.wr_valid.eq(1), pp.wr_offset.eq(off), pp.wr_value.eq(arr.out_psum[c]),
+                with m.If(sel[c]):          # seeds: LOAD writes state vidx, SAVE writes it to PSUM
+                    m.d.comb += [pp.wr_valid.eq(rec.seed != SeedMode.LOAD_SEED), pp.wr_offset.eq(off),
+                                 pp.wr_value.eq(Mux(rec.seed == SeedMode.SAVE_SEED, pp.state_data, arr.out_psum[c])),
+                                 pp.state_index.eq(rec.vidx[:4]), pp.state_wr.eq(rec.seed == SeedMode.LOAD_SEED),
+                                 pp.state_wr_value.eq(arr.out_psum[c]),
                                  pp.wr_bf16.eq(rec.out_bf16), pp.wr_accumulate.eq(rec.accumulate),
                                  pp.wr_raw.eq(rec.xpose),
                                  pp.wr_sr.eq(round_sr)]
@@ -375,7 +403,7 @@ class Engine(wiring.Component):
         m.d.sync += hp.eq(self.host_part)
         m.d.comb += self.host_data.eq(HArray(pp.host_data for pp in psum_parts.parts)[hp])
 
-        with m.If(mm_go & u.xpose & (u.cols > R)):       # row c carries element c of each partition
+        with m.If(mm_go & mu.xpose & (mu.cols > R)):       # row c carries element c of each partition
             m.d.comb += unsupported.eq(1)
         sticky = Signal()
         with m.If(unsupported):
