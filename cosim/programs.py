@@ -165,27 +165,40 @@ def _xorshift(s: int) -> int:
 
 
 def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
-    """PeManageSeed: an SR bf16 matmul, SaveSeed (the advanced states land in PSUM banks 0-7, cells
-    0-1), LoadSeed of the reset states from SBUF, the same weights and matmul again into the same
-    bank: the replay rounds exactly as the first run (D-09, D-18; seed 000 section 5)."""
+    """Seed save, perturb, load and replay (D-09, D-18; seed 000 section 5): an SR bf16 matmul into
+    bank 6, SaveSeed (the advanced states land in PSUM), LoadSeed of the reset states from SBUF, the
+    same weights and matmul again into the same bank: the replay rounds exactly as the first run.
+    MARIANA: PeManageSeed (all 16 states of every partition; saved to banks 0-7, cells 0-1).
+    MAVERICK: seed_mode matmuls (bank 6's two states of each partition; saved at bank 6 + 0x100)."""
     b = _Builder("seed_replay", gen, rows, cols, seed)
-    parts = min(128, cols)
+    mav = b.gen.layout == Gen.MAVERICK
     reset = np.array([[SR_STATE_BASE ^ ((p << 8) | s) for p in range(128)] for s in range(16)], np.uint64)
-    o_seeds = b.put(0, reset, 4)                          # state s of partition p: partition s, element p
-    ident = b.put(0, np.array([[0x3F80] * 16]), 2)        # bf16 1.0
+    half = cols                                          # MAVERICK: the array is two halves of `cols`
+    if mav:                                              # element c: partition c mod half, state 12 + c / half
+        o_seeds = b.put(0, np.concatenate([reset[12, :half], reset[13, :half]])[None, :], 4)
+    else:                                                # state s of partition p: partition s, element p
+        o_seeds = b.put(0, reset, 4)
+    ident = b.put(0, np.array([[0x3F80] * 16]), 2)       # bf16 1.0
     o_one = b.put(0, np.array([[1]]), 4)
     w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, n))
     ow, oa = b.put(0, w, 2), b.put(0, a, 2)
     idp = f"identity_dtype=bf16 identity_mem_pattern=(start_addr=sbuf(0,{ident:#x}), step_elem=[1], num_elem=[16])"
-    lw = f"ldweights in_dtype=bf16 rows={rows} cols={cols} flags=(load_order=first_col_first) " \
-         f"src={_t3(f'sbuf(0,{ow:#x})', cols)}"
+    mseed = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
+             "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={}) "
+             f"src=(start_addr=sbuf(0,{o_seeds:#x}), step_elem=[1,0,0], num_elem=[{2 * half},1,1]) "
+             "dst=(start_addr=psum(0,6,0x100), step_elem=[1,0,1], num_elem=[1,1,2])")
     b.line(f"pe_reg_write reg=psum_round value=1 src=(start_addr=sbuf(0,{o_one:#x}), step_elem=[1], num_elem=[1])")
     for i, off in enumerate((0x10, 0x40)):            # same bank, same element parities: same states
-        b.line(lw)
-        acc = "single" if i == 0 else "multi_end"    # the replay must not zero the bank: it adds to +0
-        b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows={rows} cols={cols} acc={acc} "
+        b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}flags=(load_order=first_col_first) "
+               f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+        # the replay must not zero the bank (CAYMAN / MARIANA): it adds to +0
+        acc = "flags=(accumulate_flag=overwrite)" if mav else f"acc={'single' if i == 0 else 'multi_end'}"
+        b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows={rows} cols={cols} {b.tile()}{acc} "
                f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3(f'psum(0,6,{off:#x})', n)}")
-        if i == 0:
+        if i == 0 and mav:
+            b.line(mseed.format("save_seed"))
+            b.line(mseed.format("load_seed"))
+        elif i == 0:
             b.line(f"pe_manage_seed mode=save_seed rows=16 cols=128 {idp} "
                    "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])")
             b.line(f"pe_manage_seed mode=load_seed rows=16 cols=128 {idp} "
@@ -202,9 +215,12 @@ def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
                            (u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)) & 0xFFFF
     for p in range(cols):
         b.p.expect_bf16[(p, 6)] = (0x10, np.concatenate([cells[p], np.zeros(0x18 - n, np.uint16), cells[p]]))
-    for p in range(parts):
-        for bank in range(8):                             # SaveSeed: state 2*bank + j in cell j of the bank
-            b.p.expect_fp32[(p, bank)] = (0, states[p, 2 * bank:2 * bank + 2])
+        if mav:
+            b.p.expect_fp32[(p, 6)] = (0x100, states[p, 12:14])
+    if not mav:
+        for p in range(min(128, cols)):
+            for bank in range(8):                         # SaveSeed: state 2*bank + j in cell j of the bank
+                b.p.expect_fp32[(p, bank)] = (0, states[p, 2 * bank:2 * bank + 2])
     return b.done()
 
 
@@ -551,7 +567,7 @@ def library(gen) -> list:
                   mx(gen, "fp4_e2m1", "oct_row"), sparse(gen, fmaps=2, seed=15), sparse(gen, fmaps=4, seed=16)]
     if gen.layout != Gen.MAVERICK:
         progs.append(tag_weight(gen))
-    if gen >= Gen.MARIANA and gen.layout != Gen.MAVERICK:
+    if gen >= Gen.MARIANA:
         progs.append(seed_replay(gen))
     if gen == Gen.MAVERICK:
         progs += [c256(), mx(gen, "int4", "quad_row")]

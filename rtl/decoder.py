@@ -672,8 +672,9 @@ class Decoder(wiring.Component):
         order = o.flag("load_order") if o.has("flags") and "load_order" in [p[0] for p in o.kind_of("flags").parts] \
             else (f.load_order if o.has("load_order") else Const(0, 1))
         m.d.comb += [
-            u.supported.eq(~flags_mx & ~seed & ~(lut & sparse) & ~(xpose & (o.pack() != 1))),
-            u.lut.eq(lut), u.xpose.eq(xpose),
+            u.supported.eq(~flags_mx & (~seed | Const(int(self.maverick and op == Opcode.MATMUL), 1)) &
+                           ~(lut & sparse) & ~(xpose & (o.pack() != 1))),
+            u.lut.eq(lut), u.xpose.eq(xpose), u.barrier.eq(seed),      # any seed_mode op is a barrier
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(o.pack()),
             u.passes.eq(Mux(Const(int(op in (Opcode.MATMUL, Opcode.MATMUL_SPARSE)), 1) &
@@ -709,6 +710,10 @@ class Decoder(wiring.Component):
         ]
         if o.has("psum_zero_region"):
             m.d.comb += u.zero_log2.eq(f.psum_zero_region)
+        if not sparse and self.maverick:    # a seed micro-op: one vector, column c <-> (partition c mod half,
+            with m.If(o.seed):              # state 2 * dst bank + c / half), the c256 column split
+                m.d.comb += [u.seed.eq(o.flag("seed_mode")), u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE),
+                             u.vectors.eq(1), u.c256.eq(1), u.accumulate.eq(0), u.out_bf16.eq(0), u.zero.eq(0)]
         if not sparse:                  # a transpose: vector v = partition v, column c = element c
             with m.If(o.xp):
                 m.d.comb += [u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE), u.col0.eq(0), u.cols.eq(o.n),

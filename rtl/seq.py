@@ -196,8 +196,8 @@ class Sequencer(wiring.Component):
         with m.If(issue & ~now_done):
             m.d.sync += [s_done[free_idx].eq(t_complete), s_mmdone[free_idx].eq(t_mmdone),
                          s_event[free_idx].eq(u.set_event)]
-            m.d.sync += [s_valid.eq(new_valid | (1 << free_idx)), s_mm.eq((s_mm & ~(1 << free_idx)) |
-                                                                         (is_mm << free_idx))]
+            m.d.sync += [s_valid.eq(new_valid | (1 << free_idx)),     # seed micro-ops raise no matmul_done
+                         s_mm.eq((s_mm & ~(1 << free_idx)) | ((is_mm & (u.seed == 0)) << free_idx))]
         with m.Else():
             m.d.sync += s_valid.eq(new_valid)
         m.d.comb += self.busy.eq((s_valid != 0) | (level != 0))

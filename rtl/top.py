@@ -112,7 +112,9 @@ class Engine(wiring.Component):
         ld_go = issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported   # PeManageSeed: identity
         rw_go = issue & (u.kind == Kind.REGWRITE) & ~seq.bypass     # PeRegWrite fetches over the same port
         lut_go = issue & (u.kind == Kind.LUT)                       # and ConvLutLoad: all entries in one gather
-        cur = data.View(uop_layout(), Mux(ld_go | rw_go | lut_go, u.as_value(), ld.as_value()))
+        # and a MAVERICK seed micro-op: its 2 x half INT32 seeds (LoadSeed) in one gather
+        mseed_go = issue & (u.kind == Kind.MATMUL) & (u.seed != 0) & Const(int(self.maverick), 1)
+        cur = data.View(uop_layout(), Mux(ld_go | rw_go | lut_go | mseed_go, u.as_value(), ld.as_value()))
         k = Mux(ld_active, ld_k, 0)
         ld_req = ld_go | ld_active
         ident = cur.kind == Kind.SEED                  # every row gathers the 16 identity codes, keeps code k
@@ -131,7 +133,7 @@ class Engine(wiring.Component):
             with m.If(ld_k + 1 >= ld.rows):
                 m.d.sync += ld_active.eq(0)
         st_valid = Signal()
-        m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go),
+        m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go | mseed_go),
                      self.st_req_part.eq(Mux(ident, cur.id_part, cur.src_part + Mux(ldx, 0, k))),
                      self.st_req_off.eq(Mux(ident, cur.id_off, cur.src_off + Mux(ldx, x_o[0] + x_o[1] + x_o[2], 0))),
                      self.st_req_xpose.eq(ldx),
@@ -145,18 +147,23 @@ class Engine(wiring.Component):
         # what the response is for, Lm cycles later
         wl_meta = data.StructLayout({"valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9,
                                      "lcf": 1, "pack": 4, "dtype": 8, "tags": 1, "tagw": 1, "force": 4,
-                                     "lut": 1, "lut_load": 1, "ident": 1})
+                                     "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1})
         pipe = [Signal(wl_meta, name=f"wl_meta{i}") for i in range(Lm + 1)]
         m.d.sync += [pipe[0].valid.eq(ld_req), pipe[0].reg.eq(rw_go), pipe[0].reg_index.eq(u.reg),
                      pipe[0].row.eq(cur.row0 + k), pipe[0].col0.eq(cur.col0), pipe[0].cols.eq(cur.cols),
                      pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
                      pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
-                     pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident)]
+                     pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident),
+                     pipe[0].seed_data.eq(mseed_go)]
         for i in range(1, Lm + 1):
             m.d.sync += pipe[i].eq(pipe[i - 1])
         meta = pipe[Lm]
         m.d.comb += [seq.reg_apply.eq(meta.reg), seq.reg_value.eq(self.st_resp_data[0]),
                      seq.reg_index.eq(meta.reg_index)]
+        # a MAVERICK seed micro-op's seeds, held for its column writes (it is a barrier: one at a time)
+        seed_lanes = [Signal(32, name=f"seed_lane{c}") for c in range(C)]
+        with m.If(meta.seed_data):
+            m.d.sync += [seed_lanes[c].eq(self.st_resp_data[c]) for c in range(C)]
         # the ConvLutLoad table (D-T15): entries 0..n-1 written when the gather returns
         lut = HArray(Signal(32, name=f"lut{i}") for i in range(LUT_ENTRIES))
         lut_dtype = Signal(8, init=Dtype.BFLOAT16)
@@ -268,7 +275,9 @@ class Engine(wiring.Component):
             launch_rec.dtype.eq(mmv.dtype), launch_rec.fp32_mode.eq(mmv.fp32_mode), launch_rec.multi.eq(two),
             launch_rec.part.eq(mmv.src_part + Mux(xp, v, 0)), launch_rec.off0.eq(off0), launch_rec.off1.eq(off1),
             launch_rec.esize.eq(mmv.esize), launch_rec.dst_part.eq(mmv.dst_part), launch_rec.dst_off.eq(dst_off),
-            launch_rec.dst_slot1.eq(dst_off + mmv.dst_step[2] * dsize), launch_rec.out_bf16.eq(mmv.out_bf16),
+            launch_rec.dst_slot1.eq(Mux(mmv.seed != 0, d_base + dn_o[0] + dn_o[1] + dn_o[2],     # element 1
+                                        dst_off + mmv.dst_step[2] * dsize)),
+            launch_rec.out_bf16.eq(mmv.out_bf16),
             launch_rec.accumulate.eq(mmv.accumulate), launch_rec.zero.eq(mmv.zero & (v == 0)),
             launch_rec.zero_log2.eq(mmv.zero_log2), launch_rec.c256.eq(mmv.c256), launch_rec.fresh.eq(1),
             launch_rec.fmaps.eq(mmv.fmaps), launch_rec.fstride.eq(mmv.fstride * mmv.esize), launch_rec.lut.eq(mmv.lut),
@@ -305,7 +314,8 @@ class Engine(wiring.Component):
             in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
             sparse = rec.fmaps != 0         # fmap f of the vector at off0 + f * step_elem[3] * esize
             x = xit[r]
-            m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh & (rec.seed != SeedMode.SAVE_SEED)),
+            needs = (rec.seed == 0) | Const(int(not self.maverick), 1) & (rec.seed == SeedMode.LOAD_SEED)
+            m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh & needs),
                          self.mv_req_part[r].eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
                          self.mv_req_off0[r].eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
                          self.mv_req_off1[r].eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
@@ -373,11 +383,17 @@ class Engine(wiring.Component):
                 m.d.comb += unsupported.eq(1)
             for c in range(C):
                 part, off, rec, upper = targets[c]
-                with m.If(sel[c]):          # seeds: LOAD writes state vidx, SAVE writes it to PSUM
+                # seeds: LOAD writes a state, SAVE writes one to PSUM; the state is vector v (PeManageSeed)
+                # or 2 x dst bank + column half (MAVERICK), the LoadSeed value the transpose's or the held seed
+                if self.maverick:
+                    state, loaded = Cat(upper, rec.dst_off[11:14]), seed_lanes[c]
+                else:
+                    state, loaded = rec.vidx[:4], arr.out_psum[c]
+                with m.If(sel[c]):
                     m.d.comb += [pp.wr_valid.eq(rec.seed != SeedMode.LOAD_SEED), pp.wr_offset.eq(off),
                                  pp.wr_value.eq(Mux(rec.seed == SeedMode.SAVE_SEED, pp.state_data, arr.out_psum[c])),
-                                 pp.state_index.eq(rec.vidx[:4]), pp.state_wr.eq(rec.seed == SeedMode.LOAD_SEED),
-                                 pp.state_wr_value.eq(arr.out_psum[c]),
+                                 pp.state_index.eq(state), pp.state_wr.eq(rec.seed == SeedMode.LOAD_SEED),
+                                 pp.state_wr_value.eq(loaded),
                                  pp.wr_bf16.eq(rec.out_bf16), pp.wr_accumulate.eq(rec.accumulate),
                                  pp.wr_raw.eq(rec.xpose),
                                  pp.wr_sr.eq(round_sr)]
@@ -403,7 +419,8 @@ class Engine(wiring.Component):
         m.d.sync += hp.eq(self.host_part)
         m.d.comb += self.host_data.eq(HArray(pp.host_data for pp in psum_parts.parts)[hp])
 
-        with m.If(mm_go & mu.xpose & (mu.cols > R)):       # row c carries element c of each partition
+        mav_seed = (mu.seed != 0) & Const(int(self.maverick), 1)
+        with m.If(mm_go & mu.xpose & ~mav_seed & (mu.cols > R)):   # row c carries element c of each partition
             m.d.comb += unsupported.eq(1)
         sticky = Signal()
         with m.If(unsupported):
