@@ -128,6 +128,8 @@ class Lockstep:
             [(f"counter {n}", r["offset"]) for n, r in REGISTERS.items() if ".instr_cnt_" in n]
         self.regs = [(n, off, self.eng.read_reg(off)) for n, off in regs]     # (name, offset, expected)
         self.server = SbufServer(program.sbuf)
+        # the PSUM write monitors: MAVERICK's partitions have a second write port (c256)
+        self.monitors = ("mon", "mon2") if program.gen.layout.name == "MAVERICK" else ("mon",)
         self.checks = 0
         self.compare = True          # False: drive and serve only (measures the checking's cost)
 
@@ -195,10 +197,11 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
             continue
         # compare this cycle
         got = set()
-        mon = port.get("mon_valid")
-        if mon:
-            offs, bits = port.get("mon_offset"), port.get("mon_bits")
-            got = {(p, _field(offs, p, 14), _field(bits, p, 32)) for p in range(parts) if mon >> p & 1}
+        for prefix in lk.monitors:
+            mon = port.get(f"{prefix}_valid")
+            if mon:
+                offs, bits = port.get(f"{prefix}_offset"), port.get(f"{prefix}_bits")
+                got |= {(p, _field(offs, p, 14), _field(bits, p, 32)) for p in range(parts) if mon >> p & 1}
         want_w = lk.writes.get(cycle, set())
         want = {(p, o, b) for p, o, b, _ in want_w}
         wbytes = {(p, o): n for p, o, _, n in want_w}

@@ -527,6 +527,40 @@ def c256(rows=8, cols=16, n=6, seed=11):
     return b.done()
 
 
+def c256_sr(rows=4, cols=8, n=10, seed=21):
+    """c256 into BF16 cells of one bank with stochastic rounding, more vectors than half the columns:
+    both column halves write a partition in the same cycle with the same SR state (same bank, same
+    element parity); the lower half's write draws first (D-09, D-18)."""
+    b = _Builder("c256_sr", "maverick", rows, cols // 2, seed)
+    half = cols // 2
+    w, a = b.values("bf16", (rows, cols)), b.values("bf16", (rows, n))
+    ow, oa, one = b.put(0, w, 2), b.put(0, a, 2), b.put(0, np.array([[1]]), 4)
+    t = "tile_size=(row_size_log2=r128, col_size_log2=c256) "
+    b.line(f"pe_reg_write reg=psum_round value=1 src=(start_addr=sbuf(0,{one:#x}), step_elem=[1], num_elem=[1])")
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols=0 {t}flags=(load_order=first_col_first) "
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows={rows} cols=0 {t}flags=(accumulate_flag=overwrite) "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} "
+           f"dst=(start_addr=psum(0,4,0x20), step_elem=[1,0,{2 * n}], num_elem=[{n},1,2])")
+    ref = matmul(w, a, in_dtype="bf16", gen="maverick")
+    cells = np.zeros((half, 3 * n), np.uint16)            # slot 1 starts 2n elements on
+    for p in range(half):
+        # column p writes vector v in cycle v + p, column p + half in v + p + half; slot 0 first
+        order = sorted([(v + p, 0, v) for v in range(n)] + [(v + p + half, 1, v) for v in range(n)])
+        states = {}
+        for _, slot, v in order:
+            elem = 0x20 // 2 + slot * 2 * n + v
+            key = elem & 1
+            st = _xorshift(states.get(key, SR_STATE_BASE ^ ((p << 8) | (4 << 1) | key)))
+            states[key] = st
+            u = int(np.float32(ref[p + slot * half, v]).view(np.uint32))
+            cells[p, slot * 2 * n + v] = ((u + (st & 0xFFFF)) >> 16 if (u & 0x7F800000) != 0x7F800000 else
+                                              (u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)) & 0xFFFF
+    for p in range(half):
+        b.p.expect_bf16[(p, 4)] = (0x20, cells[p])
+    return b.done()
+
+
 def lut(gen="mariana", rows=8, cols=8, n=8, seed=12):
     """ConvLutLoad of 32 bf16 entries; Ldweights in LUT mode reads UINT8 indices through it."""
     b = _Builder("lut", gen, rows, cols, seed)
@@ -570,5 +604,5 @@ def library(gen) -> list:
     if gen >= Gen.MARIANA:
         progs.append(seed_replay(gen))
     if gen == Gen.MAVERICK:
-        progs += [c256(), mx(gen, "int4", "quad_row")]
+        progs += [c256(), c256_sr(), mx(gen, "int4", "quad_row")]
     return progs

@@ -21,7 +21,7 @@ from model.addrmap import PARTITIONS
 from model.dtypes import Gen
 from rtl.array import row_module_name
 from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
-from rtl.psum import PSUM_MODULE, PsumPartition
+from rtl.psum import PsumPartition, psum_module_name
 
 ENGINE_TOP = "tensore_engine"
 
@@ -110,16 +110,17 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
                  black_box=True)
     pe_name, row_name = pe_module_name(gen, eng.pack), row_module_name(gen, eng.cols, eng.pack)
+    psum_name = psum_module_name(eng.psum_ports)
     times, texts = {}, {}
     for fname, make in [(f"{pe_name}.v", lambda: verilog.convert(PE(gen, eng.pack), name=pe_name, emit_src=False)),
                         (f"{row_name}.v", lambda: _row_verilog(gen, eng.cols, eng.pack)),
-                        (f"{PSUM_MODULE}.v", lambda: verilog.convert(PsumPartition(None), name=PSUM_MODULE,
-                                                                     emit_src=False)),
+                        (f"{psum_name}.v", lambda: verilog.convert(PsumPartition(None, eng.psum_ports),
+                                                                   name=psum_name, emit_src=False)),
                         (f"{name}.v", lambda: verilog.convert(eng, name=name, emit_src=False))]:
         t0 = time.perf_counter()
         texts[fname] = make()
         times[fname] = round(time.perf_counter() - t0, 2)
-    res = _write(Path(out_dir), texts, [pe_name, row_name, PSUM_MODULE],
+    res = _write(Path(out_dir), texts, [pe_name, row_name, psum_name],
                  f"{rows * eng.cols} PE instances, {rows} rows, {psum_partitions} PSUM partitions")
     ports = {n: {"width": Shape.cast(mb.shape).width, "dir": "in" if mb.flow == In else "out"}
              for n, mb in eng.signature.members.items()}

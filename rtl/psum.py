@@ -27,29 +27,43 @@ WORDS_PER_BANK = PSUM_BANK_BYTES // 4
 PSUM_MODULE = "tensore_psum_partition"
 
 
+def psum_module_name(ports: int) -> str:
+    return PSUM_MODULE if ports == 1 else f"{PSUM_MODULE}_{ports}w"
+
+
 class PsumPartition(wiring.Component):
     """`partition` fixes the SR states' reset values; None makes it the `index` input instead (one
     module for every partition of the exported Verilog), and the states then take their values
-    while `rst` is high, so the exported engine needs a reset before use."""
+    while `rst` is high, so the exported engine needs a reset before use.
 
-    def __init__(self, partition: int | None):
-        self.partition = partition
+    `ports` 2 adds a second write path (wr2_* in, mon2_* out; MAVERICK: the upper column half of a
+    c256 matmul meets the lower half's partitions in the same cycle).  The two writes of a cycle act
+    in port order, as the model applies slot 0 before slot 1: an SR write of port 2 with the same
+    state as port 1 continues from port 1's advanced state."""
+
+    def __init__(self, partition: int | None, ports: int = 1):
+        self.partition, self.ports = partition, ports
         index = {} if partition is not None else {"index": In(7)}
-        super().__init__(index | {
-            "wr_valid": In(1), "wr_offset": In(14), "wr_value": In(32), "wr_bf16": In(1),
-            "wr_accumulate": In(1), "wr_raw": In(1), "wr_sr": In(1),
+        members = {}
+        for k in range(ports):
+            w, mon = _port_names(k)
+            members |= {f"{w}_valid": In(1), f"{w}_offset": In(14), f"{w}_value": In(32), f"{w}_bf16": In(1),
+                        f"{w}_accumulate": In(1), f"{w}_raw": In(1), f"{w}_sr": In(1),
+                        f"{mon}_valid": Out(1), f"{mon}_offset": Out(14), f"{mon}_bits": Out(32)}  # this cycle's write
+        if ports == 2:
+            members["conflict"] = Out(1)                 # both writes of this cycle hit one word
+        super().__init__(index | members | {
             "zero_valid": In(1), "zero_bank": In(3), "zero_log2": In(2),
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
             "state_index": In(4), "state_data": Out(32),                  # SR state read
             "state_wr": In(1), "state_wr_value": In(32),                  # LoadSeed
-            "mon_valid": Out(1), "mon_offset": Out(14), "mon_bits": Out(32),  # the write of this cycle
         })
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.mem = mem = Memory(shape=32, depth=WORDS, init=[])
-        wp = mem.write_port(granularity=16)
-        rp = mem.read_port(transparent_for=(wp,))
+        wps = [mem.write_port(granularity=16) for _ in range(self.ports)]
+        rps = [mem.read_port(transparent_for=wps) for _ in range(self.ports)]
         hp = mem.read_port()
         valid = [Signal(WORDS, name=f"valid_{h}") for h in ("lo", "hi")]   # per 16-bit half
         if self.partition is not None:
@@ -58,15 +72,6 @@ class PsumPartition(wiring.Component):
             states = [Signal(32, name=f"sr{i}", reset_less=True) for i in range(16)]
             with m.If(ResetSignal()):
                 m.d.sync += [states[i].eq(SR_STATE_BASE ^ Cat(Const(i, 8), self.index)) for i in range(16)]
-
-        # stage 1: read the word
-        word = self.wr_offset[2:]
-        m.d.comb += rp.addr.eq(word)
-        s_valid, s_offset, s_value = Signal(), Signal(14), Signal(32)
-        s_bf16, s_acc, s_raw, s_sr = Signal(), Signal(), Signal(), Signal()
-        m.d.sync += [s_valid.eq(self.wr_valid), s_offset.eq(self.wr_offset), s_value.eq(self.wr_value),
-                     s_bf16.eq(self.wr_bf16), s_acc.eq(self.wr_accumulate), s_raw.eq(self.wr_raw),
-                     s_sr.eq(self.wr_sr)]
 
         # zeroing, presented in the group's first write cycle (stage 2): 1 / 2 / 4 / 8 banks from
         # zero_bank, wrapping; it takes effect before that cycle's write and after earlier ones
@@ -80,54 +85,23 @@ class PsumPartition(wiring.Component):
         live = [Signal(WORDS, name=f"live_{h}") for h in ("lo", "hi")]
         m.d.comb += [live[h].eq(valid[h] & ~clear) for h in range(2)]
 
-        # stage 2: modify and write
-        s_word = s_offset[2:]
-        half = s_offset[1]
-        vmask = _half_mask(m, live, s_word, "v")
-        old = rp.data & vmask
-        old16 = Mux(half, old[16:], old[:16])
-        old32 = Mux(s_bf16, Cat(Const(0, 16), old16), old)
-        m.submodules.add = add = FusedAdd(24)
-        e, f = s_value[23:31], s_value[:23]
-        m.d.comb += [add.psum.eq(Mux(s_acc, old32, 0)), add.t_sign.eq(s_value[31]),
-                     add.t_mag.eq(Cat(f, e != 0)), add.t_exp.eq(Mux(e == 0, -149, e - 150)),
-                     add.t_nan.eq((e == 0xFF) & (f != 0)), add.t_inf.eq((e == 0xFF) & (f == 0))]
-        total = Signal(32)            # exact overwrite (+0 + v would turn -0 into +0), else the sum
-        m.d.comb += total.eq(Mux(s_acc, add.result, Mux((e == 0xFF) & (f != 0), 0x7FC00000, s_value)))
-
-        # bf16 rounding
-        bank = s_offset[11:14]
-        parity = s_offset[1]                       # in-bank element index parity of a 2-byte cell
-        idx = Cat(parity, bank)
-        state = Signal(32)
-        with m.Switch(idx):
-            for i in range(16):
-                with m.Case(i):
-                    m.d.comb += state.eq(states[i])
-        nxt = Signal(32)
-        m.d.comb += nxt.eq(xorshift32_next(state))
-        t_nan = (total[23:31] == 0xFF) & (total[:23] != 0)
-        t_inf = (total[23:31] == 0xFF) & (total[:23] == 0)
-        sr_code = Mux(t_inf, total[16:], (total + nxt[:16])[16:32])
-        rne_code = (total + 0x7FFF + total[16])[16:32]
-        code16 = Signal(16)
-        m.d.comb += code16.eq(Mux(t_nan, Cat(Const(0x7FC0, 15), total[31]), Mux(s_sr, sr_code, rne_code)))
-        with m.If(s_valid & s_bf16 & s_sr & ~s_raw):
-            with m.Switch(idx):
-                for i in range(16):
-                    with m.Case(i):
-                        m.d.sync += states[i].eq(nxt)
-
-        data16 = Mux(s_raw, s_value[:16], code16)
-        m.d.comb += [self.mon_valid.eq(s_valid), self.mon_offset.eq(s_offset),
-                     self.mon_bits.eq(Mux(s_bf16, data16, Mux(s_raw, s_value, total)))]
-        m.d.comb += [wp.addr.eq(s_word),
-                     wp.data.eq(Mux(s_bf16, Cat(data16, data16), Mux(s_raw, s_value, total))),
-                     wp.en.eq(Mux(s_valid, Mux(s_bf16, Mux(half, 0b10, 0b01), 0b11), 0))]
-        onehot = _decode(m, s_word, WORDS)
+        sets = [Const(0, WORDS), Const(0, WORDS)]
+        state_now = None                             # (index, advanced state) of port 1's SR write
+        if self.ports == 2:
+            s_words = [Signal(12, name=f"conflict_word{k}") for k in range(2)]
+            s_valids = [Signal(name=f"conflict_valid{k}") for k in range(2)]
+            m.d.sync += [s_words[0].eq(self.wr_offset[2:]), s_words[1].eq(self.wr2_offset[2:]),
+                         s_valids[0].eq(self.wr_valid), s_valids[1].eq(self.wr2_valid)]
+            m.d.comb += self.conflict.eq(s_valids[0] & s_valids[1] & (s_words[0] == s_words[1]))
+        for k in range(self.ports):
+            w, mon = _port_names(k)
+            port = {f: getattr(self, f"{w}_{f}") for f in ("valid", "offset", "value", "bf16", "accumulate",
+                                                           "raw", "sr")}
+            set_k, state_now = _write_path(m, k, port, rps[k], wps[k], live, states, state_now,
+                                           [getattr(self, f"{mon}_{f}") for f in ("valid", "offset", "bits")])
+            sets = [sets[h] | set_k[h] for h in range(2)]
         for h in range(2):
-            sets = s_valid & (~s_bf16 | (half == h))
-            m.d.sync += valid[h].eq(live[h] | Mux(sets, onehot, 0))
+            m.d.sync += valid[h].eq(live[h] | sets[h])
 
         # host and seed ports
         m.d.comb += hp.addr.eq(self.host_addr)
@@ -144,16 +118,87 @@ class PsumPartition(wiring.Component):
         return m
 
 
+def _port_names(k: int) -> tuple[str, str]:
+    return ("wr", "mon") if k == 0 else (f"wr{k + 1}", f"mon{k + 1}")
+
+
+def _write_path(m, k, port, rp, wp, live, states, before, mon):
+    """One write path: stage 1 reads the word, stage 2 modifies and writes it.  Returns the valid
+    bits it sets (per half) and (state index, advanced state) of its SR write for the next port."""
+    n = f"p{k}_"
+    word = port["offset"][2:]
+    m.d.comb += rp.addr.eq(word)
+    s = {f: Signal(len(v), name=n + f) for f, v in port.items()}
+    m.d.sync += [s[f].eq(port[f]) for f in port]
+    s_word = s["offset"][2:]
+    half = s["offset"][1]
+    vmask = _half_mask(m, live, s_word, n + "v")
+    old = rp.data & vmask
+    old16 = Mux(half, old[16:], old[:16])
+    old32 = Mux(s["bf16"], Cat(Const(0, 16), old16), old)
+    m.submodules[n + "add"] = add = FusedAdd(24)
+    value = s["value"]
+    e, f = value[23:31], value[:23]
+    m.d.comb += [add.psum.eq(Mux(s["accumulate"], old32, 0)), add.t_sign.eq(value[31]),
+                 add.t_mag.eq(Cat(f, e != 0)), add.t_exp.eq(Mux(e == 0, -149, e - 150)),
+                 add.t_nan.eq((e == 0xFF) & (f != 0)), add.t_inf.eq((e == 0xFF) & (f == 0))]
+    total = Signal(32, name=n + "total")      # exact overwrite (+0 + v would turn -0 into +0), else the sum
+    m.d.comb += total.eq(Mux(s["accumulate"], add.result, Mux((e == 0xFF) & (f != 0), 0x7FC00000, value)))
+
+    # bf16 rounding with the state of (bank, parity of the in-bank element index)
+    idx = Signal(4, name=n + "state_idx")
+    m.d.comb += idx.eq(Cat(s["offset"][1], s["offset"][11:14]))
+    state = Signal(32, name=n + "state")
+    with m.Switch(idx):
+        for i in range(16):
+            with m.Case(i):
+                m.d.comb += state.eq(states[i])
+    if before is not None:                    # the earlier port advanced the same state this cycle
+        with m.If(before[0] == idx):
+            m.d.comb += state.eq(before[1])
+    nxt = Signal(32, name=n + "next")
+    m.d.comb += nxt.eq(xorshift32_next(state))
+    t_nan = (total[23:31] == 0xFF) & (total[:23] != 0)
+    t_inf = (total[23:31] == 0xFF) & (total[:23] == 0)
+    sr_code = Mux(t_inf, total[16:], (total + nxt[:16])[16:32])
+    rne_code = (total + 0x7FFF + total[16])[16:32]
+    code16 = Signal(16, name=n + "code16")
+    m.d.comb += code16.eq(Mux(t_nan, Cat(Const(0x7FC0, 15), total[31]), Mux(s["sr"], sr_code, rne_code)))
+    advances = s["valid"] & s["bf16"] & s["sr"] & ~s["raw"]
+    with m.If(advances):
+        with m.Switch(idx):
+            for i in range(16):
+                with m.Case(i):
+                    m.d.sync += states[i].eq(nxt)
+    # for the next port: this port's state index and its state after this cycle's write
+    after_idx = Signal(5, name=n + "after_idx")          # 16: no SR write
+    after = Signal(32, name=n + "after")
+    m.d.comb += [after_idx.eq(Mux(advances, idx, 16)), after.eq(nxt)]
+    if before is not None:
+        with m.If(~advances):
+            m.d.comb += [after_idx.eq(before[0]), after.eq(before[1])]
+
+    data16 = Mux(s["raw"], value[:16], code16)
+    m.d.comb += [mon[0].eq(s["valid"]), mon[1].eq(s["offset"]),
+                 mon[2].eq(Mux(s["bf16"], data16, Mux(s["raw"], value, total)))]
+    m.d.comb += [wp.addr.eq(s_word),
+                 wp.data.eq(Mux(s["bf16"], Cat(data16, data16), Mux(s["raw"], value, total))),
+                 wp.en.eq(Mux(s["valid"], Mux(s["bf16"], Mux(half, 0b10, 0b01), 0b11), 0))]
+    onehot = _decode(m, s_word, WORDS, n)
+    sets = [Mux(s["valid"] & (~s["bf16"] | (half == h)), onehot, 0) for h in range(2)]
+    return sets, (after_idx, after)
+
+
 class PsumPartitionBlackBox(PsumPartition):
     """An instance of the exported `PSUM_MODULE`, its `index` tied to the partition number."""
 
-    def __init__(self, partition: int):
-        super().__init__(None)
+    def __init__(self, partition: int, ports: int = 1):
+        super().__init__(None, ports)
         self.number = partition
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.p = instance_of(self, PSUM_MODULE)
+        m.submodules.p = instance_of(self, psum_module_name(self.ports))
         m.d.comb += self.index.eq(self.number)
         return m
 
@@ -165,12 +210,12 @@ def _half_mask(m, live, word, name):
     return Cat(lo.replicate(16), hi.replicate(16))
 
 
-def _decode(m, index, n):
+def _decode(m, index, n, prefix=""):
     """One-hot of `index` (n = 4^k outputs) as two half-width decoders ANDed: a single n-bit shift
     would cost Amaranth's netlist checks n^2 steps."""
     k = (n - 1).bit_length() // 2
-    lo, hi = Signal(1 << k, name="dec_lo"), Signal(n >> k, name="dec_hi")
+    lo, hi = Signal(1 << k, name=prefix + "dec_lo"), Signal(n >> k, name=prefix + "dec_hi")
     m.d.comb += [lo.eq(Const(1, 1) << index[:k]), hi.eq(Const(1, 1) << index[k:])]
-    out = Signal(n, name="dec")
+    out = Signal(n, name=prefix + "dec")
     m.d.comb += out.eq(Cat(*[lo & hi[j].replicate(1 << k) for j in range(n >> k)]))
     return out

@@ -13,15 +13,20 @@ Ports (all synchronous to one clock):
                       mv_resp_data[r] (element j in bits 32j..32j+31) with the same latency: elements 0-1
                       for FP8 double row, one per fmap (2-4) for MatmulSparse
   PSUM host port      host_part / host_word -> host_data one cycle later
-  monitors            mon_valid[p], mon_offset[p], mon_bits[p]: the PSUM write of partition p this cycle
+  monitors            mon_valid[p], mon_offset[p], mon_bits[p]: the PSUM write of partition p this cycle;
+                      MAVERICK also mon2_*: the second write port's
   status              done (nothing queued or in flight), error (err_status.err), unsupported
 The micro-ops this RTL runs: Ldweights (also TAG_WEIGHT and LUT), LdTags, ConvLutLoad, Matmul (plain,
 FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MAVERICK tiles and c256, LUT, transposing), MatmulSparse,
-PeRegWrite; the decoder checks every opcode.  A transpose sends element c of partition v down row c,
-where the PE of column c puts it on the psum chain (D-13): it reaches PSUM partition c as the write of
-vector v, so it needs elements <= rows.  A valid micro-op outside that set, a transpose of more
-elements than rows, or a c256 matmul whose two column halves meet in one partition in one cycle,
-raises `unsupported`."""
+PeRegWrite, PeManageSeed and MAVERICK's seed_mode matmuls; the decoder checks every opcode.
+A transpose sends element c of partition v down row c, where the PE of column c puts it on the psum
+chain (D-13): it reaches PSUM partition c as the write of vector v, so it needs elements <= rows. A
+valid micro-op outside that set, a transpose of more elements than rows, two columns of one half (the
+whole array on CAYMAN / MARIANA) writing one partition in one cycle, or both halves' writes hitting one
+PSUM word in one cycle, raises `unsupported`. MAVERICK partitions have two write ports: a c256 matmul's
+halves meet in a partition whenever it has more vectors than half the columns."""
+import itertools
+
 from amaranth.hdl import Array as HArray
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, wiring
@@ -75,7 +80,10 @@ class Engine(wiring.Component):
         if self.pack not in (1, 2):
             raise ValueError("the engine RTL streams 1 or 2 elements per PE (FP8 double row)")
         self.parts = psum_partitions
+        self.psum_ports = 2 if self.maverick else 1        # c256: both column halves write one partition
         self.black_box = black_box
+        mon2 = {"mon2_valid": Out(psum_partitions), "mon2_offset": Out(data.ArrayLayout(14, psum_partitions)),
+                "mon2_bits": Out(data.ArrayLayout(32, psum_partitions))} if self.psum_ports == 2 else {}
         super().__init__({
             "desc_valid": In(1), "desc_ready": Out(1), "desc_data": In(512),
             "bus_addr": In(12), "bus_wdata": In(32), "bus_we": In(1), "bus_rdata": Out(32),
@@ -92,7 +100,7 @@ class Engine(wiring.Component):
             "mon_valid": Out(psum_partitions), "mon_offset": Out(data.ArrayLayout(14, psum_partitions)),
             "mon_bits": Out(data.ArrayLayout(32, psum_partitions)),
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
-        })
+        } | mon2)
 
     def elaborate(self, platform):
         m = Module()
@@ -360,7 +368,7 @@ class Engine(wiring.Component):
                 m.d.sync += along[c].eq(along[c - 1])
         first_cycle = (P == 1) | (ph == 0)
         half = C // 2 if self.maverick else C
-        m.submodules.psum = psum_parts = _PsumBank(self.parts, self.black_box)
+        m.submodules.psum = psum_parts = _PsumBank(self.parts, self.psum_ports, self.black_box)
         strobe = []
         targets = []
         for c in range(C):
@@ -372,16 +380,16 @@ class Engine(wiring.Component):
             strobe.append(s)
             targets.append((part, Mux(upper, rec.dst_slot1, rec.dst_off), rec, upper))
         round_sr = seq.round_sr
-        hit_any = Signal(self.parts)
-        for p, pp in enumerate(psum_parts.parts):
-            sel = [strobe[c] & (targets[c][0] == p) for c in range(C)]
-            hit = Signal(name=f"psum_hit{p}")
-            m.d.comb += hit.eq(_or(sel))
-            m.d.comb += hit_any[p].eq(hit)
-            n_hits = sum((x for x in sel), Const(0, 9))
+        # port k of a partition takes the writes of column half k (one half on CAYMAN / MARIANA)
+        halves = [range(C)] if self.psum_ports == 1 else [range(half), range(half, C)]
+        for p, k in itertools.product(range(self.parts), range(len(halves))):
+            pp, cols_k = psum_parts.parts[p], halves[k]
+            w = "wr" if k == 0 else f"wr{k + 1}"
+            sel = {c: strobe[c] & (targets[c][0] == p) for c in cols_k}
+            n_hits = sum(sel.values(), Const(0, 9))
             with m.If(n_hits > 1):
                 m.d.comb += unsupported.eq(1)
-            for c in range(C):
+            for c in cols_k:
                 part, off, rec, upper = targets[c]
                 # seeds: LOAD writes a state, SAVE writes one to PSUM; the state is vector v (PeManageSeed)
                 # or 2 x dst bank + column half (MAVERICK), the LoadSeed value the transpose's or the held seed
@@ -390,13 +398,15 @@ class Engine(wiring.Component):
                 else:
                     state, loaded = rec.vidx[:4], arr.out_psum[c]
                 with m.If(sel[c]):
-                    m.d.comb += [pp.wr_valid.eq(rec.seed != SeedMode.LOAD_SEED), pp.wr_offset.eq(off),
-                                 pp.wr_value.eq(Mux(rec.seed == SeedMode.SAVE_SEED, pp.state_data, arr.out_psum[c])),
+                    port = {f: getattr(pp, f"{w}_{f}") for f in ("valid", "offset", "value", "bf16", "accumulate",
+                                                                 "raw", "sr")}
+                    m.d.comb += [port["valid"].eq(rec.seed != SeedMode.LOAD_SEED), port["offset"].eq(off),
+                                 port["value"].eq(Mux(rec.seed == SeedMode.SAVE_SEED, pp.state_data,
+                                                      arr.out_psum[c])),
                                  pp.state_index.eq(state), pp.state_wr.eq(rec.seed == SeedMode.LOAD_SEED),
                                  pp.state_wr_value.eq(loaded),
-                                 pp.wr_bf16.eq(rec.out_bf16), pp.wr_accumulate.eq(rec.accumulate),
-                                 pp.wr_raw.eq(rec.xpose),
-                                 pp.wr_sr.eq(round_sr)]
+                                 port["bf16"].eq(rec.out_bf16), port["accumulate"].eq(rec.accumulate),
+                                 port["raw"].eq(rec.xpose), port["sr"].eq(round_sr)]
         for c in range(C):
             part, off, rec, upper = targets[c]
             with m.If(strobe[c]):
@@ -415,6 +425,11 @@ class Engine(wiring.Component):
                          pp.zero_log2.eq(z.log2), pp.host_addr.eq(self.host_word),
                          self.mon_valid[p].eq(pp.mon_valid), self.mon_offset[p].eq(pp.mon_offset),
                          self.mon_bits[p].eq(pp.mon_bits)]
+            if self.psum_ports == 2:
+                m.d.comb += [self.mon2_valid[p].eq(pp.mon2_valid), self.mon2_offset[p].eq(pp.mon2_offset),
+                             self.mon2_bits[p].eq(pp.mon2_bits)]
+                with m.If(pp.conflict):
+                    m.d.comb += unsupported.eq(1)
         hp = Signal(range(self.parts))
         m.d.sync += hp.eq(self.host_part)
         m.d.comb += self.host_data.eq(HArray(pp.host_data for pp in psum_parts.parts)[hp])
@@ -433,9 +448,9 @@ class Engine(wiring.Component):
 class _PsumBank(wiring.Component):
     """The PSUM partitions (one RMW path each, rtl/psum.py), or instances of the exported one."""
 
-    def __init__(self, parts: int, black_box: bool):
+    def __init__(self, parts: int, ports: int, black_box: bool):
         super().__init__({})
-        self.parts = [(PsumPartitionBlackBox if black_box else PsumPartition)(p) for p in range(parts)]
+        self.parts = [(PsumPartitionBlackBox if black_box else PsumPartition)(p, ports) for p in range(parts)]
 
     def elaborate(self, platform):
         m = Module()
