@@ -83,7 +83,7 @@ def frames(trace, pack: int):
                             "dtype": rec["a_dtype"], "fp32_mode": rec["fp32_mode"],
                             "multi": int(rec["pack"] > 1 and not rec.get("fmaps")), "scaled": int(rec["mx"]),
                             "sa": 0 if np.isnan(sa) else int(sa), "sa_nan": int(np.isnan(sa)),
-                            "fmaps": rec.get("fmaps", 0),
+                            "fmaps": rec.get("fmaps", 0), "lanes": (rec["pack"] - 1).bit_length(),
                             "code": _slots(codes[k, :, v], max(pack, SPARSE_FMAPS))}
     return out
 
@@ -97,7 +97,7 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
     end = trace.cycles if stop_at is None else stop_at + 1
     result: list = []
     zero_act = {"valid": 0, "swap": 0, "first": 0, "col_lo": 0, "col_hi": 0, "dtype": 0, "fp32_mode": 0,
-                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0,
+                "multi": 0, "scaled": 0, "sa": 0, "sa_nan": 0, "fmaps": 0, "lanes": 0,
                 "code": _slots([], max(pack, SPARSE_FMAPS))}
     zero_w = {"code": _slots([], pack), "dtype": 0, "scale": 0, "scale_nan": 0}
 

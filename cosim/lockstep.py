@@ -77,12 +77,27 @@ class SbufServer:
     def read(self, part, off, esize) -> int:
         return int.from_bytes(self.mem[part, off:off + esize].tobytes(), "little")
 
-    def gather(self, part, off, esize, steps, nums, count, xpose=0):
-        if xpose:                                                # one element of each of count partitions
+    def nibble(self, part, addr) -> int:
+        return int(self.mem[part, addr >> 1]) >> (4 * (addr & 1)) & 0xF
+
+    def gather(self, part, off, esize, steps, nums, count, xpose=0, nib=0):
+        """`count` elements of partition `part` along a TENSOR3D pattern from byte `off` (with `nib`,
+        4-bit elements: steps in nibbles from nibble address 2 * off), or (`xpose`) the element at
+        `off` of each of `count` partitions from `part` on."""
+        if xpose:
             return [self.read(part + e, off, esize) for e in range(count)]
         i = np.indices(nums[::-1]).reshape(3, -1)[::-1]          # element order: dim 0 fastest
-        offs = off + esize * (i[0] * steps[0] + i[1] * steps[1] + i[2] * steps[2])
-        return [self.read(part, int(o), esize) for o in offs[:count]]
+        rel = (i[0] * steps[0] + i[1] * steps[1] + i[2] * steps[2])[:count]
+        if nib:
+            return [self.nibble(part, 2 * off + int(x)) for x in rel]
+        return [self.read(part, int(o), esize) for o in off + esize * rel]
+
+    def mx_row(self, part, addr, stride, count, nib, spart, soff) -> int:
+        """An MX moving request: `count` codes from element address `addr` (bytes, or nibbles), `stride`
+        apart, in bytes 0-7, and the block scale byte at (spart, soff) in byte 8."""
+        codes = [self.nibble(part, addr + j * stride) if nib else int(self.mem[part, addr + j * stride])
+                 for j in range(count)]
+        return sum(c << (8 * j) for j, c in enumerate(codes)) | int(self.mem[spart, soff]) << 64
 
 
 def golden(program, *, sbuf_latency=2):
@@ -105,7 +120,7 @@ class Lockstep:
     def __init__(self, program, *, sbuf_latency=2, pack=None, psum_partitions=16, stop_at=None, tamper=None):
         """`tamper(trace)` may alter the golden trace first (fault injection: how a mismatch is reported)."""
         self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
-        self.pack = pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
+        self.pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
         self.eng, self.trace, code = golden(program, sbuf_latency=sbuf_latency)
         if tamper is not None:
             tamper(self.trace)
@@ -168,6 +183,8 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
                 for i, x in enumerate(resp["st"]):
                     st_resp = st_resp & ~(0xFFFFFFFF << (32 * i)) | x << (32 * i)
                 port.set("st_resp_data", st_resp)
+            if "sc" in resp:
+                port.set("sc_resp_data", resp["sc"])
             if "mv" in resp:
                 for r, x in resp["mv"].items():
                     mv_resp = mv_resp & ~(MV_MASK << (MV_BITS * r)) | x << (MV_BITS * r)
@@ -179,17 +196,28 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
             vals = lk.server.gather(port.get("st_req_part"), port.get("st_req_off"), port.get("st_req_esize"),
                                     [_field(steps, d, 16, True) for d in range(3)],
                                     [_field(nums, d, 16) for d in range(3)], port.get("st_req_count"),
-                                    port.get("st_req_xpose"))
+                                    port.get("st_req_xpose"), port.get("st_req_nib"))
             pending.setdefault(cycle + Lm, {})["st"] = vals
+        if port.get("sc_req_valid"):
+            p, o = port.get("sc_req_part"), port.get("sc_req_off")
+            pending.setdefault(cycle + Lm, {})["sc"] = lk.server.read(p, o, port.get("sc_req_count"))
         mv = port.get("mv_req_valid")
         if mv:
             part, es = port.get("mv_req_part"), port.get("mv_req_esize")
             offs = [port.get(f"mv_req_off{j}") for j in range(MV_ELEMS)]
+            mx = port.get("mv_req_mx")
+            if mx:
+                mxf = {n: port.get(f"mv_req_{n}") for n in ("addr", "stride", "count", "nib", "spart", "soff")}
             out = pending.setdefault(cycle + Lm, {}).setdefault("mv", {})
             for r in range(R):
                 if mv >> r & 1:
                     p, e = _field(part, r, 7), _field(es, r, 3)
-                    out[r] = sum(lk.server.read(p, _field(o, r, 18), e) << (32 * j) for j, o in enumerate(offs))
+                    if mx >> r & 1:
+                        out[r] = lk.server.mx_row(p, _field(mxf["addr"], r, 19), _field(mxf["stride"], r, 20, True),
+                                                  _field(mxf["count"], r, 4), mxf["nib"] >> r & 1,
+                                                  _field(mxf["spart"], r, 7), _field(mxf["soff"], r, 18))
+                    else:
+                        out[r] = sum(lk.server.read(p, _field(o, r, 18), e) << (32 * j) for j, o in enumerate(offs))
         if not lk.compare:
             accepted = port.get("desc_ready")
             await port.tick()

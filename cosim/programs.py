@@ -31,6 +31,7 @@ class Program:
     expect_bf16: dict = field(default_factory=dict)    # (partition, bank) -> (uint16 codes)
     refused: dict = field(default_factory=dict)        # descriptor index -> ErrorCode
     regs: dict = field(default_factory=dict)           # host register writes before the run
+    pack: int = 0                                      # elements per PE the RTL engine needs (0: gen default)
     note: str = ""
 
     def sbuf_model(self):
@@ -427,11 +428,24 @@ def _mx_tiles(b, dtype, pack, rows, cols, n):
     return w, a, sw, sa
 
 
-def _put_mx(b, codes, pack, count, dtype, scales):
-    """Row-packed data (element index = vector * pack + j) and block scales (one byte per vector
-    in the block's first partition); returns (data offset, scale offset)."""
+def _mx_index(perf: str, count: int, pack: int) -> np.ndarray:
+    """Element index of (vector v, slot j) in the data pattern, [count, pack] (D-T25): v * pack + j;
+    interleave j * count + v; tiled by t = min(32, count) vectors, each tile j-major."""
+    v, j = np.arange(count)[:, None], np.arange(pack)[None, :]
+    if perf.endswith("interleave"):
+        return j * count + v
+    if perf.endswith("tiled"):
+        t = min(32, count)
+        return (v // t) * t * pack + j * t + v % t
+    return v * pack + j
+
+
+def _put_mx(b, codes, pack, count, dtype, scales, perf="quad_row"):
+    """The data in the perf mode's element order and block scales (one byte per vector in the
+    block's first partition); returns (data offset, scale offset)."""
     rows = codes.shape[0] // pack
-    grid = codes.reshape(rows, pack, count).transpose(0, 2, 1).reshape(rows, count * pack)   # [rows, v*pack+j]
+    grid = np.zeros((rows, count * pack), codes.dtype)
+    grid[:, _mx_index(perf, count, pack)] = codes.reshape(rows, pack, count).transpose(0, 2, 1)
     if dt.format_of(dtype, b.gen).width == 4:
         packed = np.stack([dt.pack_nibbles(r.astype(np.uint8)) for r in grid])
         od = b.put(0, packed, 1)
@@ -450,8 +464,8 @@ def mx(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, s
     dtype = Dtype.parse(dtype)
     pack = 4 if perf.startswith("quad") else 8
     w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
-    owd, ows = _put_mx(b, w, pack, cols, dtype, sw)
-    oad, oas = _put_mx(b, a, pack, n, dtype, sa)
+    owd, ows = _put_mx(b, w, pack, cols, dtype, sw, perf)
+    oad, oas = _put_mx(b, a, pack, n, dtype, sa, perf)
     dn = dtype.name.lower()
     if b.gen.layout == Gen.MAVERICK:
         def pat(od, osc, count):
@@ -469,6 +483,7 @@ def mx(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, s
         b.line(f"matmul_mx in_dtype={dn} out_dtype=fp32 rows={rows} cols={cols} perf_mode={perf} acc=single "
                f"src={pat(oad, oas, n)} dst={_t3('psum(0,2,0)', n)}")
     ref = matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw, moving_scales=sa)
+    b.p.pack = pack
     _expect_fp32(b.p, 2, ref)
     return b.done()
 
@@ -598,7 +613,10 @@ def library(gen) -> list:
         progs += [zero_region(gen), double_row(gen)]
     if gen >= Gen.MARIANA:
         progs += [bf16_drain(gen), bf16_drain(gen, sr=True), lut(gen), mx(gen, "fp8_e4m3", "quad_row"),
-                  mx(gen, "fp4_e2m1", "oct_row"), sparse(gen, fmaps=2, seed=15), sparse(gen, fmaps=4, seed=16)]
+                  mx(gen, "fp4_e2m1", "oct_row"), mx(gen, "fp8_e5m2", "quad_row_interleave", n=12),
+                  # tiles of 32 vectors; MAVERICK's MXTENSOR_V2 holds at most 255 elements per dimension
+                  mx(gen, "fp8_e4m3", "oct_row_tiled", n=16 if gen.layout == Gen.MAVERICK else 64),
+                  sparse(gen, fmaps=2, seed=15), sparse(gen, fmaps=4, seed=16)]
     if gen.layout != Gen.MAVERICK:
         progs.append(tag_weight(gen))
     if gen >= Gen.MARIANA:

@@ -62,6 +62,9 @@ def uop_layout() -> data.StructLayout:
         "xpose": 1,                     # a transposing Matmul (D-13): `cols` = elements per partition
         "seed": 2,                      # SeedMode of a seed transpose: states in (LOAD) or out (SAVE)
         "id_part": 7, "id_off": 18, "id_step": signed(16), "id_esize": 3,   # PeManageSeed's identity
+        # MX (D-21, D-T25): element order, 4-bit codes, E8M0 block scales (src_* hold the data pattern
+        # as one dimension: element e at src_off + e * src_step[0] bytes, or nibbles when `nib`)
+        "mx": 1, "mxmode": 2, "nib": 1, "sc_part": 7, "sc_off": 18, "sc_valid": 1,
     })
 
 
@@ -568,8 +571,9 @@ class Decoder(wiring.Component):
             o.when = o.when & go
             o.out_dtype()
             o.accumulate()
-            o.destination(Const(1, 1), per)
+            o.c256 = o.destination(Const(1, 1), per)
             o.when = o.when_saved
+            o.n, o.xp, o.seed = pat.num_elem, Const(0, 1), Const(0, 1)
         else:
             o.bad(E.BAD_PATTERN, ok & (rem == 0) & (pat.num_elem != o.active_cols() * pack))
         self._fits(o)
@@ -657,7 +661,8 @@ class Decoder(wiring.Component):
                          u.esize.eq(o.esize_of(f.in_dtype)), u.src_step[0].eq(src.step_elem[0]),
                          u.src_num[0].eq(f.num_entries), u.src_num[1].eq(1), u.src_num[2].eq(1)]
             return
-        if op not in (Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.LDTAGS, Opcode.MATMUL_SPARSE):
+        if op not in (Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.LDTAGS, Opcode.MATMUL_SPARSE, Opcode.LDWEIGHTS_MX,
+                      Opcode.MATMUL_MX):
             m.d.comb += u.kind.eq(Kind.OTHER)
             return
         row0, rows, col0, cols = self._region(o)
@@ -667,12 +672,13 @@ class Decoder(wiring.Component):
         lut = o.flag("scalar_mode") == ScalarMode.LUT
         tagw = f.tag_weight_mode == TagWeightMode.TAG_WEIGHT if o.has("tag_weight_mode") else Const(0, 1)
         sparse, tags = op == Opcode.MATMUL_SPARSE, op == Opcode.LDTAGS
+        mx_op = op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX)
         src = f.src_mem_pattern.tensor3d if isinstance(o.kind_of("src_mem_pattern"), Union) else f.src_mem_pattern
         mode = f.fp32_mode if o.has("fp32_mode") else Const(FP32Mode.NONE, 2)
         order = o.flag("load_order") if o.has("flags") and "load_order" in [p[0] for p in o.kind_of("flags").parts] \
             else (f.load_order if o.has("load_order") else Const(0, 1))
         m.d.comb += [
-            u.supported.eq(~flags_mx & (~seed | Const(int(self.maverick and op == Opcode.MATMUL), 1)) &
+            u.supported.eq((~seed | Const(int(self.maverick and op == Opcode.MATMUL), 1)) &
                            ~(lut & sparse) & ~(xpose & (o.pack() != 1))),
             u.lut.eq(lut), u.xpose.eq(xpose), u.barrier.eq(seed),      # any seed_mode op is a barrier
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
@@ -680,16 +686,19 @@ class Decoder(wiring.Component):
             u.passes.eq(Mux(Const(int(op in (Opcode.MATMUL, Opcode.MATMUL_SPARSE)), 1) &
                             ((mode == FP32Mode.HIGH) | (mode == FP32Mode.LOW_HIGH)) & ~xpose, 4, 1)),
             u.lcf.eq((order == LoadOrder.LAST_COL_FIRST) | tags),
-            u.src_part.eq(src.start_addr[18:25]), u.src_off.eq(src.start_addr[:18]),
             u.esize.eq(Mux(tags, 2, Mux(tagw, 4, o.esize_of(f.in_dtype)))),
             u.counter.eq(_bucket(rows) * 7 + _bucket(cols)),
             u.tags.eq(tags), u.tagw.eq(tagw),
         ]
         if tags:
             m.d.comb += u.force_tags.eq(f.force_tag_bits)
-        for i in range(3):
-            m.d.comb += [u.src_step[i].eq(src.step_elem[i]), u.src_num[i].eq(src.num_elem[i])]
-        if op in (Opcode.LDWEIGHTS, Opcode.LDTAGS):
+        if not mx_op:
+            m.d.comb += [u.src_part.eq(src.start_addr[18:25]), u.src_off.eq(src.start_addr[:18])]
+            for i in range(3):
+                m.d.comb += [u.src_step[i].eq(src.step_elem[i]), u.src_num[i].eq(src.num_elem[i])]
+        if mx_op or self.maverick and isinstance(o.kind_of("src_mem_pattern"), Union):
+            self._mx_uop(o, u, flags_mx)
+        if op in (Opcode.LDWEIGHTS, Opcode.LDTAGS, Opcode.LDWEIGHTS_MX):
             m.d.comb += u.kind.eq(Kind.LOAD)
             return
         if sparse:
@@ -720,6 +729,32 @@ class Decoder(wiring.Component):
                              u.vectors.eq(rows), u.accumulate.eq(0), u.c256.eq(0)]
         for i in range(3):
             m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
+
+
+    def _mx_uop(self, o, u, is_mx):
+        """An MX load or matmul: its data as a 1-D element sequence (MARIANA MXMEM_PATTERN1D; MAVERICK
+        MXTENSOR_V2 with num_elem[1] == 1, else `supported` is 0), its block scales, its order."""
+        m, f = self._m, o.f
+        if o.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX):
+            p = f.src_mem_pattern
+            daddr, step, n0, flat, sc_valid = p.data_addr, p.step_elem, p.num_elem, Const(1, 1), Const(1, 1)
+        else:
+            p = f.src_mem_pattern.mxtensor_v2
+            daddr = p.data_addr & ~0x1                        # the MXTENSOR_V2 marker bit
+            step, n0, flat = Const(1, signed(16)), p.num_elem[0], p.num_elem[1] == 1
+            sc_valid = p.scale_dtype == Dtype.SFP8_E8         # no scales: every exponent 0 (model._read_scales)
+        pm = f.perf_mode
+        nib = _in([d for d in Dtype if dt.is_valid_mx_dtype(d, self.gen) and dt.format_of(d, self.gen).width == 4],
+                  f.in_dtype)
+        with m.If(is_mx):
+            m.d.comb += [u.mx.eq(1), u.nib.eq(nib), u.esize.eq(1), u.sc_valid.eq(sc_valid),
+                         u.mxmode.eq(Mux(_in((MXPerfMode.QUAD_ROW_INTERLEAVE, MXPerfMode.OCT_ROW_INTERLEAVE), pm), 1,
+                                         Mux(_in((MXPerfMode.QUAD_ROW_TILED, MXPerfMode.OCT_ROW_TILED), pm), 2, 0))),
+                         u.src_part.eq(daddr[18:25]), u.src_off.eq(daddr[:18]), u.src_step[0].eq(step),
+                         u.src_num[0].eq(n0), u.src_num[1].eq(1), u.src_num[2].eq(1),
+                         u.sc_part.eq(p.scale_addr[18:25]), u.sc_off.eq(p.scale_addr[:18])]
+            with m.If(~flat):
+                m.d.comb += u.supported.eq(0)
 
 
 def _and(bits):

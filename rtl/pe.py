@@ -29,6 +29,7 @@ def act_layout(pack: int) -> data.StructLayout:
         "sa": signed(10), "sa_nan": 1,  # the moving block's E8M0 exponent (value - 127)
         "fmaps": 3,                     # MatmulSparse: fmaps sent in the code slots (0: not sparse)
         "xpose": 1,                     # transpose (D-13): the one live PE puts code slot 0 on the psum chain
+        "lanes": 2,                     # log2 of the step's products (double row 1, MX 2 / 3)
         "code": code_layout(max(pack, SPARSE_FMAPS)),
     })
 
@@ -111,6 +112,8 @@ class PE(wiring.Component):
         if pack > 1:
             m.d.comb += [mac.multi.eq(ai.multi), mac.scaled.eq(ai.scaled), mac.sa.eq(ai.sa),
                          mac.sa_nan.eq(ai.sa_nan), mac.sw.eq(w.scale), mac.sw_nan.eq(w.scale_nan)]
+        if pack > 2:
+            m.d.comb += mac.lanes.eq(ai.lanes)
         with m.Switch(ai.fp32_mode):
             with m.Case(FP32Mode.LOW):
                 m.d.comb += [mac.a_part.eq(PART_HI), mac.w_part.eq(PART_HI)]

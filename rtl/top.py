@@ -77,8 +77,8 @@ class Engine(wiring.Component):
             raise ValueError("the RTL engine needs sbuf_latency >= 2 (one request register + the memory)")
         self.rows, self.cols, self.L = rows, cols, sbuf_latency
         self.pack = pack or (1 if self.maverick else 2)
-        if self.pack not in (1, 2):
-            raise ValueError("the engine RTL streams 1 or 2 elements per PE (FP8 double row)")
+        if self.pack not in (1, 2, 4, 8):
+            raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
         self.parts = psum_partitions
         self.psum_ports = 2 if self.maverick else 1        # c256: both column halves write one partition
         self.black_box = black_box
@@ -90,11 +90,17 @@ class Engine(wiring.Component):
             "event_set": In(NUM_EVENTS),
             "st_req_valid": Out(1), "st_req_part": Out(7), "st_req_off": Out(18), "st_req_esize": Out(3),
             "st_req_step": Out(data.ArrayLayout(signed(16), 3)), "st_req_num": Out(data.ArrayLayout(16, 3)),
-            "st_req_count": Out(16), "st_req_xpose": Out(1),
+            "st_req_count": Out(16), "st_req_xpose": Out(1), "st_req_nib": Out(1),
+            "sc_req_valid": Out(1), "sc_req_part": Out(7), "sc_req_off": Out(18), "sc_req_count": Out(16),
+            "sc_resp_data": In(data.ArrayLayout(8, cols)),
             "st_resp_data": In(data.ArrayLayout(32, max(cols * self.pack, LUT_ENTRIES))),
             "mv_req_valid": Out(rows), "mv_req_part": Out(data.ArrayLayout(7, rows)),
             **{f"mv_req_off{j}": Out(data.ArrayLayout(18, rows)) for j in range(MV_ELEMS)},
             "mv_req_esize": Out(data.ArrayLayout(3, rows)),
+            "mv_req_mx": Out(rows), "mv_req_addr": Out(data.ArrayLayout(19, rows)),
+            "mv_req_stride": Out(data.ArrayLayout(signed(20), rows)), "mv_req_count": Out(data.ArrayLayout(4, rows)),
+            "mv_req_nib": Out(rows), "mv_req_spart": Out(data.ArrayLayout(7, rows)),
+            "mv_req_soff": Out(data.ArrayLayout(18, rows)),
             "mv_resp_data": In(data.ArrayLayout(32 * MV_ELEMS, rows)),
             "host_part": In(range(psum_partitions)), "host_word": In(range(WORDS)), "host_data": Out(32),
             "mon_valid": Out(psum_partitions), "mon_offset": Out(data.ArrayLayout(14, psum_partitions)),
@@ -148,21 +154,34 @@ class Engine(wiring.Component):
                      self.st_req_esize.eq(Mux(rw_go, 4, Mux(ident, cur.id_esize, cur.esize))),
                      self.st_req_count.eq(Mux(rw_go, 1, Mux(ident, 16, Mux(cur.tags, (cur.cols + 3) >> 2,
                                                                             cur.cols * cur.pack))))]
+        # MX: the pattern that returns lane m's element j at position m * pack + j (D-T25), and the
+        # row's block scales (one byte per column in the block's first partition)
+        s, ncol, pk = cur.src_step[0], cur.cols, cur.pack
+        t = Mux(ncol < 32, ncol, 32)
+        mx_steps = [Mux(cur.mxmode == 0, s, Mux(cur.mxmode == 1, ncol * s, t * s)),
+                    Mux(cur.mxmode == 1, s, Mux(cur.mxmode == 2, s, 0)), Mux(cur.mxmode == 2, t * pk * s, 0)]
+        mx_nums = [Mux(cur.mxmode == 0, ncol * pk, pk), Mux(cur.mxmode == 1, ncol, Mux(cur.mxmode == 2, t, 1)),
+                   Mux(cur.mxmode == 2, (ncol + t - 1) // t, 1)]
         for d in range(3):
-            m.d.sync += [self.st_req_step[d].eq(Mux(ident, cur.id_step if d == 0 else 0, cur.src_step[d])),
-                         self.st_req_num[d].eq(Mux(ident, 16 if d == 0 else 1, cur.src_num[d]))]
+            m.d.sync += [self.st_req_step[d].eq(Mux(ident, cur.id_step if d == 0 else 0,
+                                                    Mux(cur.mx, mx_steps[d], cur.src_step[d]))),
+                         self.st_req_num[d].eq(Mux(ident, 16 if d == 0 else 1, Mux(cur.mx, mx_nums[d], cur.src_num[d])))]
+        m.d.sync += [self.st_req_nib.eq(cur.mx & cur.nib),
+                     self.sc_req_valid.eq(ld_req & cur.mx & cur.sc_valid),
+                     self.sc_req_part.eq(cur.sc_part + (k & Mux(pk == 8, ~3, ~7))),
+                     self.sc_req_off.eq(cur.sc_off), self.sc_req_count.eq(ncol)]
         m.d.comb += self.st_req_valid.eq(st_valid)
         # what the response is for, Lm cycles later
         wl_meta = data.StructLayout({"valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9,
                                      "lcf": 1, "pack": 4, "dtype": 8, "tags": 1, "tagw": 1, "force": 4,
-                                     "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1})
+                                     "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1, "mx": 1, "sc_valid": 1})
         pipe = [Signal(wl_meta, name=f"wl_meta{i}") for i in range(Lm + 1)]
         m.d.sync += [pipe[0].valid.eq(ld_req), pipe[0].reg.eq(rw_go), pipe[0].reg_index.eq(u.reg),
                      pipe[0].row.eq(cur.row0 + k), pipe[0].col0.eq(cur.col0), pipe[0].cols.eq(cur.cols),
                      pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
                      pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
                      pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident),
-                     pipe[0].seed_data.eq(mseed_go)]
+                     pipe[0].seed_data.eq(mseed_go), pipe[0].mx.eq(cur.mx), pipe[0].sc_valid.eq(cur.sc_valid)]
         for i in range(1, Lm + 1):
             m.d.sync += pipe[i].eq(pipe[i - 1])
         meta = pipe[Lm]
@@ -181,21 +200,26 @@ class Engine(wiring.Component):
                 with m.If(i < meta.cols):
                     m.d.sync += lut[i].eq(self.st_resp_data[i])
         # route element m (pattern order) to its physical column (D-14 load order)
-        code_w = code_layout(PK).size
+        code_w = code_layout(PK).size + 11                    # the codes, then the MX scale (10 bits + NaN)
         lanes = []
         tag_lanes = []
         ident_code = HArray(self.st_resp_data[i] for i in range(16))[meta.row[:4]]
         for mcol in range(C):
             word = self.st_resp_data[mcol]
             plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut[word[:8]], word))
-            codes = {"s0": Mux(meta.pack == 2, self.st_resp_data[min(2 * mcol, C * PK - 1)],
-                               Mux(meta.ident, Mux(meta.row[:4] == mcol % 16, ident_code, 0), plain))}
+            codes = {"s0": _by_pack(meta.pack, PK, lambda p: self.st_resp_data[p * mcol],
+                                    Mux(meta.ident, Mux(meta.row[:4] == mcol % 16, ident_code, 0), plain))}
             # LdTags: four 4-bit tags per u16 word, the LSB nibble the larger logical column; TAG_WEIGHT: bits 16-19
             nib = self.st_resp_data[mcol // 4].bit_select(4 * (3 - mcol % 4), 4)
             tag_lanes.append(Mux(meta.tags, nib | meta.force, word[16:20]))
-            if PK == 2:
-                codes["s1"] = Mux(meta.pack == 2, self.st_resp_data[2 * mcol + 1][:16], 0)
-            lanes.append(Cat(*[codes[f"s{j}"][:Shape.cast(code_layout(PK)[f's{j}'].shape).width] for j in range(PK)]))
+            for j in range(1, PK):                  # slot j: element j of the lane (double row, MX)
+                codes[f"s{j}"] = _by_pack(meta.pack, PK, lambda p: self.st_resp_data[p * mcol + j] if j < p else 0, 0)
+            raw = self.sc_resp_data[mcol]
+            exp = Signal(signed(10), name=f"wl_scale{mcol}")
+            m.d.comb += exp.eq(raw - 127)
+            scale = Mux(meta.mx & meta.sc_valid, Cat(exp, raw == 0xFF), 0)   # E8M0: value - 127, 0xFF NaN
+            lanes.append(Cat(*[codes[f"s{j}"][:Shape.cast(code_layout(PK)[f's{j}'].shape).width] for j in range(PK)],
+                             scale))
         flat = Cat(*lanes)
         rev = Cat(*reversed(lanes))
         shift_r = Signal(range(C + 1))
@@ -212,7 +236,9 @@ class Engine(wiring.Component):
                      arr.tag_valid.eq(meta.valid & (meta.tags | meta.tagw)), arr.tag_row.eq(meta.row),
                      arr.tag_cols.eq(mask)]
         for c in range(C):
-            m.d.comb += [arr.wl_data[c].code.eq(placed[c * code_w:(c + 1) * code_w]),
+            lane = placed[c * code_w:(c + 1) * code_w]
+            m.d.comb += [arr.wl_data[c].code.eq(lane[:code_w - 11]), arr.wl_data[c].scale.eq(lane[code_w - 11:-1]),
+                         arr.wl_data[c].scale_nan.eq(lane[-1]),
                          arr.wl_data[c].dtype.eq(Mux(meta.lut, lut_dtype, meta.dtype)),
                          arr.tag_data[c].eq(tags_placed[4 * c:4 * (c + 1)])]
 
@@ -268,19 +294,35 @@ class Engine(wiring.Component):
         with m.If(launch):
             m.d.sync += [dst.base.eq(d_base)] + [dst.i[d].eq(dn_i[d]) for d in range(3)] + \
                 [dst.o[d].eq(dn_o[d]) for d in range(3)]
+        # MX: vector v's pack elements start at element e0(v), `stride` apart (D-T25 order); e0 advances
+        # by pack (normal), 1 (interleave) or 1 within a tile of t = min(32, vectors) vectors (tiled)
+        mx_e0, mx_vt = Signal(24), Signal(6)
+        e0, vt = Mux(mm_go, 0, mx_e0), Mux(mm_go, 0, mx_vt)
+        t_mx = Mux(mmv.vectors < 32, mmv.vectors, 32)
+        wrap = (mmv.mxmode == 2) & (vt + 1 == t_mx)
+        with m.If(launch):
+            m.d.sync += [mx_e0.eq(e0 + Mux(mmv.mxmode == 0, mmv.pack, Mux(wrap, t_mx * mmv.pack - t_mx + 1, 1))),
+                         mx_vt.eq(Mux(wrap, 0, vt + 1))]
+        units = Mux(mmv.nib, Cat(Const(0, 1), mmv.src_off), mmv.src_off)      # byte or nibble addresses
+        mx_addr = (units + e0 * mmv.src_step[0])[:19]
+        mx_stride = Mux(mmv.mxmode == 0, 1, Mux(mmv.mxmode == 1, mmv.vectors[:16], t_mx)) * mmv.src_step[0]
 
         rec_layout = data.StructLayout({
             "valid": 1, "swap": 1, "row0": 8, "rows": 8, "col0": 9, "cols": 9, "dtype": 8, "fp32_mode": 2,
             "multi": 1, "part": 7, "off0": 18, "off1": 18, "esize": 3,
             "dst_part": 7, "dst_off": 14, "dst_slot1": 14, "out_bf16": 1, "accumulate": 1, "zero": 1,
             "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1,
-            "seed": 2, "vidx": 5})
+            "seed": 2, "vidx": 5,
+            "mx": 1, "pack": 4, "maddr": 19, "mstride": signed(20), "nib": 1, "scv": 1, "spart": 7, "soff": 18})
         launch_rec = Signal(rec_layout)
         xp = mmv.xpose
         m.d.comb += [
             launch_rec.valid.eq(launch), launch_rec.swap.eq((v == 0) & ~xp), launch_rec.row0.eq(Mux(xp, 0, mmv.row0)),
             launch_rec.rows.eq(Mux(xp, mmv.cols, mmv.rows)), launch_rec.col0.eq(mmv.col0), launch_rec.cols.eq(mmv.cols),
-            launch_rec.dtype.eq(mmv.dtype), launch_rec.fp32_mode.eq(mmv.fp32_mode), launch_rec.multi.eq(two),
+            launch_rec.dtype.eq(mmv.dtype), launch_rec.fp32_mode.eq(mmv.fp32_mode), launch_rec.multi.eq(mmv.pack > 1),
+            launch_rec.mx.eq(mmv.mx), launch_rec.pack.eq(mmv.pack), launch_rec.maddr.eq(mx_addr),
+            launch_rec.mstride.eq(mx_stride), launch_rec.nib.eq(mmv.nib), launch_rec.scv.eq(mmv.sc_valid),
+            launch_rec.spart.eq(mmv.sc_part), launch_rec.soff.eq(mmv.sc_off + v),
             launch_rec.part.eq(mmv.src_part + Mux(xp, v, 0)), launch_rec.off0.eq(off0), launch_rec.off1.eq(off1),
             launch_rec.esize.eq(mmv.esize), launch_rec.dst_part.eq(mmv.dst_part), launch_rec.dst_off.eq(dst_off),
             launch_rec.dst_slot1.eq(Mux(mmv.seed != 0, d_base + dn_o[0] + dn_o[1] + dn_o[2],     # element 1
@@ -329,7 +371,12 @@ class Engine(wiring.Component):
                          self.mv_req_off1[r].eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
                          self.mv_req_off2[r].eq(rec.off0 + 2 * rec.fstride),
                          self.mv_req_off3[r].eq(rec.off0 + 3 * rec.fstride),
-                         self.mv_req_esize[r].eq(rec.esize)]
+                         self.mv_req_esize[r].eq(rec.esize),
+                         self.mv_req_mx[r].eq(rec.mx), self.mv_req_addr[r].eq(rec.maddr),
+                         self.mv_req_stride[r].eq(rec.mstride), self.mv_req_count[r].eq(rec.pack),
+                         self.mv_req_nib[r].eq(rec.nib),
+                         self.mv_req_spart[r].eq(rec.spart + ((r - rec.row0) & Mux(rec.pack == 8, ~3, ~7))),
+                         self.mv_req_soff[r].eq(Mux(rec.scv, rec.soff, 0))]
         # the array side: the same records Lm cycles later, with the data
         act_side = []
         for r in range(R):
@@ -349,9 +396,15 @@ class Engine(wiring.Component):
                          a.xpose.eq(rec.xpose),
                          a.dtype.eq(Mux(rec.lut, lut_dtype, rec.dtype)),
                          a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.fmaps.eq(rec.fmaps),
-                         a.code.s0.eq(Mux(rec.lut, lut[word[:8]], word[:32]))]
-            for j in range(1, MV_ELEMS):
-                m.d.comb += getattr(a.code, f"s{j}").eq(word[32 * j:32 * j + 16])
+                         a.lanes.eq(Mux(rec.pack == 8, 3, Mux(rec.pack == 4, 2, Mux(rec.pack == 2, 1, 0)))),
+                         a.code.s0.eq(Mux(rec.mx, word[:8], Mux(rec.lut, lut[word[:8]], word[:32])))]
+            # MX: the codes in bytes 0-7, the block scale in byte 8 (E8M0: value - 127, 0xFF NaN)
+            sbyte = word[64:72]
+            m.d.comb += [a.scaled.eq(rec.mx), a.sa.eq(Mux(rec.scv, sbyte - 127, 0)),
+                         a.sa_nan.eq(rec.scv & (sbyte == 0xFF))]
+            for j in range(1, max(PK, MV_ELEMS)):
+                other = word[32 * j:32 * j + 16] if j < MV_ELEMS else 0
+                m.d.comb += getattr(a.code, f"s{j}").eq(Mux(rec.mx, word[8 * j:8 * j + 8], other))
         # array rhythm: t_data = t_ref + L
         ph = (now[:2] - tref[:2] - L)[:2]
         m.d.comb += [arr.advance.eq((P == 1) | (ph == P - 1)), arr.phase.eq(Mux(P == 1, 0, ph))]
@@ -434,6 +487,8 @@ class Engine(wiring.Component):
         m.d.sync += hp.eq(self.host_part)
         m.d.comb += self.host_data.eq(HArray(pp.host_data for pp in psum_parts.parts)[hp])
 
+        with m.If((ld_go & (u.pack > PK)) | (mm_go & (mu.pack > PK))):     # more elements per PE than built for
+            m.d.comb += unsupported.eq(1)
         mav_seed = (mu.seed != 0) & Const(int(self.maverick), 1)
         with m.If(mm_go & mu.xpose & ~mav_seed & (mu.cols > R)):   # row c carries element c of each partition
             m.d.comb += unsupported.eq(1)
@@ -471,6 +526,15 @@ def _lane_shift(value, amount, lane_w, lanes, *, right=False):
             break
         x = Mux(amount[b], x[k:] if right else Cat(Const(0, k), x[:width - k]), x)
     return x
+
+
+def _by_pack(pack, PK, at, default):
+    """`at(p)` for the micro-op's elements per PE p in 2, 4, 8 (up to the engine's PK), else `default`."""
+    out = default
+    for p in (2, 4, 8):
+        if p <= PK:
+            out = Mux(pack == p, at(p), out)
+    return out
 
 
 def _mux_first(pairs, width):

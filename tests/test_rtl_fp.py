@@ -145,7 +145,8 @@ def test_multi_term_with_mx_scales(mac8, dtype, terms):
     scaled = np.full(n, 0 if terms == 2 else 1)
     code = int(Dtype.parse(dtype))
     out = mac8(psum=psum, a_dtype=np.full(n, code), w_dtype=np.full(n, code), a_part=np.zeros(n), w_part=np.zeros(n),
-               multi=np.ones(n), scaled=scaled, sa=sa, sw=sw, sa_nan=san, sw_nan=swn, **codes)["result"].astype(np.uint32)
+               multi=np.ones(n), scaled=scaled, sa=sa, sw=sw, sa_nan=san, sw_nan=swn,
+               lanes=np.full(n, (terms - 1).bit_length()), **codes)["result"].astype(np.uint32)
     scale = np.where(scaled == 1, np.exp2((sa + sw).astype(np.float64)), 1.0)
     scale = np.where((scaled == 1) & (san | swn), np.nan, scale)
     with np.errstate(all="ignore"):

@@ -116,6 +116,8 @@ class PeMac(wiring.Component):
         if pack > 1:
             members.update({"multi": In(1), "scaled": In(1), "sa": In(signed(10)), "sw": In(signed(10)),
                             "sa_nan": In(1), "sw_nan": In(1)})
+        if pack > 2:
+            members["lanes"] = In(2)          # log2 of the products the step has (the rest are +0 padding)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -176,8 +178,8 @@ class PeMac(wiring.Component):
         scale_nan = self.scaled & (self.sa_nan | self.sw_nan)
         # all-zero products keep a sign only when every product is a negative zero (D-10)
         all_neg = Const(1)
-        for s, *_ in prods:
-            all_neg = all_neg & s
+        for j, (s, *_) in enumerate(prods):
+            all_neg = all_neg & (s | ((j >= (Const(1, 4) << self.lanes)) if self.pack > 2 else Const(0)))
         multi = [add.t_sign.eq(Mux(pos_inf | neg_inf, neg_inf, Mux(acc == 0, all_neg, acc < 0))),
                  add.t_mag.eq(Mux(acc < 0, -acc, acc)[:w]),
                  add.t_exp.eq(anchor + scale),
