@@ -303,6 +303,38 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, sto
     return result[0]
 
 
+def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=None) -> list:
+    """Run programs of one generation and array size on one elaborated engine (elaboration costs more
+    than a short program), resetting it before each; returns, per program, None or the first Mismatch.
+    The engine has the largest elements per PE any of them needs."""
+    from amaranth.hdl import ResetInserter, Signal
+
+    from cosim.array_lockstep import simulate
+    from rtl.top import Engine
+    p0 = programs[0]
+    if any((p.gen, p.rows, p.cols) != (p0.gen, p0.rows, p0.cols) for p in programs):
+        raise ValueError("run_many needs programs of one generation and array size")
+    lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
+    build_pack = max(lk.pack for lk in lks)
+    dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
+    rst = Signal()
+    results: list = []
+
+    async def testbench(ctx):
+        port = AmaranthPort(dut, ctx)
+        for lk in lks:
+            ctx.set(rst, 1)
+            await ctx.tick().repeat(2)
+            ctx.set(rst, 0)
+            results.append(await bench(lk, port))
+
+    seconds = simulate(ResetInserter({"sync": rst})(dut), testbench)
+    if stats is not None:
+        stats.update(cycles=sum(lk.end for lk in lks), seconds=seconds, checks=sum(lk.checks for lk in lks),
+                     pack=build_pack)
+    return results
+
+
 def check(program, *, vcd_dir="build/lockstep", **kw):
     """Run; on a mismatch re-run with a VCD up to it and return the report (None if all match)."""
     bad = run(program, **kw)

@@ -11,6 +11,7 @@ import numpy as np
 
 from model import addrmap
 from model import dtypes as dt
+from model.arr_seq_regs import REGISTERS
 from model.array import matmul
 from model.dtypes import Dtype, Gen
 from model.isa import ErrorCode
@@ -406,6 +407,27 @@ def tag_weight(gen="mariana", rows=8, cols=8, n=6, seed=13):
     return b.done()
 
 
+def backpressure(gen="mariana", rows=8, cols=8, n=6, seed=22):
+    """A one-entry instruction FIFO (queue_cfg.fifo_size_sel) and a 3-cycle inter-instruction delay:
+    the engine holds desc_ready low while the FIFO is full, the testbench waits, nothing is lost."""
+    b = _Builder("backpressure", gen, rows, cols, seed)
+    base = accumulate_group(gen, rows, cols, n, seed=seed)
+    b.p.sbuf[:] = base.sbuf
+    b.lines = base.text.strip().splitlines()
+    b.p.expect_fp32 = base.expect_fp32
+    b.p.regs = {"queue_cfg": _reg_value("queue_cfg", fifo_size_sel=1),
+                "arr_cluster_cfg": _reg_value("arr_cluster_cfg", en_inter_instr_dly=1, inter_instr_dly_cnt=3)}
+    return b.done()
+
+
+def _reg_value(name: str, **fields) -> int:
+    """A register's reset value with `fields` replaced (model/arr_seq_regs.py)."""
+    value = 0
+    for f, spec in REGISTERS[name]["fields"].items():
+        value |= (fields.get(f, spec.get("reset", 0)) & ((1 << spec["width"]) - 1)) << spec["lsb"]
+    return value
+
+
 def reg_write_bypass(gen="cayman", rows=8, cols=8, n=8, seed=14):
     """PeRegWrite with queue_cfg.bypass_peregwrite_instr: the immediate value, no SBUF fetch
     (the SBUF word it names holds an invalid value, which must not be read)."""
@@ -601,26 +623,31 @@ def lut(gen="mariana", rows=8, cols=8, n=8, seed=12):
     return b.done()
 
 
-def library(gen) -> list:
-    """Every library program that exists on `gen` (small arrays)."""
+def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
+    """Every library program that exists on `gen`: rows x cols arrays (MAVERICK: rows x 2 cols),
+    n vectors per matmul where the program leaves it free (None: each program's own default)."""
     gen = Gen.parse(gen)
-    progs = [single(gen, "bf16"), single(gen, "fp16", load_order="last_col_first"),
-             single(gen, "fp8_e4m3"), single(gen, "fp32", fp32_mode="low_high"),
-             accumulate_group(gen), transpose(gen), transpose_pattern(gen), transposed_load(gen),
-             invalid_mixed(gen)]
-    progs += [sparse(gen), sparse_mixed(gen), tiles(gen), reg_write_bypass(gen)]
+    kw = {"rows": rows, "cols": cols} | ({"n": n} if n else {})
+    progs = [single(gen, "bf16", **kw), single(gen, "fp16", load_order="last_col_first", **kw),
+             single(gen, "fp8_e4m3", **kw), single(gen, "fp32", fp32_mode="low_high", **kw),
+             accumulate_group(gen, **kw), transpose(gen, **kw), transpose_pattern(gen, rows, cols),
+             transposed_load(gen, **kw), invalid_mixed(gen, **kw)]
+    progs += [sparse(gen, **kw), sparse_mixed(gen, **kw), tiles(gen, **kw), reg_write_bypass(gen, **kw),
+              backpressure(gen, **kw)]
     if gen.layout != Gen.MAVERICK:
-        progs += [zero_region(gen), double_row(gen)]
+        progs += [zero_region(gen, **kw), double_row(gen, **kw)]
     if gen >= Gen.MARIANA:
-        progs += [bf16_drain(gen), bf16_drain(gen, sr=True), lut(gen), mx(gen, "fp8_e4m3", "quad_row"),
-                  mx(gen, "fp4_e2m1", "oct_row"), mx(gen, "fp8_e5m2", "quad_row_interleave", n=12),
+        progs += [bf16_drain(gen, **kw), bf16_drain(gen, sr=True, **kw), lut(gen, **kw),
+                  mx(gen, "fp8_e4m3", "quad_row", **kw), mx(gen, "fp4_e2m1", "oct_row", **kw),
+                  mx(gen, "fp8_e5m2", "quad_row_interleave", rows, cols, n=12),
                   # tiles of 32 vectors; MAVERICK's MXTENSOR_V2 holds at most 255 elements per dimension
-                  mx(gen, "fp8_e4m3", "oct_row_tiled", n=16 if gen.layout == Gen.MAVERICK else 64),
-                  sparse(gen, fmaps=2, seed=15), sparse(gen, fmaps=4, seed=16)]
+                  mx(gen, "fp8_e4m3", "oct_row_tiled", rows, cols, n=16 if gen.layout == Gen.MAVERICK else 64),
+                  sparse(gen, fmaps=2, seed=15, **kw), sparse(gen, fmaps=4, seed=16, **kw)]
     if gen.layout != Gen.MAVERICK:
-        progs.append(tag_weight(gen))
+        progs.append(tag_weight(gen, **kw))
     if gen >= Gen.MARIANA:
-        progs.append(seed_replay(gen))
+        progs.append(seed_replay(gen, **kw))
     if gen == Gen.MAVERICK:
-        progs += [c256(), c256_sr(), mx(gen, "int4", "quad_row")]
+        progs += [c256(rows, 2 * cols, **({"n": n} if n else {})), c256_sr(rows, 2 * cols, n=max(n or 0, cols + 2)),
+                  mx(gen, "int4", "quad_row", **kw)]
     return progs
