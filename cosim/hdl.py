@@ -53,7 +53,7 @@ class Config:
 
     @classmethod
     def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16) -> "Config":
-        pack = pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
+        pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
         return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions)
 
 

@@ -1,6 +1,6 @@
 """The exported engine Verilog in lockstep with the golden engine through cocotb (cosim/hdl.py):
-the whole program library on Verilator at small sizes, Icarus Verilog giving the same results,
-the mismatch report from a simulator run, and the lint of the export."""
+programs of the library on Verilator at small sizes (all of them with `make cosim`), Icarus Verilog
+giving the same results, the mismatch report from a simulator run, and the lint of the export."""
 import os
 import subprocess
 
@@ -9,43 +9,46 @@ import pytest
 from cosim import hdl, toolchain
 from cosim import programs as P
 
-# Every program of the library, on one engine build per generation (the default pack per generation:
-# FP8 double row on CAYMAN / MARIANA, one element per PE on MAVERICK).
-LIBRARY = [
+# `make test`: programs that cover the engine's paths on one MARIANA build (8 x 8, two elements per
+# PE); the whole library of every generation runs in Amaranth's simulator (tests/test_rtl_top.py).
+# `make cosim`: the whole library of every generation on Verilator, one build per generation with
+# the most elements per PE its programs need (MX: 8).
+CI = [
     ("single bf16", lambda: P.single("mariana", "bf16", n=4)),
     ("single fp16 last-col-first", lambda: P.single("mariana", "fp16", load_order="last_col_first")),
     ("single fp32 low_high", lambda: P.single("mariana", "fp32", fp32_mode="low_high")),
     ("accumulate group", lambda: P.accumulate_group("mariana")),
     ("invalid mixed", lambda: P.invalid_mixed("mariana")),
     ("bf16 drain sr", lambda: P.bf16_drain("mariana", sr=True)),
-    ("bf16 drain rne", lambda: P.bf16_drain("mariana", sr=False)),
-    ("single fp8 e4m3 cayman", lambda: P.single("cayman", "fp8_e4m3")),
-    ("row/col group tiles", lambda: P.tiles("cayman")),
-    ("reg write bypass", lambda: P.reg_write_bypass("cayman")),
-    ("zero region", lambda: P.zero_region("cayman")),
-    ("fp8 double row", lambda: P.double_row("cayman")),
-    ("maverick quadrants", lambda: P.tiles("maverick")),
-    ("maverick c256", lambda: P.c256()),
+    ("transpose pattern", lambda: P.transpose_pattern("mariana")),
+    ("sparse and dense", lambda: P.sparse_mixed("mariana")),
+    ("lut", lambda: P.lut("mariana")),
+    ("seed replay", lambda: P.seed_replay("mariana")),
+    ("backpressure", lambda: P.backpressure("mariana")),
 ]
-
-
-def _marks(make):
-    """Tests of one engine build run on one xdist worker (`--dist loadgroup`): the other worker
-    builds the next configuration instead of waiting for the same build's lock.  `make test` builds
-    only the MARIANA engine (each Verilator build takes minutes on 2 cores); the CAYMAN and MAVERICK
-    builds are marked `cosim` and run by `make cosim`."""
-    gen = make().gen.name.lower()
-    return [pytest.mark.xdist_group(gen)] + ([] if gen == "mariana" else [pytest.mark.cosim])
+FULL = [(g, i, p.name) for g in ("cayman", "mariana", "maverick") for i, p in enumerate(P.library(g))]
+FULL_PACK = {"cayman": 2, "mariana": 8, "maverick": 8}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("label,make", [pytest.param(n, m, marks=_marks(m), id=n) for n, m in LIBRARY])
-def test_library_on_verilator(label, make):
+@pytest.mark.xdist_group("mariana")
+@pytest.mark.parametrize("label,make", CI, ids=[n for n, _ in CI])
+def test_programs_on_verilator(label, make):
     prog = make()
     res = hdl.run(prog, opt="-O0")
     assert res.mismatch is None, str(res.mismatch)
     assert res.cycles == res.lockstep.end and res.checks > res.cycles
     assert res.lockstep.expected_writes() > 0 or prog.refused
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+@pytest.mark.parametrize("gen,index,name", FULL, ids=[f"{g}-{i}-{n}" for g, i, n in FULL])
+def test_library_on_verilator(gen, index, name):
+    prog = P.library(gen)[index]
+    res = hdl.run(prog, opt="-O0", pack=FULL_PACK[gen])
+    assert res.mismatch is None, str(res.mismatch)
+    assert res.cycles == res.lockstep.end and res.checks > res.cycles
 
 
 @pytest.mark.slow
