@@ -606,7 +606,8 @@ def lut(gen="mariana", rows=8, cols=8, n=8, seed=12):
     a = b.values("bf16", (rows, n))
     ot, oi, oa = b.put(0, table, 2), b.put(0, idx, 1), b.put(0, a, 2)
     b.line(f"conv_lut_load in_dtype=bf16 num_entries=32 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[32])")
-    b.line(f"ldweights in_dtype=uint8 rows={rows} cols={cols} {b.tile()}flags=(scalar_mode=lut, load_order=first_col_first) "
+    b.line(f"ldweights in_dtype=uint8 rows={rows} cols={cols} {b.tile()}"
+           "flags=(scalar_mode=lut, load_order=first_col_first) "
            f"src={_t3(f'sbuf(0,{oi:#x})', cols)}")
     acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "

@@ -4,21 +4,27 @@ Ports (all synchronous to one clock):
   descriptor stream   desc_valid / desc_ready / desc_data (512 bits, byte k = bits 8k..8k+7)
   register bus        bus_addr / bus_wdata / bus_we / bus_rdata (docs/regs/arr_seq.md)
   stationary SBUF     st_req_valid, st_req_part, st_req_off, st_req_esize, st_req_step[3], st_req_num[3],
-                      st_req_count, st_req_xpose: a gather of `count` elements of one partition along a
-                      TENSOR3D pattern, or (xpose) one element at st_req_off of each of `count`
-                      partitions from st_req_part on (a transposing Ldweights); st_resp_data (element e in bits 32e..32e+31) comes `sbuf_latency - 1`
-                      cycles after the request (the request register is the first cycle of the model's
-                      latency L, D-T38)
+                      st_req_count, st_req_xpose, st_req_nib: a gather of `count` elements of one
+                      partition along a TENSOR3D pattern (nib: 4-bit elements, steps in nibbles from
+                      nibble address 2 * off), or (xpose) one element at st_req_off of each of `count`
+                      partitions from st_req_part on (a transposing Ldweights); st_resp_data (element
+                      e in bits 32e..32e+31) comes `sbuf_latency - 1` cycles after the request (the
+                      request register is the first cycle of the model's latency L, D-T38)
+  MX scales           sc_req_valid, sc_req_part, sc_req_off, sc_req_count -> sc_resp_data (byte m: the
+                      block scale of column m), with the same latency
   moving SBUF         per array row r: mv_req_valid[r], mv_req_part[r], mv_req_off0..off3[r], mv_req_esize;
                       mv_resp_data[r] (element j in bits 32j..32j+31) with the same latency: elements 0-1
-                      for FP8 double row, one per fmap (2-4) for MatmulSparse
+                      for FP8 double row, one per fmap (2-4) for MatmulSparse; with mv_req_mx[r]:
+                      mv_req_count codes from element address mv_req_addr (bytes, or nibbles with
+                      mv_req_nib), mv_req_stride apart, in bytes 0-7, and the scale byte at
+                      (mv_req_spart, mv_req_soff) in byte 8
   PSUM host port      host_part / host_word -> host_data one cycle later
   monitors            mon_valid[p], mon_offset[p], mon_bits[p]: the PSUM write of partition p this cycle;
                       MAVERICK also mon2_*: the second write port's
   status              done (nothing queued or in flight), error (err_status.err), unsupported
-The micro-ops this RTL runs: Ldweights (also TAG_WEIGHT and LUT), LdTags, ConvLutLoad, Matmul (plain,
-FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MAVERICK tiles and c256, LUT, transposing), MatmulSparse,
-PeRegWrite, PeManageSeed and MAVERICK's seed_mode matmuls; the decoder checks every opcode.
+The micro-ops this RTL runs (D-T40): Ldweights (also transposing, TAG_WEIGHT, LUT, MX), LdTags,
+ConvLutLoad, Matmul (plain, FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MX, MAVERICK tiles and c256, LUT,
+transposing), MatmulSparse, PeRegWrite, PeManageSeed and MAVERICK's seed_mode matmuls.
 A transpose sends element c of partition v down row c, where the PE of column c puts it on the psum
 chain (D-13): it reaches PSUM partition c as the write of vector v, so it needs elements <= rows. A
 valid micro-op outside that set, a transpose of more elements than rows, two columns of one half (the
@@ -165,7 +171,8 @@ class Engine(wiring.Component):
         for d in range(3):
             m.d.sync += [self.st_req_step[d].eq(Mux(ident, cur.id_step if d == 0 else 0,
                                                     Mux(cur.mx, mx_steps[d], cur.src_step[d]))),
-                         self.st_req_num[d].eq(Mux(ident, 16 if d == 0 else 1, Mux(cur.mx, mx_nums[d], cur.src_num[d])))]
+                         self.st_req_num[d].eq(Mux(ident, 16 if d == 0 else 1,
+                                                   Mux(cur.mx, mx_nums[d], cur.src_num[d])))]
         m.d.sync += [self.st_req_nib.eq(cur.mx & cur.nib),
                      self.sc_req_valid.eq(ld_req & cur.mx & cur.sc_valid),
                      self.sc_req_part.eq(cur.sc_part + (k & Mux(pk == 8, ~3, ~7))),
@@ -392,7 +399,8 @@ class Engine(wiring.Component):
             m.d.sync += held[r].eq(word)
             a = arr.row_in[r]
             m.d.comb += [a.valid.eq(in_block), a.swap.eq(rec.swap), a.first.eq(r == rec.row0),
-                         a.col_lo.eq(Mux(rec.xpose, r, rec.col0)), a.col_hi.eq(Mux(rec.xpose, r + 1, rec.col0 + rec.cols)),
+                         a.col_lo.eq(Mux(rec.xpose, r, rec.col0)),
+                         a.col_hi.eq(Mux(rec.xpose, r + 1, rec.col0 + rec.cols)),
                          a.xpose.eq(rec.xpose),
                          a.dtype.eq(Mux(rec.lut, lut_dtype, rec.dtype)),
                          a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.fmaps.eq(rec.fmaps),
