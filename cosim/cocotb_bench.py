@@ -53,8 +53,8 @@ async def lockstep(dut):
     lk = job["lockstep"]
     Clock(dut.clk, 10, unit="ns").start()
     port = CocotbPort(dut)
-    for name in ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "host_part", "host_word",
-                 "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data"):
+    for name in ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "host_part", "host_word", "host_we",
+                 "host_wdata", "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data"):
         port.set(name, 0)
     dut.rst.value = 1
     for _ in range(2):                       # reset: the PSUM partitions' SR states load in it

@@ -55,6 +55,7 @@ class PsumPartition(wiring.Component):
         super().__init__(index | members | {
             "zero_valid": In(1), "zero_bank": In(3), "zero_log2": In(2),
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
+            "host_we": In(1), "host_wdata": In(32),                      # write a word (both halves valid)
             "state_index": In(4), "state_data": Out(32),                  # SR state read
             "state_wr": In(1), "state_wr_value": In(32),                  # LoadSeed
         })
@@ -63,7 +64,8 @@ class PsumPartition(wiring.Component):
         m = Module()
         m.submodules.mem = mem = Memory(shape=32, depth=WORDS, init=[])
         wps = [mem.write_port(granularity=16) for _ in range(self.ports)]
-        rps = [mem.read_port(transparent_for=wps) for _ in range(self.ports)]
+        host_wp = mem.write_port()
+        rps = [mem.read_port(transparent_for=wps + [host_wp]) for _ in range(self.ports)]
         hp = mem.read_port()
         valid = [Signal(WORDS, name=f"valid_{h}") for h in ("lo", "hi")]   # per 16-bit half
         if self.partition is not None:
@@ -100,8 +102,11 @@ class PsumPartition(wiring.Component):
             set_k, state_now = _write_path(m, k, port, rps[k], wps[k], live, states, state_now,
                                            [getattr(self, f"{mon}_{f}") for f in ("valid", "offset", "bits")])
             sets = [sets[h] | set_k[h] for h in range(2)]
+        # the host writes a whole word (while the engine does not write it: same-cycle order undefined)
+        m.d.comb += [host_wp.addr.eq(self.host_addr), host_wp.data.eq(self.host_wdata), host_wp.en.eq(self.host_we)]
+        host_set = Mux(self.host_we, _decode(m, self.host_addr, WORDS, "host_"), 0)
         for h in range(2):
-            m.d.sync += valid[h].eq(live[h] | sets[h])
+            m.d.sync += valid[h].eq(live[h] | sets[h] | host_set)
 
         # host and seed ports
         m.d.comb += hp.addr.eq(self.host_addr)

@@ -18,7 +18,8 @@ Ports (all synchronous to one clock):
                       mv_req_count codes from element address mv_req_addr (bytes, or nibbles with
                       mv_req_nib), mv_req_stride apart, in bytes 0-7, and the scale byte at
                       (mv_req_spart, mv_req_soff) in byte 8
-  PSUM host port      host_part / host_word -> host_data one cycle later
+  PSUM host port      host_part / host_word -> host_data one cycle later; host_we writes host_wdata
+                      there (a word the engine does not write in the same cycle)
   monitors            mon_valid[p], mon_offset[p], mon_bits[p]: the PSUM write of partition p this cycle;
                       MAVERICK also mon2_*: the second write port's
   status              done (nothing queued or in flight), error (err_status.err), unsupported
@@ -109,6 +110,7 @@ class Engine(wiring.Component):
             "mv_req_soff": Out(data.ArrayLayout(18, rows)),
             "mv_resp_data": In(data.ArrayLayout(32 * MV_ELEMS, rows)),
             "host_part": In(range(psum_partitions)), "host_word": In(range(WORDS)), "host_data": Out(32),
+            "host_we": In(1), "host_wdata": In(32),
             "mon_valid": Out(psum_partitions), "mon_offset": Out(data.ArrayLayout(14, psum_partitions)),
             "mon_bits": Out(data.ArrayLayout(32, psum_partitions)),
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
@@ -484,6 +486,7 @@ class Engine(wiring.Component):
         for p, pp in enumerate(psum_parts.parts):
             m.d.comb += [pp.zero_valid.eq(z.valid & (p >= z.lo) & (p < z.hi)), pp.zero_bank.eq(z.bank),
                          pp.zero_log2.eq(z.log2), pp.host_addr.eq(self.host_word),
+                         pp.host_we.eq(self.host_we & (self.host_part == p)), pp.host_wdata.eq(self.host_wdata),
                          self.mon_valid[p].eq(pp.mon_valid), self.mon_offset[p].eq(pp.mon_offset),
                          self.mon_bits[p].eq(pp.mon_bits)]
             if self.psum_ports == 2:
