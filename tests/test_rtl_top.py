@@ -6,26 +6,34 @@ import pytest
 from cosim import lockstep
 from cosim import programs as P
 
-# The whole program library of every generation at a small size (8 rows, 4 columns; MAVERICK 8 x 8),
-# each generation in two halves, each half on one elaborated engine (cosim.lockstep.run_many): the
-# engine has the most elements per PE its programs need (MX: 8).  The exported Verilog runs the same
-# programs in Verilator and Icarus (tests/test_cosim_hdl.py).
-SMALL = {"rows": 8, "cols": 4, "n": 4}
-HALVES = [(g, h) for g in ("cayman", "mariana", "maverick") for h in (0, 1)]
+# The whole program library of CAYMAN (4 x 4) and MARIANA (8 x 4) at a small size, and on MAVERICK
+# (8 x 8, its smallest array) the programs of its own paths in `make test` and all of them in `make
+# cosim`; each group on one elaborated engine (cosim.lockstep.run_many) with the most elements per PE
+# its programs need (MX: 8).  The exported Verilog runs them in Verilator and Icarus
+# (tests/test_cosim_hdl.py).
+SIZES = {"cayman": (4, 4), "mariana": (8, 4), "maverick": (8, 4)}
+MAVERICK_OWN = ("tiles", "c256", "c256_sr", "seed_replay", "mx_int4_quad_row", "sparse_mixed", "transpose_pattern")
 
 
-def _half(gen, h):
-    progs = P.library(gen, **SMALL)
-    return progs[h::2]
+def _group(gen, part):
+    rows, cols = SIZES[gen]
+    progs = P.library(gen, rows=rows, cols=cols, n=4)
+    if gen != "maverick":
+        return progs[part::2]
+    own = [p for p in progs if p.name in MAVERICK_OWN]
+    return own if part == 0 else [p for p in progs if p.name not in MAVERICK_OWN]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("gen,h", HALVES, ids=[f"{g}-{h}" for g, h in HALVES])
-def test_library_lockstep(gen, h):
-    progs = _half(gen, h)
+GROUPS = [pytest.param(g, h, marks=[pytest.mark.slow] + ([pytest.mark.cosim] if (g, h) == ("maverick", 1) else []),
+                       id=f"{g}-{h}") for g in SIZES for h in (0, 1)]
+
+
+@pytest.mark.parametrize("gen,part", GROUPS)
+def test_library_lockstep(gen, part):
+    progs = _group(gen, part)
     stats = {}
     results = lockstep.run_many(progs, psum_partitions=8, stats=stats)
-    print(f"{gen} half {h}: {len(progs)} programs, {stats['cycles']} cycles, {stats['checks']} checks, "
+    print(f"{gen} group {part}: {len(progs)} programs, {stats['cycles']} cycles, {stats['checks']} checks, "
           f"{stats['cycles'] / stats['seconds']:.1f} cycles/s (engine with {stats['pack']} elements per PE)")
     failed = [(p, bad) for p, bad in zip(progs, results) if bad is not None]
     if failed:                            # re-run the first alone, for its waveform
