@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 test: $(STAMP) icarus
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=12
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=25
 
 # the program library on the CAYMAN and MAVERICK engine builds too (Verilator, several minutes each)
 cosim: $(STAMP)

@@ -71,6 +71,7 @@ def test_icarus_matches_verilator():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("mariana")                  # the export the Verilator tests build from
 def test_export_lints_clean():
     """`verilator --lint-only -Wall` with the committed waivers (rtl/lint.vlt) reports nothing."""
     prog = P.single("mariana", "bf16", n=4)
