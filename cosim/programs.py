@@ -166,6 +166,15 @@ def _xorshift(s: int) -> int:
     return s
 
 
+def _sr_bf16(x, state: int) -> int:
+    """D-08: fp32 x to a bf16 code, stochastically rounded with the low 16 bits of the (advanced)
+    state; infinities stay, NaN becomes the quiet NaN of its sign."""
+    u = int(np.float32(x).view(np.uint32))
+    if (u & 0x7F800000) != 0x7F800000:
+        return ((u + (state & 0xFFFF)) >> 16) & 0xFFFF
+    return u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0
+
+
 def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
     """Seed save, perturb, load and replay (D-09, D-18; seed 000 section 5): an SR bf16 matmul into
     bank 6, SaveSeed (the advanced states land in PSUM), LoadSeed of the reset states from SBUF, the
@@ -212,9 +221,7 @@ def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
         for v in range(n):
             s = 2 * 6 + ((0x10 // 2 + v) & 1)               # bank 6, parity of the in-bank element index
             states[p, s] = _xorshift(int(states[p, s]))
-            u = int(np.float32(col[p, v]).view(np.uint32))
-            cells[p, v] = ((u + (int(states[p, s]) & 0xFFFF)) >> 16 if (u & 0x7F800000) != 0x7F800000 else
-                           (u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)) & 0xFFFF
+            cells[p, v] = _sr_bf16(col[p, v], int(states[p, s]))
     for p in range(cols):
         b.p.expect_bf16[(p, 6)] = (0x10, np.concatenate([cells[p], np.zeros(0x18 - n, np.uint16), cells[p]]))
         if mav:
@@ -259,9 +266,7 @@ def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
                     s = states.get(key, SR_STATE_BASE ^ ((p << 8) | (5 << 1) | (elem & 1)))
                     s = _xorshift(s)
                     states[key] = s
-                    u = int(np.float32(x).view(np.uint32))
-                    code = (u + (s & 0xFFFF)) >> 16 if (u & 0x7F800000) != 0x7F800000 else (
-                        u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)
+                    code = _sr_bf16(x, s)
                 else:
                     code = int(np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16))
                 cells[p, v] = code & 0xFFFF
@@ -590,9 +595,7 @@ def c256_sr(rows=4, cols=8, n=10, seed=21):
             key = elem & 1
             st = _xorshift(states.get(key, SR_STATE_BASE ^ ((p << 8) | (4 << 1) | key)))
             states[key] = st
-            u = int(np.float32(ref[p + slot * half, v]).view(np.uint32))
-            cells[p, slot * 2 * n + v] = ((u + (st & 0xFFFF)) >> 16 if (u & 0x7F800000) != 0x7F800000 else
-                                              (u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0)) & 0xFFFF
+            cells[p, slot * 2 * n + v] = _sr_bf16(ref[p + slot * half, v], st)
     for p in range(half):
         b.p.expect_bf16[(p, 4)] = (0x20, cells[p])
     return b.done()
