@@ -25,6 +25,16 @@ def _random_ops(rng, n, offs):
     return ops
 
 
+async def _host_read(ctx, dut, words) -> list:
+    """The words through the host port (data one cycle after the address)."""
+    out = []
+    for w in words:
+        ctx.set(dut.host_addr, w)
+        await ctx.tick()
+        out.append(ctx.get(dut.host_data))
+    return out
+
+
 def _model_write(model, op):
     if op["raw"]:
         if op["bf16"]:
@@ -80,10 +90,7 @@ def test_psum_partition_matches_model(ports):
             await ctx.tick()
         ctx.set(dut.zero_valid, 0)
         await ctx.tick()
-        for w in words:
-            ctx.set(dut.host_addr, w)
-            await ctx.tick()
-            got_words[w] = ctx.get(dut.host_data)
+        got_words.update(zip(words, await _host_read(ctx, dut, words)))
         for i in range(16):
             ctx.set(dut.state_index, i)
             got_states.append(ctx.get(dut.state_data))
@@ -129,10 +136,7 @@ def test_host_port_writes_words():
             await ctx.tick()
         ctx.set(dut.wr_valid, 0)
         await ctx.tick()
-        for w in words:
-            ctx.set(dut.host_addr, w)
-            await ctx.tick()
-            got.append(ctx.get(dut.host_data))
+        got.extend(await _host_read(ctx, dut, words))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
