@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP) icarus
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=25
 
-# the program library on the CAYMAN and MAVERICK engine builds too (Verilator, several minutes each)
+# the other half of the program library in Amaranth's simulator (tests/test_rtl_top.py group 1, ~6 min)
 cosim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m cosim
 

@@ -1,8 +1,8 @@
 """The cocotb test that runs inside the simulator (Verilator or Icarus) on the exported engine.
 
-cosim/hdl.py starts it with TENSORE_JOB naming a pickle of {"lockstep": Lockstep, "result": path};
-it drives the clock and reset, runs cosim.lockstep.bench against the design through `CocotbPort`,
-and writes the outcome (mismatch, cycles, checks, seconds) as JSON to the result path."""
+cosim/hdl.py starts it with TENSORE_JOB naming a pickle of {"locksteps": [Lockstep, ...], "result": path};
+for each lockstep it resets the design, runs cosim.lockstep.bench against it through `CocotbPort`,
+and writes the outcomes (mismatch, cycles, checks, seconds) as a JSON list to the result path."""
 import json
 import os
 import pickle
@@ -50,20 +50,21 @@ class CocotbPort:
 async def lockstep(dut):
     with open(os.environ["TENSORE_JOB"], "rb") as f:
         job = pickle.load(f)
-    lk = job["lockstep"]
     Clock(dut.clk, 10, unit="ns").start()
     port = CocotbPort(dut)
-    for name in ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "host_part", "host_word", "host_we",
-                 "host_wdata", "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data"):
-        port.set(name, 0)
-    dut.rst.value = 1
-    for _ in range(2):                       # reset: the PSUM partitions' SR states load in it
+    results = []
+    for lk in job["locksteps"]:
+        for name in ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "host_part", "host_word",
+                     "host_we", "host_wdata", "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data"):
+            port.set(name, 0)
+        dut.rst.value = 1
+        for _ in range(2):                   # reset: SR states load, PSUM contents become invalid
+            await port.tick()
+        dut.rst.value = 0
         await port.tick()
-    dut.rst.value = 0
-    await port.tick()
-    t0 = time.perf_counter()
-    bad = await bench(lk, port)
-    seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bad = await bench(lk, port)
+        results.append({"mismatch": bad.to_json() if bad else None, "cycles": lk.end, "checks": lk.checks,
+                        "seconds": time.perf_counter() - t0})
     with open(job["result"], "w") as f:
-        json.dump({"mismatch": bad.to_json() if bad else None, "cycles": lk.end, "checks": lk.checks,
-                   "seconds": seconds}, f)
+        json.dump(results, f)

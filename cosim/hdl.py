@@ -114,7 +114,7 @@ def build_cached(exported: dict, sim: str = "verilator", *, waves: bool = False,
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; one of {', '.join(SIMS)}")
     flags = _flags(sim)
-    key = hashlib.sha256(f"{exported['digest']}|{sim}|{waves}|{flags}|{opt}|{COSIM_TOP}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{exported['digest']}|{sim}|hier|{waves}|{flags}|{opt}|{COSIM_TOP}".encode()).hexdigest()[:16]
     out = ROOT / "build" / "sim" / f"{sim}-{exported['top']}-{key}"
     stamp = out / "built.json"
     with _locked(out):
@@ -195,11 +195,12 @@ def _verilator_build(exported: dict, sources: list, out: Path, flags: list, wave
            *(["--trace", "--trace-depth", str(TRACE_DEPTH)] if waves else []), *flags, "--timescale", "1ns/1ps",
            str(cfg.share_dir / "lib" / "verilator" / "verilator.cpp"), str(vlt), *map(str, sources),
            str(_wrapper(exported, out))]
-    for c in (cmd, ["make", "-j", str(os.cpu_count() or 2), "-C", str(obj), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}",
-                                 f"OPT_FAST={opt}", "OPT_SLOW=-O0", f"OPT_GLOBAL={opt}"]):
-        res = subprocess.run(c, env=env, stdout=logf, stderr=subprocess.STDOUT)
-        if res.returncode:
-            raise RuntimeError(f"Verilator build failed ({c[0]}); see {out / 'build.log'}")
+    # --hierarchical: the PE is a hierarchical block (verilator.vlt), Verilated and compiled once
+    make_flags = f"{env['MAKEFLAGS']} OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL={opt}"
+    cmd[1:1] = ["--hierarchical", "--build", "-j", str(os.cpu_count() or 2), "-MAKEFLAGS", make_flags]
+    res = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
+    if res.returncode:
+        raise RuntimeError(f"Verilator build failed; see {out / 'build.log'}")
 
 
 @contextmanager
@@ -236,13 +237,18 @@ class HdlResult:
 
 def simulate(lk: Lockstep, built: dict, *, waves_to: str | Path | None = None) -> HdlResult:
     """Run the lockstep on a built model (cosim/cocotb_bench.py in the simulator process)."""
+    return simulate_many([lk], built, waves_to=waves_to)[0]
+
+
+def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None) -> list:
+    """Run locksteps one after another in one simulator process, with a reset before each."""
     from cocotb_tools.runner import get_runner
     if built["sim"] == "verilator":
         toolchain.use_verilator()
     work = Path(tempfile.mkdtemp(prefix="run-", dir=Path(built["dir"])))
     job, result = work / "job.pkl", work / "result.json"
     with open(job, "wb") as f:
-        pickle.dump({"lockstep": lk, "result": str(result)}, f)
+        pickle.dump({"locksteps": lks, "result": str(result)}, f)
     runner = get_runner(built["sim"])
     env = {"TENSORE_JOB": str(job), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "COCOTB_LOG_LEVEL": "WARNING"}
@@ -252,7 +258,6 @@ def simulate(lk: Lockstep, built: dict, *, waves_to: str | Path | None = None) -
                     test_dir=work, extra_env=env, waves=built["waves"], timescale=("1ns", "1ps"))
     if not result.exists():
         raise RuntimeError(f"the {built['sim']} simulation did not finish; see {log}")
-    r = json.loads(result.read_text())
     waves = None
     if built["waves"]:
         found = sorted(p for p in [*work.glob("*.fst"), *work.glob("*.vcd"), *(Path(built["dir"]) / "obj").glob("*.fst")])
@@ -262,10 +267,13 @@ def simulate(lk: Lockstep, built: dict, *, waves_to: str | Path | None = None) -
                 Path(waves_to).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(found[0], waves_to)
                 waves = str(waves_to)
-    bad = Mismatch.from_json(r["mismatch"]) if r["mismatch"] else None
-    if bad is not None:
-        bad.vcd = waves
-    return HdlResult(bad, r["cycles"], r["checks"], r["seconds"], built["sim"], waves, str(log))
+    out = []
+    for r, lk in zip(json.loads(result.read_text()), lks):
+        bad = Mismatch.from_json(r["mismatch"]) if r["mismatch"] else None
+        if bad is not None:
+            bad.vcd = waves
+        out.append(HdlResult(bad, r["cycles"], r["checks"], r["seconds"], built["sim"], waves, str(log), lk, built))
+    return out
 
 
 def run(program, *, sim="verilator", waves=False, waves_to=None, pack=None, sbuf_latency=2, psum_partitions=16,
@@ -276,6 +284,18 @@ def run(program, *, sim="verilator", waves=False, waves_to=None, pack=None, sbuf
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=cfg.pack, psum_partitions=psum_partitions, tamper=tamper)
     lk.compare = compare
     built = build_cached(export_cached(cfg, log=log), sim, waves=waves, opt=opt, log=log)
-    res = simulate(lk, built, waves_to=waves_to)
-    res.lockstep, res.build = lk, built
-    return res
+    return simulate(lk, built, waves_to=waves_to)
+
+
+def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt="-O1",
+             log=lambda *a: None) -> list:
+    """Programs of one generation and array size on one build (the most elements per PE any of them
+    needs) and in one simulator process: a list of HdlResult, one per program."""
+    p0 = programs[0]
+    if any((p.gen, p.rows, p.cols) != (p0.gen, p0.rows, p0.cols) for p in programs):
+        raise ValueError("run_many needs programs of one generation and array size")
+    lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
+    cfg = Config.of(p0, pack=pack or max(lk.pack for lk in lks), sbuf_latency=sbuf_latency,
+                    psum_partitions=psum_partitions)
+    built = build_cached(export_cached(cfg, log=log), sim, opt=opt, log=log)
+    return simulate_many(lks, built)

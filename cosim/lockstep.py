@@ -307,7 +307,7 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     """Run programs of one generation and array size on one elaborated engine (elaboration costs more
     than a short program), resetting it before each; returns, per program, None or the first Mismatch.
     The engine has the largest elements per PE any of them needs."""
-    from amaranth.hdl import ResetInserter, Signal
+    from amaranth.hdl import ClockDomain, Module
 
     from cosim.array_lockstep import simulate
     from rtl.top import Engine
@@ -317,18 +317,21 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     build_pack = max(lk.pack for lk in lks)
     dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
-    rst = Signal()
+    top = Module()                  # the engine's own reset, as the exported engine's rst port
+    top.domains.sync = sync = ClockDomain()
+    top.submodules.engine = dut
     results: list = []
 
     async def testbench(ctx):
         port = AmaranthPort(dut, ctx)
         for lk in lks:
-            ctx.set(rst, 1)
-            await ctx.tick().repeat(2)
-            ctx.set(rst, 0)
+            ctx.set(sync.rst, 1)
+            for _ in range(2):                  # (ctx.tick() raises DomainReset while rst is high)
+                await ctx.posedge(sync.clk)
+            ctx.set(sync.rst, 0)
             results.append(await bench(lk, port))
 
-    seconds = simulate(ResetInserter({"sync": rst})(dut), testbench)
+    seconds = simulate(top, testbench)
     if stats is not None:
         stats.update(cycles=sum(lk.end for lk in lks), seconds=seconds, checks=sum(lk.checks for lk in lks),
                      pack=build_pack)

@@ -7,9 +7,12 @@ transparent to the write port, so back-to-back writes to one cell chain correctl
   BF16 cell:  round(v) or round(RNE_fp32(bf16_to_fp32(old) + v)), round = RNE or SR (D-08) with the
               state of (bank, parity of the in-bank element index), advanced once per write (D-09)
   raw:        the bits as they are (transposes, SaveSeed)
-Zeroing clears valid bits per 16-bit half: an invalid half reads as 0 (one cycle for any number of
-banks, as the model does it in the group's first write cycle, before that cycle's write)."""
-from amaranth.hdl import Cat, Const, Module, Mux, ResetSignal, Signal
+Zeroing invalidates 16-bit halves: an invalid half reads as 0 (one cycle for any number of banks, as
+the model does it in the group's first write cycle, before that cycle's write).  Validity is kept as
+epochs (D-T41): each bank has a 32-bit epoch register, each half of each word a tag memory entry; a
+half is valid while its tag equals its bank's epoch, a write stores the epoch, zeroing a bank (or a
+reset) advances it.  No per-word registers: the simulators see three memories, not 8192 flip-flops."""
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -20,8 +23,11 @@ from rtl.blackbox import instance_of
 from rtl.fp.fused_add import FusedAdd
 from rtl.rng import xorshift32_next
 
+EPOCH_BITS = 32
+
 WORDS = PSUM_PARTITION_BYTES // 4
 WORDS_PER_BANK = PSUM_BANK_BYTES // 4
+BANK_SHIFT = WORDS_PER_BANK.bit_length() - 1          # a word address's bank: the bits above
 
 
 PSUM_MODULE = "tensore_psum_partition"
@@ -67,7 +73,13 @@ class PsumPartition(wiring.Component):
         host_wp = mem.write_port()
         rps = [mem.read_port(transparent_for=wps + [host_wp]) for _ in range(self.ports)]
         hp = mem.read_port()
-        valid = [Signal(WORDS, name=f"valid_{h}") for h in ("lo", "hi")]   # per 16-bit half
+        # the epoch tags of each word's two halves, read beside the data (same ports, same transparency)
+        m.submodules.tags = tags = Memory(shape=2 * EPOCH_BITS, depth=WORDS, init=[])
+        twps = [tags.write_port(granularity=EPOCH_BITS) for _ in range(self.ports)]
+        host_twp = tags.write_port()
+        trps = [tags.read_port(transparent_for=twps + [host_twp]) for _ in range(self.ports)]
+        htp = tags.read_port()
+        epochs = [Signal(EPOCH_BITS, init=1, reset_less=True, name=f"epoch{b}") for b in range(PSUM_BANKS)]
         if self.partition is not None:
             states = [Signal(32, init=SR_STATE_BASE ^ ((self.partition << 8) | i), name=f"sr{i}") for i in range(16)]
         else:
@@ -77,17 +89,18 @@ class PsumPartition(wiring.Component):
 
         # zeroing, presented in the group's first write cycle (stage 2): 1 / 2 / 4 / 8 banks from
         # zero_bank, wrapping; it takes effect before that cycle's write and after earlier ones
-        clear = Signal(WORDS)
+        # (a reset advances every epoch too: the words of before the reset read as zero)
+        hits = Signal(PSUM_BANKS)
         for b in range(PSUM_BANKS):
             dist = Signal(3, name=f"zdist{b}")
-            m.d.comb += dist.eq(b - self.zero_bank)
-            hit = Signal(name=f"zhit{b}")            # a signal: replicate() copies expressions
-            m.d.comb += hit.eq(self.zero_valid & (dist < (Const(1, 4) << self.zero_log2)))
-            m.d.comb += clear[b * WORDS_PER_BANK:(b + 1) * WORDS_PER_BANK].eq(hit.replicate(WORDS_PER_BANK))
-        live = [Signal(WORDS, name=f"live_{h}") for h in ("lo", "hi")]
-        m.d.comb += [live[h].eq(valid[h] & ~clear) for h in range(2)]
+            m.d.comb += [dist.eq(b - self.zero_bank),
+                         hits[b].eq(self.zero_valid & (dist < (Const(1, 4) << self.zero_log2)))]
+            with m.If(hits[b] | ResetSignal()):
+                m.d.sync += epochs[b].eq(epochs[b] + 1)
+        # the epochs after this cycle's zeroing: what a write of this cycle stores
+        after = [Mux(hits[b], epochs[b] + 1, epochs[b])[:EPOCH_BITS] for b in range(PSUM_BANKS)]
+        ep = _Epochs(m, epochs, after, hits)
 
-        sets = [Const(0, WORDS), Const(0, WORDS)]
         state_now = None                             # (index, advanced state) of port 1's SR write
         if self.ports == 2:
             s_words = [Signal(12, name=f"conflict_word{k}") for k in range(2)]
@@ -99,20 +112,19 @@ class PsumPartition(wiring.Component):
             w, mon = _port_names(k)
             port = {f: getattr(self, f"{w}_{f}") for f in ("valid", "offset", "value", "bf16", "accumulate",
                                                            "raw", "sr")}
-            set_k, state_now = _write_path(m, k, port, rps[k], wps[k], live, states, state_now,
-                                           [getattr(self, f"{mon}_{f}") for f in ("valid", "offset", "bits")])
-            sets = [sets[h] | set_k[h] for h in range(2)]
+            state_now = _write_path(m, k, port, (rps[k], trps[k]), (wps[k], twps[k]), ep, states, state_now,
+                                    [getattr(self, f"{mon}_{f}") for f in ("valid", "offset", "bits")])
         # the host writes a whole word (while the engine does not write it: same-cycle order undefined)
-        m.d.comb += [host_wp.addr.eq(self.host_addr), host_wp.data.eq(self.host_wdata), host_wp.en.eq(self.host_we)]
-        host_set = Mux(self.host_we, _decode(m, self.host_addr, WORDS, "host_"), 0)
-        for h in range(2):
-            m.d.sync += valid[h].eq(live[h] | sets[h] | host_set)
+        host_epoch = ep.after_of(self.host_addr)
+        m.d.comb += [host_wp.addr.eq(self.host_addr), host_wp.data.eq(self.host_wdata), host_wp.en.eq(self.host_we),
+                     host_twp.addr.eq(self.host_addr), host_twp.data.eq(Cat(host_epoch, host_epoch)),
+                     host_twp.en.eq(self.host_we)]
 
         # host and seed ports
-        m.d.comb += hp.addr.eq(self.host_addr)
+        m.d.comb += [hp.addr.eq(self.host_addr), htp.addr.eq(self.host_addr)]
         h_word = Signal(range(WORDS))
         m.d.sync += h_word.eq(self.host_addr)
-        hmask = _half_mask(m, live, h_word, "h")
+        hmask = ep.mask(htp.data, h_word, "h")
         m.d.comb += self.host_data.eq(hp.data & hmask)
         with m.Switch(self.state_index):
             for i in range(16):
@@ -127,17 +139,43 @@ def _port_names(k: int) -> tuple[str, str]:
     return ("wr", "mon") if k == 0 else (f"wr{k + 1}", f"mon{k + 1}")
 
 
-def _write_path(m, k, port, rp, wp, live, states, before, mon):
-    """One write path: stage 1 reads the word, stage 2 modifies and writes it.  Returns the valid
-    bits it sets (per half) and (state index, advanced state) of its SR write for the next port."""
+class _Epochs:
+    """The bank epochs: `mask` turns a word's tags into its valid-half mask, `after_of` is the epoch a
+    write of this cycle stores."""
+
+    def __init__(self, m, epochs, after, hits):
+        self.m, self.epochs, self.after, self.hits = m, epochs, after, hits
+
+    def _bank(self, word):
+        return word[BANK_SHIFT:BANK_SHIFT + 3]
+
+    def after_of(self, word):
+        return Array(self.after)[self._bank(word)]
+
+    def mask(self, tags, word, name):
+        """A 32-bit mask of `word`'s two valid halves, each repeated over its 16 bits."""
+        bank = self._bank(word)
+        now = Array(self.epochs)[bank]
+        lo, hi = Signal(name=f"{name}_lo"), Signal(name=f"{name}_hi")
+        cleared = self.hits.bit_select(bank, 1)
+        self.m.d.comb += [lo.eq((tags[:EPOCH_BITS] == now) & ~cleared),
+                          hi.eq((tags[EPOCH_BITS:] == now) & ~cleared)]
+        return Cat(lo.replicate(16), hi.replicate(16))
+
+
+def _write_path(m, k, port, rps, wps, ep, states, before, mon):
+    """One write path: stage 1 reads the word and its tags, stage 2 modifies and writes them.  Returns
+    (state index, advanced state) of its SR write for the next port."""
     n = f"p{k}_"
+    rp, trp = rps
+    wp, twp = wps
     word = port["offset"][2:]
-    m.d.comb += rp.addr.eq(word)
+    m.d.comb += [rp.addr.eq(word), trp.addr.eq(word)]
     s = {f: Signal(len(v), name=n + f) for f, v in port.items()}
     m.d.sync += [s[f].eq(port[f]) for f in port]
     s_word = s["offset"][2:]
     half = s["offset"][1]
-    vmask = _half_mask(m, live, s_word, n + "v")
+    vmask = ep.mask(trp.data, s_word, n + "v")
     old = rp.data & vmask
     old16 = Mux(half, old[16:], old[:16])
     old32 = Mux(s["bf16"], Cat(Const(0, 16), old16), old)
@@ -189,9 +227,10 @@ def _write_path(m, k, port, rp, wp, live, states, before, mon):
     m.d.comb += [wp.addr.eq(s_word),
                  wp.data.eq(Mux(s["bf16"], Cat(data16, data16), Mux(s["raw"], value, total))),
                  wp.en.eq(Mux(s["valid"], Mux(s["bf16"], Mux(half, 0b10, 0b01), 0b11), 0))]
-    onehot = _decode(m, s_word, WORDS, n)
-    sets = [Mux(s["valid"] & (~s["bf16"] | (half == h)), onehot, 0) for h in range(2)]
-    return sets, (after_idx, after)
+    stored = ep.after_of(s_word)
+    m.d.comb += [twp.addr.eq(s_word), twp.data.eq(Cat(stored, stored)),
+                 twp.en.eq(Mux(s["valid"], Mux(s["bf16"], Mux(half, 0b10, 0b01), 0b11), 0))]
+    return after_idx, after
 
 
 class PsumPartitionBlackBox(PsumPartition):
@@ -206,21 +245,3 @@ class PsumPartitionBlackBox(PsumPartition):
         m.submodules.p = instance_of(self, psum_module_name(self.ports))
         m.d.comb += self.index.eq(self.number)
         return m
-
-
-def _half_mask(m, live, word, name):
-    """A 32-bit mask of `word`'s two valid bits, each repeated over its 16-bit half."""
-    lo, hi = Signal(name=f"{name}_lo"), Signal(name=f"{name}_hi")
-    m.d.comb += [lo.eq(live[0].bit_select(word, 1)), hi.eq(live[1].bit_select(word, 1))]
-    return Cat(lo.replicate(16), hi.replicate(16))
-
-
-def _decode(m, index, n, prefix=""):
-    """One-hot of `index` (n = 4^k outputs) as two half-width decoders ANDed: a single n-bit shift
-    would cost Amaranth's netlist checks n^2 steps."""
-    k = (n - 1).bit_length() // 2
-    lo, hi = Signal(1 << k, name=prefix + "dec_lo"), Signal(n >> k, name=prefix + "dec_hi")
-    m.d.comb += [lo.eq(Const(1, 1) << index[:k]), hi.eq(Const(1, 1) << index[k:])]
-    out = Signal(n, name=prefix + "dec")
-    m.d.comb += out.eq(Cat(*[lo & hi[j].replicate(1 << k) for j in range(n >> k)]))
-    return out

@@ -64,6 +64,14 @@ def _pattern_step(i, o, num, step, esize):
     return outs_i, outs_o
 
 
+def _wire(m, value, name, shape=None):
+    """`value` through a named comb signal: an expression used in many statements is then built once
+    (Amaranth's lowering copies a shared expression into every statement that reads it)."""
+    sig = Signal(shape if shape is not None else value.shape(), name=name)
+    m.d.comb += sig.eq(value)
+    return sig
+
+
 class _Iter:
     """A TENSOR3D element iterator in registers: the element's offset is base + o0 + o1 + o2."""
 
@@ -131,16 +139,17 @@ class Engine(wiring.Component):
         # -- weight loads: row k requested in t + k (+1 register), written at t + k + L -------------------
         ld_active, ld_k = Signal(), Signal(8)
         ld = Signal(uop_layout())
-        ld_go = issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported   # PeManageSeed: identity
-        rw_go = issue & (u.kind == Kind.REGWRITE) & ~seq.bypass     # PeRegWrite fetches over the same port
-        lut_go = issue & (u.kind == Kind.LUT)                       # and ConvLutLoad: all entries in one gather
+        ld_go = _wire(m, issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported, "ld_go")
+        rw_go = _wire(m, issue & (u.kind == Kind.REGWRITE) & ~seq.bypass, "rw_go")  # PeRegWrite: same port
+        lut_go = _wire(m, issue & (u.kind == Kind.LUT), "lut_go")   # and ConvLutLoad: all entries in one gather
         # and a MAVERICK seed micro-op: its 2 x half INT32 seeds (LoadSeed) in one gather
-        mseed_go = issue & (u.kind == Kind.MATMUL) & (u.seed != 0) & Const(int(self.maverick), 1)
-        cur = data.View(uop_layout(), Mux(ld_go | rw_go | lut_go | mseed_go, u.as_value(), ld.as_value()))
-        k = Mux(ld_active, ld_k, 0)
-        ld_req = ld_go | ld_active
-        ident = cur.kind == Kind.SEED                  # every row gathers the 16 identity codes, keeps code k
-        ldx = cur.xpose & ~ident & ld_req
+        mseed_go = _wire(m, issue & (u.kind == Kind.MATMUL) & (u.seed != 0) & Const(int(self.maverick), 1),
+                         "mseed_go")
+        cur = _wire(m, Mux(ld_go | rw_go | lut_go | mseed_go, u.as_value(), ld.as_value()), "ld_cur", uop_layout())
+        k = _wire(m, Mux(ld_active, ld_k, 0), "ld_row")
+        ld_req = _wire(m, ld_go | ld_active, "ld_req")
+        ident = _wire(m, cur.kind == Kind.SEED, "ld_ident")   # every row gathers the 16 identity codes, keeps code k
+        ldx = _wire(m, cur.xpose & ~ident & ld_req, "ld_xpose")
         # a transposing load reads element k of every column's partition for row k: the element's offset
         lx_i, lx_o = [Signal(16, name=f"lx_i{d}") for d in range(3)], [Signal(18, name=f"lx_o{d}") for d in range(3)]
         x_i, x_o = [Mux(ld_go, 0, x) for x in lx_i], [Mux(ld_go, 0, x) for x in lx_o]
@@ -257,22 +266,22 @@ class Engine(wiring.Component):
         seed_pending, seed_at, seed_u = Signal(), Signal(T), Signal(uop_layout())
         with m.If(issue & (u.kind == Kind.SEED)):
             m.d.sync += [seed_pending.eq(1), seed_at.eq(seq.seed_mm_at), seed_u.eq(u)]
-        seed_launch = seed_pending & (now == seed_at)
+        seed_launch = _wire(m, seed_pending & (now == seed_at), "seed_launch")
         with m.If(seed_launch):
             m.d.sync += seed_pending.eq(0)
-        mm_go = (issue & (u.kind == Kind.MATMUL) & u.supported) | seed_launch
-        mu = data.View(uop_layout(), Mux(seed_launch, seed_u.as_value(), u.as_value()))   # what mm_go starts
+        mm_go = _wire(m, (issue & (u.kind == Kind.MATMUL) & u.supported) | seed_launch, "mm_go")
+        mu = _wire(m, Mux(seed_launch, seed_u.as_value(), u.as_value()), "mm_start", uop_layout())  # what mm_go starts
         t_ref = Signal(T)                                   # the issue cycle of the current matmul rhythm
         P_cur = Signal(3, init=1)
         with m.If(mm_go):
             m.d.sync += [t_ref.eq(now), P_cur.eq(mu.passes)]
-        tref = Mux(mm_go, now, t_ref)
-        P = Mux(mm_go, mu.passes, P_cur)
+        tref = _wire(m, Mux(mm_go, now, t_ref), "tref")
+        P = _wire(m, Mux(mm_go, mu.passes, P_cur), "passes")
         ph_req = (now[:2] - tref[:2])[:2]          # phases are mod 4: low bits only
-        req_shift = (P == 1) | (ph_req == 0)               # the request chain moves at the end of this cycle
+        req_shift = _wire(m, (P == 1) | (ph_req == 0), "req_shift")   # the request chain moves at the end of this cycle
         launch = Signal()
-        mmv = data.View(uop_layout(), Mux(mm_go, mu.as_value(), mm.as_value()))
-        v = Mux(mm_go, 0, mm_v)
+        mmv = _wire(m, Mux(mm_go, mu.as_value(), mm.as_value()), "mm_cur", uop_layout())
+        v = _wire(m, Mux(mm_go, 0, mm_v), "mm_vector")
         m.d.comb += launch.eq(mm_go | (mm_active & req_shift))
         with m.If(mm_go):
             m.d.sync += [mm.eq(mu), mm_active.eq(mu.vectors > 1), mm_v.eq(1)]
@@ -281,9 +290,10 @@ class Engine(wiring.Component):
             with m.If(mm_v + 1 >= mm.vectors):
                 m.d.sync += mm_active.eq(0)
         # source iterator: pack elements per vector
-        s_i, s_o = ([Mux(mm_go, 0, x) for x in src.i], [Mux(mm_go, 0, x) for x in src.o])
-        s_base = Mux(mm_go, mu.src_off, src.base)
-        off0 = (s_base + s_o[0] + s_o[1] + s_o[2])[:18]
+        s_i = [_wire(m, Mux(mm_go, 0, x), f"src_i{d}") for d, x in enumerate(src.i)]
+        s_o = [_wire(m, Mux(mm_go, 0, x), f"src_o{d}") for d, x in enumerate(src.o)]
+        s_base = _wire(m, Mux(mm_go, mu.src_off, src.base), "src_base")
+        off0 = _wire(m, (s_base + s_o[0] + s_o[1] + s_o[2])[:18], "src_off0")
         i1, o1 = _pattern_step(s_i, s_o, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
                                mmv.esize)
         off1 = (s_base + o1[0] + o1[1] + o1[2])[:18]
@@ -294,10 +304,11 @@ class Engine(wiring.Component):
             m.d.sync += [src.base.eq(s_base)] + [src.i[d].eq(Mux(two, i2[d], i1[d])) for d in range(3)] + \
                 [src.o[d].eq(Mux(two, o2[d], o1[d])) for d in range(3)]
         # destination iterator: one element per vector
-        dsize = Mux(mmv.out_bf16, 2, 4)
-        d_i, d_o = ([Mux(mm_go, 0, x) for x in dst.i], [Mux(mm_go, 0, x) for x in dst.o])
-        d_base = Mux(mm_go, mu.dst_off, dst.base)
-        dst_off = (d_base + d_o[0] + d_o[1] + d_o[2])[:14]
+        dsize = _wire(m, Mux(mmv.out_bf16, 2, 4), "dst_esize")
+        d_i = [_wire(m, Mux(mm_go, 0, x), f"dst_i{d}") for d, x in enumerate(dst.i)]
+        d_o = [_wire(m, Mux(mm_go, 0, x), f"dst_o{d}") for d, x in enumerate(dst.o)]
+        d_base = _wire(m, Mux(mm_go, mu.dst_off, dst.base), "dst_base")
+        dst_off = _wire(m, (d_base + d_o[0] + d_o[1] + d_o[2])[:14], "dst_off")
         dn_i, dn_o = _pattern_step(d_i, d_o, [mmv.dst_num[d] for d in range(3)], [mmv.dst_step[d] for d in range(3)],
                                    dsize)
         with m.If(launch):
@@ -306,9 +317,9 @@ class Engine(wiring.Component):
         # MX: vector v's pack elements start at element e0(v), `stride` apart (D-T25 order); e0 advances
         # by pack (normal), 1 (interleave) or 1 within a tile of t = min(32, vectors) vectors (tiled)
         mx_e0, mx_vt = Signal(24), Signal(6)
-        e0, vt = Mux(mm_go, 0, mx_e0), Mux(mm_go, 0, mx_vt)
-        t_mx = Mux(mmv.vectors < 32, mmv.vectors, 32)
-        wrap = (mmv.mxmode == 2) & (vt + 1 == t_mx)
+        e0, vt = _wire(m, Mux(mm_go, 0, mx_e0), "mx_e0_cur"), _wire(m, Mux(mm_go, 0, mx_vt), "mx_vt_cur")
+        t_mx = _wire(m, Mux(mmv.vectors < 32, mmv.vectors, 32), "mx_tile")
+        wrap = _wire(m, (mmv.mxmode == 2) & (vt + 1 == t_mx), "mx_wrap")
         with m.If(launch):
             m.d.sync += [mx_e0.eq(e0 + Mux(mmv.mxmode == 0, mmv.pack, Mux(wrap, t_mx * mmv.pack - t_mx + 1, 1))),
                          mx_vt.eq(Mux(wrap, 0, vt + 1))]
@@ -397,7 +408,7 @@ class Engine(wiring.Component):
         for r in range(R):
             rec = act_side[r]
             in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
-            word = Mux(rec.fresh, self.mv_resp_data[r], held[r])
+            word = _wire(m, Mux(rec.fresh, self.mv_resp_data[r], held[r]), f"mv_word{r}")
             m.d.sync += held[r].eq(word)
             a = arr.row_in[r]
             m.d.comb += [a.valid.eq(in_block), a.swap.eq(rec.swap), a.first.eq(r == rec.row0),
@@ -416,7 +427,7 @@ class Engine(wiring.Component):
                 other = word[32 * j:32 * j + 16] if j < MV_ELEMS else 0
                 m.d.comb += getattr(a.code, f"s{j}").eq(Mux(rec.mx, word[8 * j:8 * j + 8], other))
         # array rhythm: t_data = t_ref + L
-        ph = (now[:2] - tref[:2] - L)[:2]
+        ph = _wire(m, (now[:2] - tref[:2] - L)[:2], "phase")
         m.d.comb += [arr.advance.eq((P == 1) | (ph == P - 1)), arr.phase.eq(Mux(P == 1, 0, ph))]
 
         # -- the write side: a record per vector runs down R stages then along the columns -----------------
@@ -429,7 +440,7 @@ class Engine(wiring.Component):
         with m.If(arr.advance):
             for c in range(1, C):
                 m.d.sync += along[c].eq(along[c - 1])
-        first_cycle = (P == 1) | (ph == 0)
+        first_cycle = _wire(m, (P == 1) | (ph == 0), "first_cycle")
         half = C // 2 if self.maverick else C
         m.submodules.psum = psum_parts = _PsumBank(self.parts, self.psum_ports, self.black_box)
         strobe = []
@@ -437,11 +448,11 @@ class Engine(wiring.Component):
         for c in range(C):
             rec = along[c]
             i = c - rec.col0
-            upper = rec.c256 & (i >= half)
-            part = Mux(upper, rec.dst_part + i - half, rec.dst_part + i)
-            s = rec.valid & (c >= rec.col0) & (c < rec.col0 + rec.cols) & first_cycle
+            upper = _wire(m, rec.c256 & (i >= half), f"upper{c}")
+            part = _wire(m, Mux(upper, rec.dst_part + i - half, rec.dst_part + i), f"part{c}", 16)
+            s = _wire(m, rec.valid & (c >= rec.col0) & (c < rec.col0 + rec.cols) & first_cycle, f"strobe{c}")
             strobe.append(s)
-            targets.append((part, Mux(upper, rec.dst_slot1, rec.dst_off), rec, upper))
+            targets.append((part, _wire(m, Mux(upper, rec.dst_slot1, rec.dst_off), f"woff{c}"), rec, upper))
         round_sr = seq.round_sr
         # port k of a partition takes the writes of column half k (one half on CAYMAN / MARIANA)
         halves = [range(C)] if self.psum_ports == 1 else [range(half), range(half, C)]

@@ -1,6 +1,6 @@
 """The exported engine Verilog in lockstep with the golden engine through cocotb (cosim/hdl.py):
-programs of the library on Verilator at small sizes (all of them with `make cosim`), Icarus Verilog
-giving the same results, the mismatch report from a simulator run, and the lint of the export."""
+the whole program library of every generation on Verilator at small sizes, Icarus Verilog giving
+the same results, the mismatch report from a simulator run, and the lint of the export."""
 import os
 import subprocess
 
@@ -9,37 +9,25 @@ import pytest
 from cosim import hdl, toolchain
 from cosim import programs as P
 
-# `make test`: two programs (a matmul; seeds, SR and transposes) on one MARIANA build (8 x 8, two elements per
-# PE); the whole library of every generation runs in Amaranth's simulator (tests/test_rtl_top.py).
-# `make cosim`: the whole library of every generation on Verilator, one build per generation with
-# the most elements per PE its programs need (MX: 8).
-CI = [
-    ("single bf16", lambda: P.single("mariana", "bf16", n=4)),
-    ("seed replay", lambda: P.seed_replay("mariana", n=3)),
-]
-FULL = [(g, i, p.name) for g in ("cayman", "mariana", "maverick") for i, p in enumerate(P.library(g))]
-FULL_PACK = {"cayman": 2, "mariana": 8, "maverick": 8}
+# `make test`: the whole library of every generation on 8 x 8 arrays (cosim/programs.py; MAVERICK's
+# `cols` is half the array), one Verilator build per generation with the most elements per PE its
+# programs need (MX: 8) and one simulator process running all of its programs (cosim.hdl.run_many).
+PACK = {"cayman": 2, "mariana": 8, "maverick": 8}
+HALF = {"maverick": 4}
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("mariana")
-@pytest.mark.parametrize("label,make", CI, ids=[n for n, _ in CI])
-def test_programs_on_verilator(label, make):
-    prog = make()
-    res = hdl.run(prog, opt="-O0")
-    assert res.mismatch is None, str(res.mismatch)
-    assert res.cycles == res.lockstep.end and res.checks > res.cycles
-    assert res.lockstep.expected_writes() > 0 or prog.refused
-
-
-@pytest.mark.slow
-@pytest.mark.cosim
-@pytest.mark.parametrize("gen,index,name", FULL, ids=[f"{g}-{i}-{n}" for g, i, n in FULL])
-def test_library_on_verilator(gen, index, name):
-    prog = P.library(gen)[index]
-    res = hdl.run(prog, opt="-O0", pack=FULL_PACK[gen])
-    assert res.mismatch is None, str(res.mismatch)
-    assert res.cycles == res.lockstep.end and res.checks > res.cycles
+@pytest.mark.parametrize("gen", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in PACK])
+def test_library_on_verilator(gen):
+    progs = P.library(gen, rows=8, cols=HALF.get(gen, 8))
+    results = hdl.run_many(progs, pack=PACK[gen])
+    failed = [(p.name, r.mismatch) for p, r in zip(progs, results) if r.mismatch is not None]
+    assert not failed, f"{[n for n, _ in failed]} mismatch; {failed[0][0]}: {failed[0][1]}"
+    for p, r in zip(progs, results):
+        assert r.cycles == r.lockstep.end and r.checks > r.cycles, p.name
+        assert r.lockstep.expected_writes() > 0 or p.refused, p.name
+    cycles, seconds = sum(r.cycles for r in results), sum(r.seconds for r in results)
+    print(f"{gen}: {len(progs)} programs, {cycles} cycles in {seconds:.1f} s on Verilator")
 
 
 @pytest.mark.slow
@@ -50,7 +38,7 @@ def test_icarus_matches_verilator():
     prog = P.single("mariana", "bf16", n=4)
     hdl.ensure_icarus()
     assert toolchain.have_icarus()
-    v = hdl.run(prog, sim="verilator", opt="-O0")
+    v = hdl.run(prog, sim="verilator", pack=PACK["mariana"])   # the library's build
     i = hdl.run(prog, sim="icarus", waves=True)            # one Icarus build serves both runs
     assert v.mismatch is None and i.mismatch is None, (v.mismatch, i.mismatch)
     assert (v.cycles, v.checks) == (i.cycles, i.checks)
@@ -58,7 +46,7 @@ def test_icarus_matches_verilator():
     def tamper(trace):
         e = next(e for e in trace.events if e.kind == "psum_write")
         e.data["bits"] ^= 1 << 3
-    bad_v = hdl.run(prog, sim="verilator", opt="-O0", tamper=tamper).mismatch
+    bad_v = hdl.run(prog, sim="verilator", pack=PACK["mariana"], tamper=tamper).mismatch
     bad_i = hdl.run(prog, sim="icarus", waves=True, tamper=tamper).mismatch
     assert bad_v is not None and bad_i is not None
     assert (bad_v.cycle, bad_v.where, bad_v.expected, bad_v.actual) == \
@@ -72,7 +60,7 @@ def test_icarus_matches_verilator():
 def test_export_lints_clean():
     """`verilator --lint-only -Wall` with the committed waivers (rtl/lint.vlt) reports nothing."""
     prog = P.single("mariana", "bf16", n=4)
-    exp = hdl.export_cached(hdl.Config.of(prog), log=lambda *a: None)
+    exp = hdl.export_cached(hdl.Config.of(prog, pack=PACK["mariana"]), log=lambda *a: None)
     d = exp["dir"]
     files = open(os.path.join(d, "files.f")).read().split()
     res = subprocess.run(["verilator", "--lint-only", "-Wall", "--top-module", exp["top"], "verilator.vlt", "lint.vlt",
