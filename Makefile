@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP) icarus
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=25
 
-# the other half of the program library in Amaranth's simulator (tests/test_rtl_top.py group 1, ~6 min)
+# five of the six Amaranth-simulator library groups (tests/test_rtl_top.py; about 10 minutes on 2 cores)
 cosim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m cosim
 

@@ -276,7 +276,9 @@ def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
 
 
 def transpose(gen="mariana", rows=8, cols=8, n=6, seed=5):
-    """A transposing matmul: moving[k, n] lands in partition n, element k, bit for bit (D-13)."""
+    """A transposing matmul: moving[k, n] lands in partition n, element k, bit for bit (D-13); at most
+    `cols` vectors (one per column)."""
+    n = min(n, cols)
     b = _Builder("transpose", gen, rows, cols, seed)
     a = b.rng.integers(0, 1 << 16, (rows, n), dtype=np.uint64)
     oa = b.put(0, a, 2)

@@ -112,6 +112,25 @@ def bench_amaranth_array() -> list[dict]:
     return rows
 
 
+def bench_amaranth_engine() -> list[dict]:
+    """Amaranth simulator speed of the whole engine RTL in lockstep with the golden engine (small)."""
+    from cosim import lockstep, programs
+    rows = []
+    for size in (4, 8):
+        prog = programs.single("mariana", "bf16", rows=size, cols=size, n=64)
+        stats = {}
+        t0 = time.perf_counter()
+        bad = lockstep.run(prog, psum_partitions=max(8, size), stats=stats)
+        if bad is not None:
+            raise RuntimeError(f"lockstep mismatch in the benchmark: {bad}")
+        total = time.perf_counter() - t0
+        rows.append({"name": f"amaranth sim engine {size}x{size} (lockstep)", "seconds": stats["seconds"],
+                     "setup_seconds": total - stats["seconds"], "cycles": stats["cycles"],
+                     "cycles_per_s": stats["cycles"] / stats["seconds"],
+                     "pe_cycles_per_s": stats["cycles"] * size * size / stats["seconds"]})
+    return rows
+
+
 def bench_verilator_engine(sizes=(8, 16)) -> list[dict]:
     """The exported engine on Verilator through cocotb: export and build time, build peak memory,
     and simulation speed of a long bf16 matmul with and without the per-cycle golden check."""
@@ -139,18 +158,20 @@ def bench_verilator_engine(sizes=(8, 16)) -> list[dict]:
 
 BENCHES = {"from_fp32": bench_from_fp32, "golden_matmul": bench_golden_matmul,
            "golden_engine": bench_golden_engine, "amaranth_array": bench_amaranth_array,
-           "verilator_engine": bench_verilator_engine}
+           "amaranth_engine": bench_amaranth_engine, "verilator_engine": bench_verilator_engine}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tensore-bench")
     parser.add_argument("-o", "--output", default="build/bench.json")
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHES))
+    parser.add_argument("--sizes", type=int, nargs="*", default=[8, 16],
+                        help="verilator_engine: MARIANA array sizes (n x n) to export, build and run")
     args = parser.parse_args(argv)
     results = []
     for name in args.only or BENCHES:
         print(f"running {name} ...", flush=True)
-        results.extend(BENCHES[name]())
+        results.extend(BENCHES[name](args.sizes) if name == "verilator_engine" else BENCHES[name]())
     report = {"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                           "numpy": np.__version__}, "results": results}
     out = Path(args.output)
