@@ -37,6 +37,7 @@ import itertools
 from amaranth.hdl import Array as HArray
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from model.addrmap import PARTITIONS, PSUM_BANK_BYTES
@@ -209,14 +210,23 @@ class Engine(wiring.Component):
         seed_lanes = [Signal(32, name=f"seed_lane{c}") for c in range(C)]
         with m.If(meta.seed_data):
             m.d.sync += [seed_lanes[c].eq(self.st_resp_data[c]) for c in range(C)]
-        # the ConvLutLoad table (D-T15): entries 0..n-1 written when the gather returns
-        lut = HArray(Signal(32, name=f"lut{i}") for i in range(LUT_ENTRIES))
+        # the ConvLutLoad table (D-T15): entries 0..n-1 written when the gather returns, read by every
+        # weight lane and every row; a memory (one read port each, not a 256-way mux each), with a
+        # valid bit per entry so that a reset clears it
+        m.submodules.lut = lut_mem = Memory(shape=32, depth=LUT_ENTRIES, init=[])
+        lut_valid = Signal(LUT_ENTRIES)
         lut_dtype = Signal(8, init=Dtype.BFLOAT16)
+        lut_fill = _wire(m, ((Const(1, LUT_ENTRIES + 1) << meta.cols) - 1)[:LUT_ENTRIES], "lut_fill")
         with m.If(meta.lut_load):
-            m.d.sync += lut_dtype.eq(meta.dtype)
-            for i in range(LUT_ENTRIES):
-                with m.If(i < meta.cols):
-                    m.d.sync += lut[i].eq(self.st_resp_data[i])
+            m.d.sync += [lut_dtype.eq(meta.dtype), lut_valid.eq(lut_valid | lut_fill)]
+        for i in range(LUT_ENTRIES):
+            wp = lut_mem.write_port()
+            m.d.comb += [wp.addr.eq(i), wp.data.eq(self.st_resp_data[i]), wp.en.eq(meta.lut_load & lut_fill[i])]
+
+        def lut(index):
+            rp = lut_mem.read_port(domain="comb")
+            m.d.comb += rp.addr.eq(index)
+            return Mux(lut_valid.bit_select(index, 1), rp.data, 0)
         # route element m (pattern order) to its physical column (D-14 load order)
         code_w = code_layout(PK).size + 11                    # the codes, then the MX scale (10 bits + NaN)
         lanes = []
@@ -224,7 +234,7 @@ class Engine(wiring.Component):
         ident_code = HArray(self.st_resp_data[i] for i in range(16))[meta.row[:4]]
         for mcol in range(C):
             word = self.st_resp_data[mcol]
-            plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut[word[:8]], word))
+            plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut(word[:8]), word))
             codes = {"s0": _by_pack(meta.pack, PK, lambda p: self.st_resp_data[p * mcol],
                                     Mux(meta.ident, Mux(meta.row[:4] == mcol % 16, ident_code, 0), plain))}
             # LdTags: four 4-bit tags per u16 word, the LSB nibble the larger logical column; TAG_WEIGHT: bits 16-19
@@ -418,7 +428,7 @@ class Engine(wiring.Component):
                          a.dtype.eq(Mux(rec.lut, lut_dtype, rec.dtype)),
                          a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.fmaps.eq(rec.fmaps),
                          a.lanes.eq(Mux(rec.pack == 8, 3, Mux(rec.pack == 4, 2, Mux(rec.pack == 2, 1, 0)))),
-                         a.code.s0.eq(Mux(rec.mx, word[:8], Mux(rec.lut, lut[word[:8]], word[:32])))]
+                         a.code.s0.eq(Mux(rec.mx, word[:8], Mux(rec.lut, lut(word[:8]), word[:32])))]
             # MX: the codes in bytes 0-7, the block scale in byte 8 (E8M0: value - 127, 0xFF NaN)
             sbyte = word[64:72]
             m.d.comb += [a.scaled.eq(rec.mx), a.sa.eq(Mux(rec.scv, sbyte - 127, 0)),
