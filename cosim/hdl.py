@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cosim import toolchain
-from cosim.lockstep import Lockstep, Mismatch
+from cosim.lockstep import Lockstep, Mismatch, one_array
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMS = ("verilator", "icarus")
@@ -195,7 +195,8 @@ def _verilator_build(exported: dict, sources: list, out: Path, flags: list, wave
            *(["--trace", "--trace-depth", str(TRACE_DEPTH)] if waves else []), *flags, "--timescale", "1ns/1ps",
            str(cfg.share_dir / "lib" / "verilator" / "verilator.cpp"), str(vlt), *map(str, sources),
            str(_wrapper(exported, out))]
-    # --hierarchical: the PE is a hierarchical block (verilator.vlt), Verilated and compiled once
+    # --hierarchical: the PE, row and PSUM partition are hierarchical blocks (verilator.vlt), each
+    # Verilated and compiled once
     make_flags = f"{env['MAKEFLAGS']} OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL={opt}"
     cmd[1:1] = ["--hierarchical", "--build", "-j", str(os.cpu_count() or 2), "-MAKEFLAGS", make_flags]
     res = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
@@ -291,9 +292,7 @@ def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_parti
              log=lambda *a: None) -> list:
     """Programs of one generation and array size on one build (the most elements per PE any of them
     needs) and in one simulator process: a list of HdlResult, one per program."""
-    p0 = programs[0]
-    if any((p.gen, p.rows, p.cols) != (p0.gen, p0.rows, p0.cols) for p in programs):
-        raise ValueError("run_many needs programs of one generation and array size")
+    p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     cfg = Config.of(p0, pack=pack or max(lk.pack for lk in lks), sbuf_latency=sbuf_latency,
                     psum_partitions=psum_partitions)

@@ -303,6 +303,14 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, sto
     return result[0]
 
 
+def one_array(programs):
+    """The first of `programs`, which must all be of one generation and array size (one engine)."""
+    p0 = programs[0]
+    if any((p.gen, p.rows, p.cols) != (p0.gen, p0.rows, p0.cols) for p in programs):
+        raise ValueError("programs of one generation and array size are needed for one engine")
+    return p0
+
+
 def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=None) -> list:
     """Run programs of one generation and array size on one elaborated engine (elaboration costs more
     than a short program), resetting it before each; returns, per program, None or the first Mismatch.
@@ -311,9 +319,7 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
 
     from cosim.array_lockstep import simulate
     from rtl.top import Engine
-    p0 = programs[0]
-    if any((p.gen, p.rows, p.cols) != (p0.gen, p0.rows, p0.cols) for p in programs):
-        raise ValueError("run_many needs programs of one generation and array size")
+    p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     build_pack = max(lk.pack for lk in lks)
     dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
