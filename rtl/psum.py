@@ -79,7 +79,6 @@ class PsumPartition(wiring.Component):
         host_twp = tags.write_port()
         trps = [tags.read_port(transparent_for=twps + [host_twp]) for _ in range(self.ports)]
         htp = tags.read_port()
-        epochs = [Signal(EPOCH_BITS, init=1, reset_less=True, name=f"epoch{b}") for b in range(PSUM_BANKS)]
         if self.partition is not None:
             states = [Signal(32, init=SR_STATE_BASE ^ ((self.partition << 8) | i), name=f"sr{i}") for i in range(16)]
         else:
@@ -95,11 +94,7 @@ class PsumPartition(wiring.Component):
             dist = Signal(3, name=f"zdist{b}")
             m.d.comb += [dist.eq(b - self.zero_bank),
                          hits[b].eq(self.zero_valid & (dist < (Const(1, 4) << self.zero_log2)))]
-            with m.If(hits[b] | ResetSignal()):
-                m.d.sync += epochs[b].eq(epochs[b] + 1)
-        # the epochs after this cycle's zeroing: what a write of this cycle stores
-        after = [Mux(hits[b], epochs[b] + 1, epochs[b])[:EPOCH_BITS] for b in range(PSUM_BANKS)]
-        ep = _Epochs(m, epochs, after, hits)
+        ep = _Epochs(m, hits)
 
         state_now = None                             # (index, advanced state) of port 1's SR write
         if self.ports == 2:
@@ -140,11 +135,18 @@ def _port_names(k: int) -> tuple[str, str]:
 
 
 class _Epochs:
-    """The bank epochs: `mask` turns a word's tags into its valid-half mask, `after_of` is the epoch a
-    write of this cycle stores."""
+    """The bank epochs, advanced by this cycle's zeroing `hits` (one bit per bank) and by a reset:
+    `mask` turns a word's tags into its valid-half mask, `after_of` is the epoch a write of this
+    cycle stores (its bank's epoch after this cycle's zeroing)."""
 
-    def __init__(self, m, epochs, after, hits):
-        self.m, self.epochs, self.after, self.hits = m, epochs, after, hits
+    def __init__(self, m, hits):
+        self.m, self.hits = m, hits
+        self.epochs = [Signal(EPOCH_BITS, init=1, reset_less=True, name=f"epoch{b}") for b in range(PSUM_BANKS)]
+        self.after = [Signal(EPOCH_BITS, name=f"epoch_after{b}") for b in range(PSUM_BANKS)]
+        for b, (now, after) in enumerate(zip(self.epochs, self.after)):
+            m.d.comb += after.eq(Mux(hits[b], now + 1, now))
+            with m.If(hits[b] | ResetSignal()):
+                m.d.sync += now.eq(now + 1)
 
     def _bank(self, word):
         return word[BANK_SHIFT:BANK_SHIFT + 3]
