@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup test cosim demo bench verilog lint icarus clean distclean
+.PHONY: setup test cosim cosim-full demo bench verilog lint icarus clean distclean
 
 setup: $(STAMP)
 
@@ -22,6 +22,13 @@ test: $(STAMP) icarus
 # five of the six Amaranth-simulator library groups (tests/test_rtl_top.py; about 10 minutes on 2 cores)
 cosim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m cosim
+
+# full size, outside CI: MAVERICK 128 x 256 and MARIANA 128 x 128 exported, built in Verilator and run
+# against the golden engine every cycle (a 128 x 128 x 512 bf16 accumulate group, a bf16 drain with
+# stochastic rounding, MX, FP8 double row); summary in build/cosim_full.json.  Exports and builds are
+# cached: the first run takes about an hour on 2 cores, later ones only simulate.
+cosim-full: $(STAMP)
+	$(PY) -m tensore.cli cosim-full -o build/cosim_full.json $(COSIM_FULL_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m tensore.cli demo

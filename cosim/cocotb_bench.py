@@ -63,7 +63,10 @@ async def lockstep(dut):
         dut.rst.value = 0
         await port.tick()
         t0 = time.perf_counter()
+        print(f"[tensore] {lk.program.name}: {lk.end} cycles to run", flush=True)      # progress, in sim.log
         bad = await bench(lk, port)
+        print(f"[tensore] {lk.program.name}: {'mismatch' if bad else 'ok'} after "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
         results.append({"mismatch": bad.to_json() if bad else None, "cycles": lk.end, "checks": lk.checks,
                         "seconds": time.perf_counter() - t0})
     with open(job["result"], "w") as f:

@@ -25,6 +25,10 @@ def row_module_name(gen, cols: int, pack: int) -> str:
     return f"tensore_row_{Gen.parse(gen).name.lower()}_c{cols}_p{pack}"
 
 
+def array_module_name(gen, rows: int, cols: int, pack: int) -> str:
+    return f"tensore_array_{Gen.parse(gen).name.lower()}_r{rows}_c{cols}_p{pack}"
+
+
 def _row_signature(cols: int, pack: int) -> dict:
     return {
         "act_in": In(act_layout(pack)),
@@ -73,22 +77,26 @@ class ArrayRowBlackBox(ArrayRow):
         return m
 
 
+def _array_signature(rows: int, cols: int, pack: int) -> dict:
+    return {
+        "row_in": In(data.ArrayLayout(act_layout(pack), rows)),
+        "advance": In(1), "phase": In(2),
+        "wl_valid": In(1), "wl_row": In(range(rows)), "wl_cols": In(cols),
+        "wl_data": In(data.ArrayLayout(weight_layout(pack), cols)),
+        "tag_valid": In(1), "tag_row": In(range(rows)), "tag_cols": In(cols),
+        "tag_data": In(data.ArrayLayout(4, cols)),
+        "top_psum": In(data.ArrayLayout(32, cols)), "top_valid": In(cols),
+        "out_psum": Out(data.ArrayLayout(32, cols)), "out_valid": Out(cols),
+    }
+
+
 class Array(wiring.Component):
     def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False):
         """black_box: rows are instances of the exported row module (Verilog for large arrays);
         the default elaborates everything in Amaranth (for Amaranth's simulator, which reads an
         Instance as zeros)."""
         self.gen, self.rows, self.cols, self.pack = gen, rows, cols, pack
-        super().__init__({
-            "row_in": In(data.ArrayLayout(act_layout(pack), rows)),
-            "advance": In(1), "phase": In(2),
-            "wl_valid": In(1), "wl_row": In(range(rows)), "wl_cols": In(cols),
-            "wl_data": In(data.ArrayLayout(weight_layout(pack), cols)),
-            "tag_valid": In(1), "tag_row": In(range(rows)), "tag_cols": In(cols),
-            "tag_data": In(data.ArrayLayout(4, cols)),
-            "top_psum": In(data.ArrayLayout(32, cols)), "top_valid": In(cols),
-            "out_psum": Out(data.ArrayLayout(32, cols)), "out_valid": Out(cols),
-        })
+        super().__init__(_array_signature(rows, cols, pack))
         self.row_blocks = [ArrayRowBlackBox(gen, cols, pack) if black_box else ArrayRow(gen, cols, pack)
                            for _ in range(rows)]
         self.pes = [row.pes for row in self.row_blocks]
@@ -111,4 +119,19 @@ class Array(wiring.Component):
                 m.d.comb += [row.psum_in.eq(self.top_psum), row.psum_valid_in.eq(self.top_valid)]
         bottom = self.row_blocks[-1]
         m.d.comb += [self.out_psum.eq(bottom.psum_out), self.out_valid.eq(bottom.psum_valid_out)]
+        return m
+
+
+class ArrayBlackBox(wiring.Component):
+    """An instance of the whole exported array (`array_module_name`: rtl/export.py writes its rows
+    as structural Verilog): the engine's netlist then holds one instance, not rows instances each
+    connected to the weight bus and two column-wide sum buses (D-T42)."""
+
+    def __init__(self, gen, rows: int, cols: int, pack: int = 1):
+        self.gen, self.rows, self.cols, self.pack = gen, rows, cols, pack
+        super().__init__(_array_signature(rows, cols, pack))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.array = instance_of(self, array_module_name(self.gen, self.rows, self.cols, self.pack))
         return m

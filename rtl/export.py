@@ -1,7 +1,8 @@
 """Verilog for external simulators: one PE module definition instantiated rows x cols times.
 
 `export_array` writes the array alone; `export_engine` the whole engine (rtl/top.py), whose
-Amaranth-converted top instantiates the same row module and one PSUM partition module.
+Amaranth-converted top instantiates the same row module, one PSUM partition module, one row-port
+module and the PSUM write crossbar.
 The PE comes from Amaranth.  The row block and the top are pure wiring (instances and buses), so
 they are written here as structural Verilog from the same port layouts (rtl.array / rtl.pe):
 Amaranth's backend would take minutes on the ~30,000 instance connections of a 128 x 256 array.
@@ -19,9 +20,11 @@ from amaranth.lib.wiring import In
 
 from model.addrmap import PARTITIONS
 from model.dtypes import Gen
-from rtl.array import row_module_name
+from rtl.array import array_module_name, row_module_name
 from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
 from rtl.psum import PsumPartition, psum_module_name
+from rtl.psum_xbar import xbar_module_name, xbar_verilog
+from rtl.rowport import RowPort, rowport_module_name
 
 ENGINE_TOP = "tensore_engine"
 
@@ -105,26 +108,35 @@ def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "ten
 
 def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None = None, sbuf_latency: int = 2,
                   psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP) -> dict:
-    """Write the engine (rtl/top.py) as Verilog: the PE, the row block, one PSUM partition, the top
-    (Amaranth, with those three as instances), files.f, a Verilator control file that makes the
-    three blocks hierarchical blocks, lint.vlt (the waivers of `verilator --lint-only -Wall`, rtl/lint.vlt)
-    and engine.json (configuration, ports, timings)."""
+    """Write the engine (rtl/top.py) as Verilog: the PE, the row block, the array (structural), one
+    PSUM partition, one row port (rtl/rowport.py), the PSUM write crossbar (rtl/psum_xbar.py,
+    behavioural Verilog), the top (Amaranth, with those as instances), files.f, a Verilator control
+    file that makes the PE, row, PSUM partition and row port hierarchical blocks, lint.vlt (the
+    waivers of `verilator --lint-only -Wall`, rtl/lint.vlt) and engine.json (configuration, ports,
+    timings)."""
     from rtl.top import Engine
     eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
                  black_box=True)
     pe_name, row_name = pe_module_name(gen, eng.pack), row_module_name(gen, eng.cols, eng.pack)
     psum_name = psum_module_name(eng.psum_ports)
+    rowport_name = rowport_module_name(gen, eng.pack, sbuf_latency)
+    array_name = array_module_name(gen, rows, eng.cols, eng.pack)
     times, texts = {}, {}
     for fname, make in [(f"{pe_name}.v", lambda: verilog.convert(PE(gen, eng.pack), name=pe_name, emit_src=False)),
                         (f"{row_name}.v", lambda: _row_verilog(gen, eng.cols, eng.pack)),
+                        (f"{array_name}.v", lambda: _top_verilog(gen, rows, eng.cols, eng.pack, array_name)),
                         (f"{psum_name}.v", lambda: verilog.convert(PsumPartition(None, eng.psum_ports),
                                                                    name=psum_name, emit_src=False)),
+                        (f"{rowport_name}.v", lambda: verilog.convert(RowPort(gen, eng.pack, sbuf_latency),
+                                                                      name=rowport_name, emit_src=False)),
+                        (f"{xbar_module_name(psum_partitions, eng.cols, eng.psum_ports)}.v",
+                         lambda: xbar_verilog(psum_partitions, eng.cols, eng.psum_ports)),
                         (f"{name}.v", lambda: verilog.convert(eng, name=name, emit_src=False))]:
         t0 = time.perf_counter()
         texts[fname] = make()
         times[fname] = round(time.perf_counter() - t0, 2)
-    res = _write(Path(out_dir), texts, [pe_name, row_name, psum_name],
-                 f"{rows * eng.cols} PE instances, {rows} rows, {psum_partitions} PSUM partitions")
+    res = _write(Path(out_dir), texts, [pe_name, row_name, psum_name, rowport_name],
+                 f"{rows * eng.cols} PE instances, {rows} rows and row ports, {psum_partitions} PSUM partitions")
     ports = {n: {"width": Shape.cast(mb.shape).width, "dir": "in" if mb.flow == In else "out"}
              for n, mb in eng.signature.members.items()}
     info = {"top": name, "gen": eng.gen.name, "rows": rows, "cols": eng.cols, "pack": eng.pack,

@@ -32,8 +32,6 @@ valid micro-op outside that set, a transpose of more elements than rows, two col
 whole array on CAYMAN / MARIANA) writing one partition in one cycle, or both halves' writes hitting one
 PSUM word in one cycle, raises `unsupported`. MAVERICK partitions have two write ports: a c256 matmul's
 halves meet in a partition whenever it has more vectors than half the columns."""
-import itertools
-
 from amaranth.hdl import Array as HArray
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, wiring
@@ -42,28 +40,15 @@ from amaranth.lib.wiring import In, Out
 
 from model.addrmap import PARTITIONS, PSUM_BANK_BYTES
 from model.dtypes import Dtype, Gen
-from model.isa.enums import SeedMode
 from model.isa.layouts import LUT_ENTRIES, NUM_EVENTS
-from rtl.array import Array
+from rtl.array import Array, ArrayBlackBox
 from rtl.decoder import Kind, _or, uop_layout
-from rtl.pe import SPARSE_FMAPS, code_layout
+from rtl.pe import code_layout
+from rtl.psum_xbar import FIELDS as XBAR_FIELDS
+from rtl.psum_xbar import PsumWriteXbar, PsumWriteXbarBlackBox
 from rtl.psum import WORDS, PsumPartition, PsumPartitionBlackBox
+from rtl.rowport import MV_ELEMS, REC_LAYOUT, WREC_LAYOUT, RowPort, RowPortBlackBox, pattern_step
 from rtl.seq import T, Sequencer
-
-MV_ELEMS = SPARSE_FMAPS         # elements per moving request: the fmaps of a MatmulSparse vector
-
-
-def _pattern_step(i, o, num, step, esize):
-    """One step of a TENSOR3D element iterator: (i[3], o[3]) -> next, o = per-dim byte offsets."""
-    carry = Const(1, 1)
-    outs_i, outs_o = [], []
-    for d in range(3):
-        last = i[d] + 1 >= num[d]
-        outs_i.append(Mux(carry, Mux(last, 0, i[d] + 1), i[d]))
-        outs_o.append(Mux(carry, Mux(last, 0, o[d] + step[d] * esize), o[d]))
-        carry = carry & last
-    return outs_i, outs_o
-
 
 def _wire(m, value, name, shape=None):
     """`value` through a named comb signal: an expression used in many statements is then built once
@@ -130,7 +115,7 @@ class Engine(wiring.Component):
         R, C, L, PK = self.rows, self.cols, self.L, self.pack
         Lm = L - 1
         m.submodules.seq = seq = Sequencer(self.gen, R, C, L)
-        m.submodules.array = arr = Array(self.gen, R, C, PK, black_box=self.black_box)
+        m.submodules.array = arr = ArrayBlackBox(self.gen, R, C, PK) if self.black_box else Array(self.gen, R, C, PK)
         for name in ("desc_valid", "desc_data", "bus_addr", "bus_wdata", "bus_we", "event_set"):
             m.d.comb += getattr(seq, name).eq(getattr(self, name))
         m.d.comb += [self.desc_ready.eq(seq.desc_ready), self.bus_rdata.eq(seq.bus_rdata), self.now.eq(seq.now)]
@@ -154,7 +139,7 @@ class Engine(wiring.Component):
         # a transposing load reads element k of every column's partition for row k: the element's offset
         lx_i, lx_o = [Signal(16, name=f"lx_i{d}") for d in range(3)], [Signal(18, name=f"lx_o{d}") for d in range(3)]
         x_i, x_o = [Mux(ld_go, 0, x) for x in lx_i], [Mux(ld_go, 0, x) for x in lx_o]
-        nx_i, nx_o = _pattern_step(x_i, x_o, [cur.src_num[d] for d in range(3)], [cur.src_step[d] for d in range(3)],
+        nx_i, nx_o = pattern_step(x_i, x_o, [cur.src_num[d] for d in range(3)], [cur.src_step[d] for d in range(3)],
                                    cur.esize)
         with m.If(ld_req):
             m.d.sync += [lx_i[d].eq(nx_i[d]) for d in range(3)] + [lx_o[d].eq(nx_o[d]) for d in range(3)]
@@ -239,25 +224,26 @@ class Engine(wiring.Component):
                                     Mux(meta.ident, Mux(meta.row[:4] == mcol % 16, ident_code, 0), plain))}
             # LdTags: four 4-bit tags per u16 word, the LSB nibble the larger logical column; TAG_WEIGHT: bits 16-19
             nib = self.st_resp_data[mcol // 4].bit_select(4 * (3 - mcol % 4), 4)
-            tag_lanes.append(Mux(meta.tags, nib | meta.force, word[16:20]))
+            tag_lanes.append(_wire(m, Mux(meta.tags, nib | meta.force, word[16:20]), f"tag_lane{mcol}"))
             for j in range(1, PK):                  # slot j: element j of the lane (double row, MX)
                 codes[f"s{j}"] = _by_pack(meta.pack, PK, lambda p: self.st_resp_data[p * mcol + j] if j < p else 0, 0)
             raw = self.sc_resp_data[mcol]
             exp = Signal(signed(10), name=f"wl_scale{mcol}")
             m.d.comb += exp.eq(raw - 127)
             scale = Mux(meta.mx & meta.sc_valid, Cat(exp, raw == 0xFF), 0)   # E8M0: value - 127, 0xFF NaN
-            lanes.append(Cat(*[codes[f"s{j}"][:Shape.cast(code_layout(PK)[f's{j}'].shape).width] for j in range(PK)],
-                             scale))
+            lanes.append(_wire(m, Cat(*[codes[f"s{j}"][:Shape.cast(code_layout(PK)[f's{j}'].shape).width]
+                                        for j in range(PK)], scale), f"wl_lane{mcol}"))
         flat = Cat(*lanes)
         rev = Cat(*reversed(lanes))
         shift_r = Signal(range(C + 1))
         m.d.comb += shift_r.eq(C - meta.col0 - meta.cols)
         placed = Signal(C * code_w)
-        m.d.comb += placed.eq(Mux(meta.lcf, _lane_shift(rev, shift_r, code_w, C, right=True),
-                                  _lane_shift(flat, meta.col0, code_w, C)))
+        m.d.comb += placed.eq(Mux(meta.lcf, _lane_shift(m, "wl_rev", rev, shift_r, code_w, C, right=True),
+                                  _lane_shift(m, "wl_fwd", flat, meta.col0, code_w, C)))
         tags_placed = Signal(C * 4)
-        m.d.comb += tags_placed.eq(Mux(meta.lcf, _lane_shift(Cat(*reversed(tag_lanes)), shift_r, 4, C, right=True),
-                                       _lane_shift(Cat(*tag_lanes), meta.col0, 4, C)))
+        m.d.comb += tags_placed.eq(Mux(meta.lcf, _lane_shift(m, "tag_rev", Cat(*reversed(tag_lanes)), shift_r, 4, C,
+                                                               right=True),
+                                       _lane_shift(m, "tag_fwd", Cat(*tag_lanes), meta.col0, 4, C)))
         mask = Signal(C)
         m.d.comb += mask.eq((((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C])
         m.d.comb += [arr.wl_valid.eq(meta.valid & ~meta.tags), arr.wl_row.eq(meta.row), arr.wl_cols.eq(mask),
@@ -304,10 +290,10 @@ class Engine(wiring.Component):
         s_o = [_wire(m, Mux(mm_go, 0, x), f"src_o{d}") for d, x in enumerate(src.o)]
         s_base = _wire(m, Mux(mm_go, mu.src_off, src.base), "src_base")
         off0 = _wire(m, (s_base + s_o[0] + s_o[1] + s_o[2])[:18], "src_off0")
-        i1, o1 = _pattern_step(s_i, s_o, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
+        i1, o1 = pattern_step(s_i, s_o, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
                                mmv.esize)
         off1 = (s_base + o1[0] + o1[1] + o1[2])[:18]
-        i2, o2 = _pattern_step(i1, o1, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
+        i2, o2 = pattern_step(i1, o1, [mmv.src_num[d] for d in range(3)], [mmv.src_step[d] for d in range(3)],
                                mmv.esize)
         two = mmv.pack == 2
         with m.If(launch):
@@ -319,7 +305,7 @@ class Engine(wiring.Component):
         d_o = [_wire(m, Mux(mm_go, 0, x), f"dst_o{d}") for d, x in enumerate(dst.o)]
         d_base = _wire(m, Mux(mm_go, mu.dst_off, dst.base), "dst_base")
         dst_off = _wire(m, (d_base + d_o[0] + d_o[1] + d_o[2])[:14], "dst_off")
-        dn_i, dn_o = _pattern_step(d_i, d_o, [mmv.dst_num[d] for d in range(3)], [mmv.dst_step[d] for d in range(3)],
+        dn_i, dn_o = pattern_step(d_i, d_o, [mmv.dst_num[d] for d in range(3)], [mmv.dst_step[d] for d in range(3)],
                                    dsize)
         with m.If(launch):
             m.d.sync += [dst.base.eq(d_base)] + [dst.i[d].eq(dn_i[d]) for d in range(3)] + \
@@ -337,14 +323,7 @@ class Engine(wiring.Component):
         mx_addr = (units + e0 * mmv.src_step[0])[:19]
         mx_stride = Mux(mmv.mxmode == 0, 1, Mux(mmv.mxmode == 1, mmv.vectors[:16], t_mx)) * mmv.src_step[0]
 
-        rec_layout = data.StructLayout({
-            "valid": 1, "swap": 1, "row0": 8, "rows": 8, "col0": 9, "cols": 9, "dtype": 8, "fp32_mode": 2,
-            "multi": 1, "part": 7, "off0": 18, "off1": 18, "esize": 3,
-            "dst_part": 7, "dst_off": 14, "dst_slot1": 14, "out_bf16": 1, "accumulate": 1, "zero": 1,
-            "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1,
-            "seed": 2, "vidx": 5,
-            "mx": 1, "pack": 4, "maddr": 19, "mstride": signed(20), "nib": 1, "scv": 1, "spart": 7, "soff": 18})
-        launch_rec = Signal(rec_layout)
+        launch_rec = Signal(REC_LAYOUT)
         xp = mmv.xpose
         m.d.comb += [
             launch_rec.valid.eq(launch), launch_rec.swap.eq((v == 0) & ~xp), launch_rec.row0.eq(Mux(xp, 0, mmv.row0)),
@@ -363,148 +342,76 @@ class Engine(wiring.Component):
             launch_rec.fmaps.eq(mmv.fmaps), launch_rec.fstride.eq(mmv.fstride * mmv.esize), launch_rec.lut.eq(mmv.lut),
             launch_rec.xpose.eq(xp), launch_rec.seed.eq(mmv.seed), launch_rec.vidx.eq(v),
         ]
-        # request chain: stage r holds the record row r requests with (P cycles per stage)
-        chain = [Signal(rec_layout, name=f"req{r}") for r in range(R)]
-        # beside it, a transpose's element iterator: row r requests element r of partition v (D-13)
-        xit_layout = data.StructLayout({"base": 18, "i": data.ArrayLayout(16, 3), "o": data.ArrayLayout(18, 3),
-                                        "num": data.ArrayLayout(16, 3), "step": data.ArrayLayout(signed(16), 3),
-                                        "esize": 3})
-        xit = [Signal(xit_layout, name=f"xit{r}") for r in range(R)]
-        with m.If(req_shift):
-            m.d.sync += chain[0].eq(launch_rec)
-            for r in range(1, R):
-                m.d.sync += [chain[r].eq(chain[r - 1]), chain[r].fresh.eq(chain[r - 1].valid)]
-            m.d.sync += chain[0].fresh.eq(launch)
-            m.d.sync += [xit[0].base.eq(s_base), xit[0].esize.eq(mmv.esize)]
-            for d in range(3):
-                m.d.sync += [xit[0].i[d].eq(0), xit[0].o[d].eq(0), xit[0].num[d].eq(mmv.src_num[d]),
-                             xit[0].step[d].eq(mmv.src_step[d])]
-            for r in range(1, R):
-                x = xit[r - 1]
-                ni, no = _pattern_step([x.i[d] for d in range(3)], [x.o[d] for d in range(3)],
-                                       [x.num[d] for d in range(3)], [x.step[d] for d in range(3)], x.esize)
-                m.d.sync += [xit[r].base.eq(x.base), xit[r].esize.eq(x.esize), xit[r].num.eq(x.num),
-                             xit[r].step.eq(x.step)]
-                m.d.sync += [xit[r].i[d].eq(ni[d]) for d in range(3)] + [xit[r].o[d].eq(no[d]) for d in range(3)]
-        with m.Else():
-            for r in range(R):
-                m.d.sync += chain[r].fresh.eq(0)
-        for r in range(R):
-            rec = chain[r]
-            in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
-            sparse = rec.fmaps != 0         # fmap f of the vector at off0 + f * step_elem[3] * esize
-            x = xit[r]
-            needs = (rec.seed == 0) | Const(int(not self.maverick), 1) & (rec.seed == SeedMode.LOAD_SEED)
-            m.d.comb += [self.mv_req_valid[r].eq(in_block & rec.fresh & needs),
-                         self.mv_req_part[r].eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
-                         self.mv_req_off0[r].eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
-                         self.mv_req_off1[r].eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
-                         self.mv_req_off2[r].eq(rec.off0 + 2 * rec.fstride),
-                         self.mv_req_off3[r].eq(rec.off0 + 3 * rec.fstride),
-                         self.mv_req_esize[r].eq(rec.esize),
-                         self.mv_req_mx[r].eq(rec.mx), self.mv_req_addr[r].eq(rec.maddr),
-                         self.mv_req_stride[r].eq(rec.mstride), self.mv_req_count[r].eq(rec.pack),
-                         self.mv_req_nib[r].eq(rec.nib),
-                         self.mv_req_spart[r].eq(rec.spart + ((r - rec.row0) & Mux(rec.pack == 8, ~3, ~7))),
-                         self.mv_req_soff[r].eq(Mux(rec.scv, rec.soff, 0))]
-        # the array side: the same records Lm cycles later, with the data
-        act_side = []
-        for r in range(R):
-            d = [chain[r]] + [Signal(rec_layout, name=f"act{r}_{i}") for i in range(Lm)]
-            for i in range(1, Lm + 1):
-                m.d.sync += d[i].eq(d[i - 1])
-            act_side.append(d[Lm])
-        held = [Signal(32 * MV_ELEMS, name=f"mv_hold{r}") for r in range(R)]
-        for r in range(R):
-            rec = act_side[r]
-            in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
-            word = _wire(m, Mux(rec.fresh, self.mv_resp_data[r], held[r]), f"mv_word{r}")
-            m.d.sync += held[r].eq(word)
+        # request chain, moving requests, the array side and the write records, one RowPort per row
+        ports = [(RowPortBlackBox if self.black_box else RowPort)(self.gen, PK, L) for _ in range(R)]
+        for r, rp in enumerate(ports):
+            m.submodules[f"rowport{r}"] = rp
+            m.d.comb += [rp.index.eq(r), rp.req_shift.eq(req_shift), rp.advance.eq(arr.advance),
+                         rp.mv_resp.eq(self.mv_resp_data[r])]
+            if r:
+                above = ports[r - 1]
+                m.d.comb += [rp.req_in.eq(above.req_out), rp.xit_in.eq(above.xit_out), rp.down_in.eq(above.down_out)]
+            else:           # row 0: the launch record, a transpose's element 0
+                m.d.comb += [rp.req_in.eq(launch_rec), rp.xit_in.base.eq(s_base), rp.xit_in.esize.eq(mmv.esize)]
+                m.d.comb += [rp.xit_in.num[d].eq(mmv.src_num[d]) for d in range(3)]
+                m.d.comb += [rp.xit_in.step[d].eq(mmv.src_step[d]) for d in range(3)]
+            for name in ("valid", "part", *(f"off{j}" for j in range(MV_ELEMS)), "esize", "mx", "addr", "stride",
+                         "count", "nib", "spart", "soff"):
+                m.d.comb += getattr(self, f"mv_req_{name}")[r].eq(getattr(rp, f"mv_req_{name}"))
             a = arr.row_in[r]
-            m.d.comb += [a.valid.eq(in_block), a.swap.eq(rec.swap), a.first.eq(r == rec.row0),
-                         a.col_lo.eq(Mux(rec.xpose, r, rec.col0)),
-                         a.col_hi.eq(Mux(rec.xpose, r + 1, rec.col0 + rec.cols)),
-                         a.xpose.eq(rec.xpose),
-                         a.dtype.eq(Mux(rec.lut, lut_dtype, rec.dtype)),
-                         a.fp32_mode.eq(rec.fp32_mode), a.multi.eq(rec.multi), a.fmaps.eq(rec.fmaps),
-                         a.lanes.eq(Mux(rec.pack == 8, 3, Mux(rec.pack == 4, 2, Mux(rec.pack == 2, 1, 0)))),
-                         a.code.s0.eq(Mux(rec.mx, word[:8], Mux(rec.lut, lut(word[:8]), word[:32])))]
-            # MX: the codes in bytes 0-7, the block scale in byte 8 (E8M0: value - 127, 0xFF NaN)
-            sbyte = word[64:72]
-            m.d.comb += [a.scaled.eq(rec.mx), a.sa.eq(Mux(rec.scv, sbyte - 127, 0)),
-                         a.sa_nan.eq(rec.scv & (sbyte == 0xFF))]
-            for j in range(1, max(PK, MV_ELEMS)):
-                other = word[32 * j:32 * j + 16] if j < MV_ELEMS else 0
-                m.d.comb += getattr(a.code, f"s{j}").eq(Mux(rec.mx, word[8 * j:8 * j + 8], other))
+            m.d.comb += [a.eq(rp.row_in),
+                         a.code.s0.eq(Mux(rp.lut_code, lut(rp.row_in.code.s0[:8]), rp.row_in.code.s0)),
+                         a.dtype.eq(Mux(rp.lut_dtype_sel, lut_dtype, rp.row_in.dtype))]
         # array rhythm: t_data = t_ref + L
         ph = _wire(m, (now[:2] - tref[:2] - L)[:2], "phase")
         m.d.comb += [arr.advance.eq((P == 1) | (ph == P - 1)), arr.phase.eq(Mux(P == 1, 0, ph))]
 
-        # -- the write side: a record per vector runs down R stages then along the columns -----------------
-        down = [Signal(rec_layout, name=f"down{r}") for r in range(R)]
-        with m.If(arr.advance):
-            m.d.sync += down[0].eq(act_side[0])
-            for r in range(1, R):
-                m.d.sync += down[r].eq(down[r - 1])
-        along = [down[R - 1]] + [Signal(rec_layout, name=f"col{c}") for c in range(1, C)]
+        # -- the write side: a vector's record leaves the bottom row and runs along the columns ----------
+        along = [ports[R - 1].down_out] + [Signal(WREC_LAYOUT, name=f"col{c}") for c in range(1, C)]
         with m.If(arr.advance):
             for c in range(1, C):
                 m.d.sync += along[c].eq(along[c - 1])
         first_cycle = _wire(m, (P == 1) | (ph == 0), "first_cycle")
         half = C // 2 if self.maverick else C
         m.submodules.psum = psum_parts = _PsumBank(self.parts, self.psum_ports, self.black_box)
-        strobe = []
-        targets = []
+        m.submodules.xbar = xbar = (PsumWriteXbarBlackBox if self.black_box else PsumWriteXbar)(
+            self.parts, C, self.psum_ports)
+        strobe, firsts = [], []
         for c in range(C):
             rec = along[c]
             i = c - rec.col0
             upper = _wire(m, rec.c256 & (i >= half), f"upper{c}")
-            part = _wire(m, Mux(upper, rec.dst_part + i - half, rec.dst_part + i), f"part{c}", 16)
             s = _wire(m, rec.valid & (c >= rec.col0) & (c < rec.col0 + rec.cols) & first_cycle, f"strobe{c}")
             strobe.append(s)
-            targets.append((part, _wire(m, Mux(upper, rec.dst_slot1, rec.dst_off), f"woff{c}"), rec, upper))
-        round_sr = seq.round_sr
-        # port k of a partition takes the writes of column half k (one half on CAYMAN / MARIANA)
-        halves = [range(C)] if self.psum_ports == 1 else [range(half), range(half, C)]
-        for p, k in itertools.product(range(self.parts), range(len(halves))):
-            pp, cols_k = psum_parts.parts[p], halves[k]
-            w = "wr" if k == 0 else f"wr{k + 1}"
-            sel = {c: strobe[c] & (targets[c][0] == p) for c in cols_k}
-            n_hits = sum(sel.values(), Const(0, 9))
-            with m.If(n_hits > 1):
-                m.d.comb += unsupported.eq(1)
-            for c in cols_k:
-                part, off, rec, upper = targets[c]
-                # seeds: LOAD writes a state, SAVE writes one to PSUM; the state is vector v (PeManageSeed)
-                # or 2 x dst bank + column half (MAVERICK), the LoadSeed value the transpose's or the held seed
-                if self.maverick:
-                    state, loaded = Cat(upper, rec.dst_off[11:14]), seed_lanes[c]
-                else:
-                    state, loaded = rec.vidx[:4], arr.out_psum[c]
-                with m.If(sel[c]):
-                    port = {f: getattr(pp, f"{w}_{f}") for f in ("valid", "offset", "value", "bf16", "accumulate",
-                                                                 "raw", "sr")}
-                    m.d.comb += [port["valid"].eq(rec.seed != SeedMode.LOAD_SEED), port["offset"].eq(off),
-                                 port["value"].eq(Mux(rec.seed == SeedMode.SAVE_SEED, pp.state_data,
-                                                      arr.out_psum[c])),
-                                 pp.state_index.eq(state), pp.state_wr.eq(rec.seed == SeedMode.LOAD_SEED),
-                                 pp.state_wr_value.eq(loaded),
-                                 port["bf16"].eq(rec.out_bf16), port["accumulate"].eq(rec.accumulate),
-                                 port["raw"].eq(rec.xpose), port["sr"].eq(round_sr)]
-        for c in range(C):
-            part, off, rec, upper = targets[c]
-            with m.If(strobe[c]):
-                with m.If(part >= self.parts):
-                    m.d.comb += unsupported.eq(1)
+            firsts.append(s & (c == rec.col0))
+            # seeds: LOAD writes a state, SAVE writes one to PSUM; the state is vector v (PeManageSeed)
+            # or 2 x dst bank + column half (MAVERICK), the LoadSeed value the transpose's or the held seed
+            if self.maverick:
+                state, loaded = Cat(upper, rec.dst_off[11:14]), seed_lanes[c]
+            else:
+                state, loaded = rec.vidx[:4], arr.out_psum[c]
+            m.d.comb += [xbar.strobe[c].eq(s), xbar.part[c].eq(Mux(upper, rec.dst_part + i - half, rec.dst_part + i)),
+                         xbar.offset[c].eq(Mux(upper, rec.dst_slot1, rec.dst_off)), xbar.value[c].eq(arr.out_psum[c]),
+                         xbar.seed[c].eq(rec.seed), xbar.bf16[c].eq(rec.out_bf16),
+                         xbar.accumulate[c].eq(rec.accumulate), xbar.raw[c].eq(rec.xpose),
+                         xbar.state[c].eq(state), xbar.loaded[c].eq(loaded)]
+        m.d.comb += xbar.sr.eq(seq.round_sr)
+        with m.If(xbar.unsupported):
+            m.d.comb += unsupported.eq(1)
         # zeroing: in the group's first write cycle (column col0's output + 1), its partitions
         z = Signal(data.StructLayout({"valid": 1, "lo": 8, "hi": 9, "bank": 3, "log2": 2}))
-        zc = _or([strobe[c] & targets[c][2].zero & (c == targets[c][2].col0) for c in range(C)])
-        zrec = data.View(rec_layout, _mux_first([(strobe[c] & (c == targets[c][2].col0), targets[c][2].as_value())
-                                                  for c in range(C)], rec_layout.size))
+        zc = _or([f & along[c].zero for c, f in enumerate(firsts)])
+        zrec = data.View(WREC_LAYOUT, _mux_first([(f, along[c].as_value()) for c, f in enumerate(firsts)],
+                                                 WREC_LAYOUT.size))
         m.d.sync += [z.valid.eq(zc), z.lo.eq(zrec.dst_part),
                      z.hi.eq(zrec.dst_part + Mux(zrec.cols > half, half, zrec.cols)),
                      z.bank.eq(zrec.dst_off // PSUM_BANK_BYTES), z.log2.eq(zrec.zero_log2)]
         for p, pp in enumerate(psum_parts.parts):
+            for k in range(self.psum_ports):
+                w = "wr" if k == 0 else f"wr{k + 1}"
+                m.d.comb += [getattr(pp, f"{w}_{f}").eq(getattr(xbar, f"wr{k}_{f}")[p]) for f in XBAR_FIELDS]
+            m.d.comb += [xbar.state_data[p].eq(pp.state_data), pp.state_index.eq(xbar.state_index[p]),
+                         pp.state_wr.eq(xbar.state_wr[p]), pp.state_wr_value.eq(xbar.state_wr_value[p])]
             m.d.comb += [pp.zero_valid.eq(z.valid & (p >= z.lo) & (p < z.hi)), pp.zero_bank.eq(z.bank),
                          pp.zero_log2.eq(z.log2), pp.host_addr.eq(self.host_word),
                          pp.host_we.eq(self.host_we & (self.host_part == p)), pp.host_wdata.eq(self.host_wdata),
@@ -546,17 +453,18 @@ class _PsumBank(wiring.Component):
         return m
 
 
-def _lane_shift(value, amount, lane_w, lanes, *, right=False):
+def _lane_shift(m, name, value, amount, lane_w, lanes, *, right=False):
     """`value` (lanes x lane_w bits) shifted by `amount` whole lanes, as log2(lanes) stages of
-    constant shifts: one variable shift by amount * lane_w bits would be a (lanes * lane_w)^2 netlist."""
+    constant shifts: one variable shift by amount * lane_w bits would be a (lanes * lane_w)^2 netlist.
+    Each stage is a signal: a stage reads the one before twice, and Amaranth copies an expression
+    into every reader (so expressions would make the netlist lanes times larger, D-T42)."""
     width = lanes * lane_w
-    x = value[:width]
+    x = _wire(m, value[:width], f"{name}_in")
     for b in range(len(amount)):
         k = (1 << b) * lane_w
         if k >= width:
-            x = Mux(amount[b:] != 0, 0, x)
-            break
-        x = Mux(amount[b], x[k:] if right else Cat(Const(0, k), x[:width - k]), x)
+            return Mux(amount[b:] != 0, 0, x)
+        x = _wire(m, Mux(amount[b], x[k:] if right else Cat(Const(0, k), x[:width - k]), x), f"{name}_s{b}", width)
     return x
 
 

@@ -131,25 +131,40 @@ def bench_amaranth_engine() -> list[dict]:
     return rows
 
 
-def bench_verilator_engine(sizes=(8, 16)) -> list[dict]:
+def parse_size(text: str) -> tuple[str, int, int]:
+    """'N' is a MARIANA N x N engine; 'RxC' with C = 2R a MAVERICK one (two c128-style halves)."""
+    rows, _, cols = text.lower().partition("x")
+    rows, cols = int(rows), int(cols or rows)
+    if cols == rows:
+        return "mariana", rows, cols
+    if cols == 2 * rows:
+        return "maverick", rows, cols
+    raise ValueError(f"size {text!r}: N (MARIANA N x N) or R x 2R (MAVERICK)")
+
+
+def bench_verilator_engine(sizes=("16", "64")) -> list[dict]:
     """The exported engine on Verilator through cocotb: export and build time, build peak memory,
-    and simulation speed of a long bf16 matmul with and without the per-cycle golden check."""
+    and simulation speed of a long bf16 matmul with and without the per-cycle golden check.
+    4 elements per PE (FP8 double row, MX quad) and max(16, rows) PSUM partitions: the 128 x 128 and
+    128 x 256 builds are the ones `make cosim-full` uses."""
     from cosim import hdl, programs
     rows = []
-    for size in sizes:
-        prog = programs.single("mariana", "bf16", rows=size, cols=size, n=512)
-        cfg = hdl.Config.of(prog, psum_partitions=max(16, size))
+    for spec in sizes:
+        gen, r, c = parse_size(spec)
+        prog = programs.single(gen, "bf16", rows=r, cols=r, n=512)       # MAVERICK: the left half
+        parts = max(16, r)
+        cfg = hdl.Config.of(prog, pack=4, psum_partitions=parts)
         t0 = time.perf_counter()
-        exported = hdl.export_cached(cfg)
-        built = hdl.build_cached(exported, "verilator", opt="-O1")
-        runs = {c: hdl.run(prog, compare=c, psum_partitions=cfg.psum_partitions) for c in (True, False)}
+        exported = hdl.export_cached(cfg, log=print)
+        built = hdl.build_cached(exported, "verilator", opt="-O1", log=print)
+        runs = {k: hdl.run(prog, compare=k, pack=4, psum_partitions=parts) for k in (True, False)}
         assert runs[True].mismatch is None, str(runs[True].mismatch)
         checked, free = runs[True], runs[False]
-        rows.append({"name": f"verilator engine {size}x{size}", "export_seconds": sum(exported["seconds"].values()),
+        rows.append({"name": f"verilator engine {gen} {r}x{c}", "export_seconds": sum(exported["seconds"].values()),
                      "build_seconds": built["seconds"], "build_peak_mb": built["peak_child_mb"],
                      "cycles": checked.cycles, "seconds": checked.seconds,
                      "cycles_per_s": checked.cycles / checked.seconds,
-                     "pe_cycles_per_s": checked.cycles * size * size / checked.seconds,
+                     "pe_cycles_per_s": checked.cycles * r * c / checked.seconds,
                      "unchecked_cycles_per_s": free.cycles / free.seconds,
                      "check_overhead": checked.seconds / free.seconds,
                      "first_call_seconds": time.perf_counter() - t0})
@@ -165,8 +180,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tensore-bench")
     parser.add_argument("-o", "--output", default="build/bench.json")
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHES))
-    parser.add_argument("--sizes", type=int, nargs="*", default=[8, 16],
-                        help="verilator_engine: MARIANA array sizes (n x n) to export, build and run")
+    parser.add_argument("--sizes", nargs="*", default=["16", "64", "128", "128x256"],
+                        help="verilator_engine: engines to export, build and run: N (MARIANA N x N) or R x 2R "
+                        "(MAVERICK)")
     args = parser.parse_args(argv)
     results = []
     for name in args.only or BENCHES:

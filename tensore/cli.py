@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -94,6 +95,75 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     if wave_file:
         print(f"  waveform: {wave_file}")
     return int(bad is not None or expect_bad > 0)
+
+
+FULL_SIZE = {"maverick": (128, 256), "mariana": (128, 128)}
+
+
+def full_size_programs(gen, n: int, n_small: int) -> list:
+    """#7's full-size set: a K=128 x N=128 x M=n bf16 accumulate group (three matmuls, MULTI_START
+    zeroing two banks) and a BF16 drain with stochastic rounding, plus an MX program (FP8 E4M3 quad
+    row, E8M0 block scales) and, where the generation has it (not MAVERICK), FP8 double row.
+    MAVERICK's MX pattern (MXTensorV2) holds at most 255 elements per dimension and the RTL runs
+    one-dimension MX patterns (D-T40): 4 x 60 elements, so its MX program is 128 x 60 x 60."""
+    from cosim import programs
+    gen = dt.Gen.parse(gen)
+    kw = {"rows": 128, "cols": 128}
+    mx_cols = 60 if gen.layout == dt.Gen.MAVERICK else 128
+    mx = programs.mx(gen, "fp8_e4m3", "quad_row", rows=128, cols=mx_cols, n=min(n_small, mx_cols))
+    progs = [programs.accumulate_group(gen, n=n, **kw), programs.bf16_drain(gen, n=n, sr=True, **kw),
+             dataclasses.replace(mx, cols=FULL_SIZE[gen.name.lower()][1])]      # on the full array
+    if gen.layout != dt.Gen.MAVERICK:
+        progs.append(programs.double_row(gen, n=n_small, **kw))
+    return progs
+
+
+def cmd_cosim_full(args) -> int:
+    """Full-size engines (MAVERICK 128 x 256, MARIANA 128 x 128; 128 PSUM partitions, 4 elements per PE)
+    exported, built in Verilator and run against the golden engine, every cycle checked; writes a JSON
+    summary.  Exports and builds are cached, so a second run only simulates."""
+    import json
+    import time
+    from cosim import hdl
+    from cosim.lockstep import Lockstep
+    report, failures = [], 0
+    for gen in args.gen:
+        rows, cols = FULL_SIZE[gen]
+        progs = full_size_programs(gen, args.n, args.n_small)
+        print(f"== {gen.upper()} {rows} x {cols}: {', '.join(p.name for p in progs)} ==", flush=True)
+        t0 = time.perf_counter()
+        lks = [Lockstep(p, pack=4, psum_partitions=128) for p in progs]
+        golden = time.perf_counter() - t0
+        cfg = hdl.Config(dt.Gen.parse(gen).name, rows, cols, 4, psum_partitions=128)
+        exported = hdl.export_cached(cfg, log=lambda m: print(f"  {m}", flush=True))
+        built = hdl.build_cached(exported, "verilator", opt=args.opt, log=lambda m: print(f"  {m}", flush=True))
+        print(f"  golden runs {golden:.1f} s; export {sum(exported['seconds'].values()):.1f} s; "
+              f"Verilator build {built['seconds']:.0f} s, peak {built['peak_child_mb']:,} MB", flush=True)
+        print(f"  simulating (progress: {built['dir']}/run-*/sim.log) ...", flush=True)
+        results = hdl.simulate_many(lks, built)
+        entry = {"gen": gen, "rows": rows, "cols": cols, "export_s": exported["seconds"], "build_s": built["seconds"],
+                 "build_peak_mb": built["peak_child_mb"], "programs": []}
+        for prog, res in zip(progs, results):
+            lk = res.lockstep
+            expect_bad = _check_expectations(prog, lk.eng)
+            ok = res.mismatch is None and expect_bad == 0 and res.checks > res.cycles
+            failures += not ok
+            rate = res.cycles / res.seconds if res.seconds else 0.0
+            print(f"  {prog.name}: {len(lk.descs)} micro-ops, {res.cycles} cycles, {res.checks:,} checks, "
+                  f"{res.seconds:.0f} s ({rate:.2f} cycles/s, {rate * rows * cols:,.0f} PE-cycles/s): "
+                  f"{'OK' if ok else 'FAILED'}"
+                  f"{'' if res.mismatch is None else f' -- {res.mismatch}'}"
+                  f"{'' if not expect_bad else f' -- {expect_bad} PSUM values differ from the expectation'}",
+                  flush=True)
+            entry["programs"].append({"name": prog.name, "cycles": res.cycles, "checks": res.checks,
+                                      "seconds": round(res.seconds, 1), "cycles_per_s": round(rate, 3),
+                                      "pe_cycles_per_s": round(rate * rows * cols), "ok": ok})
+        report.append(entry)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"\n{'all full-size programs passed' if not failures else f'{failures} program(s) FAILED'}; "
+          f"summary in {args.output}")
+    return 1 if failures else 0
 
 
 def cmd_verilog(args) -> int:
@@ -238,6 +308,13 @@ def main(argv=None) -> int:
     p.add_argument("--psum-partitions", type=int, default=16)
     p.add_argument("--sbuf-latency", type=int, default=2)
     p.set_defaults(func=cmd_cosim)
+    p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
+    p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE))
+    p.add_argument("-n", type=int, default=512, help="moving vectors per bf16 matmul")
+    p.add_argument("--n-small", type=int, default=128, help="moving vectors of the MX and double-row matmuls")
+    p.add_argument("--opt", default="-O1", help="C++ optimisation of the Verilator build")
+    p.add_argument("-o", "--output", default="build/cosim_full.json")
+    p.set_defaults(func=cmd_cosim_full)
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
     p.add_argument("source")
     p.add_argument("-o", "--output")

@@ -84,3 +84,27 @@ def test_demo_checks_its_programs(capsys):
     out = capsys.readouterr().out
     assert out.count("PSUM vs independent expectation: OK") == 2
     assert out.count("lockstep vs golden engine: OK") == 2 and "PE utilisation" in out
+
+
+def test_full_size_programs_have_independent_expectations():
+    """make cosim-full's programs: full-array engines, the issue's 128 x 128 x 512 bf16 accumulate
+    group and SR drain, MX on every generation, FP8 double row where the generation has it; each
+    with PSUM expectations computed without the engine, which the golden engine meets."""
+    from cosim.lockstep import golden
+    from tensore.cli import FULL_SIZE, _check_expectations, full_size_programs
+    for gen, (rows, cols) in FULL_SIZE.items():
+        progs = full_size_programs(gen, 512, 32)
+        names = [p.name for p in progs]
+        assert names[:2] == ["accumulate_group", "bf16_drain_sr"] and names[2].startswith("mx_")
+        assert ("double_row" in names) == (gen != "maverick")
+        for p in progs:
+            assert (p.rows, p.cols) == (rows, cols) and (p.expect_fp32 or p.expect_bf16), p.name
+            eng, trace, _ = golden(p)
+            assert not trace.stalled and _check_expectations(p, eng) == 0, p.name
+
+
+def test_bench_sizes():
+    from tensore.bench import parse_size
+    assert parse_size("64") == ("mariana", 64, 64) and parse_size("128x256") == ("maverick", 128, 256)
+    with pytest.raises(ValueError, match="R x 2R"):
+        parse_size("128x200")

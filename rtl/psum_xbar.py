@@ -1,0 +1,133 @@
+"""The PSUM write crossbar: each column's output to the write port of its partition (D-T42).
+
+Column c presents its write (strobe, partition, byte offset, value and flags) in the column-output
+cycle; port k of partition p takes the write of the column of half k (one half on CAYMAN / MARIANA)
+that names p.  Where several columns of a half name one partition the last of them is taken, and
+`unsupported` rises, as it does for a partition number past the last partition.  The SR state port
+of a partition (LoadSeed writes a state, SaveSeed reads one) follows the last column to name it.
+
+The function is a P x C selection.  Amaranth's netlist of it grows with partitions x columns (at
+128 x 256 it dominated the engine's export), so the exported Verilog uses `verilog()` instead: the
+same function as one combinational block that loops over the columns (O(C) in the simulators), and
+tests/test_rtl_export.py checks the two against each other on random inputs."""
+import itertools
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from model.isa.enums import SeedMode
+from rtl.blackbox import instance_of
+
+PART_BITS = 16                  # a column's partition number, before the range check
+FIELDS = ("valid", "offset", "value", "bf16", "accumulate", "raw", "sr")
+WIDTHS = {"valid": 1, "offset": 14, "value": 32, "bf16": 1, "accumulate": 1, "raw": 1, "sr": 1}
+
+
+def xbar_module_name(parts: int, cols: int, ports: int) -> str:
+    return f"tensore_psum_xbar_p{parts}_c{cols}_w{ports}"
+
+
+def halves(cols: int, ports: int) -> list:
+    """The columns of each write port: port k takes column half k (one half with one port)."""
+    half = cols // ports
+    return [range(k * half, (k + 1) * half) for k in range(ports)]
+
+
+class PsumWriteXbar(wiring.Component):
+    def __init__(self, parts: int, cols: int, ports: int):
+        self.parts, self.cols, self.ports = parts, cols, ports
+        members = {
+            "strobe": In(cols), "part": In(data.ArrayLayout(PART_BITS, cols)), "offset": In(data.ArrayLayout(14, cols)),
+            "value": In(data.ArrayLayout(32, cols)), "seed": In(data.ArrayLayout(2, cols)),
+            "bf16": In(cols), "accumulate": In(cols), "raw": In(cols), "sr": In(1),
+            "state": In(data.ArrayLayout(4, cols)), "loaded": In(data.ArrayLayout(32, cols)),
+            "state_data": In(data.ArrayLayout(32, parts)),
+            "state_index": Out(data.ArrayLayout(4, parts)), "state_wr": Out(parts),
+            "state_wr_value": Out(data.ArrayLayout(32, parts)),
+            "unsupported": Out(1),
+        }
+        for k in range(ports):
+            members |= {f"wr{k}_{f}": Out(data.ArrayLayout(w, parts) if w > 1 else parts) for f, w in WIDTHS.items()}
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        bad = Signal()
+        for p, (k, cols_k) in itertools.product(range(self.parts), enumerate(halves(self.cols, self.ports))):
+            sel = {c: self.strobe[c] & (self.part[c] == p) for c in cols_k}
+            with m.If(sum(sel.values(), Const(0, 9)) > 1):
+                m.d.comb += bad.eq(1)
+            for c in cols_k:
+                with m.If(sel[c]):
+                    port = {f: getattr(self, f"wr{k}_{f}")[p] for f in FIELDS}
+                    m.d.comb += [port["valid"].eq(self.seed[c] != SeedMode.LOAD_SEED), port["offset"].eq(self.offset[c]),
+                                 port["value"].eq(Mux(self.seed[c] == SeedMode.SAVE_SEED, self.state_data[p],
+                                                      self.value[c])),
+                                 port["bf16"].eq(self.bf16[c]), port["accumulate"].eq(self.accumulate[c]),
+                                 port["raw"].eq(self.raw[c]), port["sr"].eq(self.sr),
+                                 self.state_index[p].eq(self.state[c]),
+                                 self.state_wr[p].eq(self.seed[c] == SeedMode.LOAD_SEED),
+                                 self.state_wr_value[p].eq(self.loaded[c])]
+        for c in range(self.cols):
+            with m.If(self.strobe[c] & (self.part[c] >= self.parts)):
+                m.d.comb += bad.eq(1)
+        m.d.comb += self.unsupported.eq(bad)
+        return m
+
+
+class PsumWriteXbarBlackBox(PsumWriteXbar):
+    """An instance of the exported crossbar (`xbar_module_name`)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.xbar = instance_of(self, xbar_module_name(self.parts, self.cols, self.ports))
+        return m
+
+
+def xbar_verilog(parts: int, cols: int, ports: int) -> str:
+    """PsumWriteXbar's function as behavioural Verilog (ports as the Amaranth export names them)."""
+    P, C = parts, cols
+    name = xbar_module_name(P, C, ports)
+    outs = [f"wr{k}_{f}" for k in range(ports) for f in FIELDS]
+    names = ["clk", "rst", "strobe", "part", "offset", "value", "seed", "bf16", "accumulate", "raw", "sr",
+             "state", "loaded", "state_data", "state_index", "state_wr", "state_wr_value", "unsupported", *outs]
+    load, save = int(SeedMode.LOAD_SEED), int(SeedMode.SAVE_SEED)
+    lines = [f"// PSUM write crossbar, {P} partitions x {C} columns, {ports} port(s) (rtl/psum_xbar.py)",
+             "// verilator lint_off UNUSEDSIGNAL",      # clk / rst: every exported block has them
+             f"module {name}({', '.join(names)});",
+             "  input clk, rst, sr;",
+             f"  input [{C - 1}:0] strobe, bf16, accumulate, raw;",
+             f"  input [{PART_BITS * C - 1}:0] part;", f"  input [{14 * C - 1}:0] offset;",
+             f"  input [{32 * C - 1}:0] value, loaded;", f"  input [{2 * C - 1}:0] seed;",
+             f"  input [{4 * C - 1}:0] state;", f"  input [{32 * P - 1}:0] state_data;",
+             f"  output reg [{4 * P - 1}:0] state_index;", f"  output reg [{P - 1}:0] state_wr;",
+             f"  output reg [{32 * P - 1}:0] state_wr_value;", "  output reg unsupported;"]
+    for o in outs:
+        w = WIDTHS[o.split("_", 1)[1]]
+        lines.append(f"  output reg [{w * P - 1}:0] {o};")
+    lines += [f"  reg [{P - 1}:0] seen;", "  integer c, p;", "  always @* begin",
+              "    unsupported = 1'b0;", "    state_index = 0; state_wr = 0; state_wr_value = 0;"]
+    lines += [f"    {o} = 0;" for o in outs]
+    for k, cols_k in enumerate(halves(C, ports)):
+        lines += ["    seen = 0;",
+                  f"    for (c = {cols_k.start}; c < {cols_k.stop}; c = c + 1) begin",
+                  f"      p = part[{PART_BITS}*c +: {PART_BITS}];",
+                  f"      if (strobe[c] && p < {P}) begin",
+                  "        if (seen[p]) unsupported = 1'b1;",
+                  "        seen[p] = 1'b1;",
+                  f"        wr{k}_valid[p] = seed[2*c +: 2] != 2'd{load};",
+                  f"        wr{k}_offset[14*p +: 14] = offset[14*c +: 14];",
+                  f"        wr{k}_value[32*p +: 32] = seed[2*c +: 2] == 2'd{save} ? state_data[32*p +: 32]"
+                  " : value[32*c +: 32];",
+                  f"        wr{k}_bf16[p] = bf16[c]; wr{k}_accumulate[p] = accumulate[c]; wr{k}_raw[p] = raw[c];",
+                  f"        wr{k}_sr[p] = sr;",
+                  "        state_index[4*p +: 4] = state[4*c +: 4];",
+                  f"        state_wr[p] = seed[2*c +: 2] == 2'd{load};",
+                  "        state_wr_value[32*p +: 32] = loaded[32*c +: 32];",
+                  "      end",
+                  "    end"]
+    lines += [f"    for (c = 0; c < {C}; c = c + 1)",
+              f"      if (strobe[c] && part[{PART_BITS}*c +: {PART_BITS}] >= {PART_BITS}'d{P}) unsupported = 1'b1;",
+              "  end", "endmodule", "// verilator lint_on UNUSEDSIGNAL", ""]
+    return "\n".join(lines)
