@@ -4,7 +4,9 @@ Column c presents its write (strobe, partition, byte offset, value and flags) in
 cycle; port k of partition p takes the write of the column of half k (one half on CAYMAN / MARIANA)
 that names p.  Where several columns of a half name one partition the last of them is taken, and
 `unsupported` rises, as it does for a partition number past the last partition.  The SR state port
-of a partition (LoadSeed writes a state, SaveSeed reads one) follows the last column to name it.
+of a partition (LoadSeed writes a state, SaveSeed reads one) follows the last column to name it; a
+SaveSeed write is marked `save` and the top writes the partition's state word instead of the
+column's value (so no path runs from a partition through the crossbar back into it).
 
 The function is a P x C selection.  Amaranth's netlist of it grows with partitions x columns (at
 128 x 256 it dominated the engine's export), so the exported Verilog uses `verilog()` instead: the
@@ -12,7 +14,7 @@ same function as one combinational block that loops over the columns (O(C) in th
 tests/test_rtl_export.py checks the two against each other on random inputs."""
 import itertools
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,8 +22,8 @@ from model.isa.enums import SeedMode
 from rtl.blackbox import instance_of
 
 PART_BITS = 16                  # a column's partition number, before the range check
-FIELDS = ("valid", "offset", "value", "bf16", "accumulate", "raw", "sr")
-WIDTHS = {"valid": 1, "offset": 14, "value": 32, "bf16": 1, "accumulate": 1, "raw": 1, "sr": 1}
+FIELDS = ("valid", "offset", "value", "bf16", "accumulate", "raw", "sr")       # a PSUM partition's write port
+WIDTHS = {"valid": 1, "offset": 14, "value": 32, "save": 1, "bf16": 1, "accumulate": 1, "raw": 1, "sr": 1}
 
 
 def xbar_module_name(parts: int, cols: int, ports: int) -> str:
@@ -42,7 +44,6 @@ class PsumWriteXbar(wiring.Component):
             "value": In(data.ArrayLayout(32, cols)), "seed": In(data.ArrayLayout(2, cols)),
             "bf16": In(cols), "accumulate": In(cols), "raw": In(cols), "sr": In(1),
             "state": In(data.ArrayLayout(4, cols)), "loaded": In(data.ArrayLayout(32, cols)),
-            "state_data": In(data.ArrayLayout(32, parts)),
             "state_index": Out(data.ArrayLayout(4, parts)), "state_wr": Out(parts),
             "state_wr_value": Out(data.ArrayLayout(32, parts)),
             "unsupported": Out(1),
@@ -60,10 +61,9 @@ class PsumWriteXbar(wiring.Component):
                 m.d.comb += bad.eq(1)
             for c in cols_k:
                 with m.If(sel[c]):
-                    port = {f: getattr(self, f"wr{k}_{f}")[p] for f in FIELDS}
+                    port = {f: getattr(self, f"wr{k}_{f}")[p] for f in WIDTHS}
                     m.d.comb += [port["valid"].eq(self.seed[c] != SeedMode.LOAD_SEED), port["offset"].eq(self.offset[c]),
-                                 port["value"].eq(Mux(self.seed[c] == SeedMode.SAVE_SEED, self.state_data[p],
-                                                      self.value[c])),
+                                 port["value"].eq(self.value[c]), port["save"].eq(self.seed[c] == SeedMode.SAVE_SEED),
                                  port["bf16"].eq(self.bf16[c]), port["accumulate"].eq(self.accumulate[c]),
                                  port["raw"].eq(self.raw[c]), port["sr"].eq(self.sr),
                                  self.state_index[p].eq(self.state[c]),
@@ -89,9 +89,9 @@ def xbar_verilog(parts: int, cols: int, ports: int) -> str:
     """PsumWriteXbar's function as behavioural Verilog (ports as the Amaranth export names them)."""
     P, C = parts, cols
     name = xbar_module_name(P, C, ports)
-    outs = [f"wr{k}_{f}" for k in range(ports) for f in FIELDS]
+    outs = [f"wr{k}_{f}" for k in range(ports) for f in WIDTHS]
     names = ["clk", "rst", "strobe", "part", "offset", "value", "seed", "bf16", "accumulate", "raw", "sr",
-             "state", "loaded", "state_data", "state_index", "state_wr", "state_wr_value", "unsupported", *outs]
+             "state", "loaded", "state_index", "state_wr", "state_wr_value", "unsupported", *outs]
     load, save = int(SeedMode.LOAD_SEED), int(SeedMode.SAVE_SEED)
     lines = [f"// PSUM write crossbar, {P} partitions x {C} columns, {ports} port(s) (rtl/psum_xbar.py)",
              "// verilator lint_off UNUSEDSIGNAL",      # clk / rst: every exported block has them
@@ -100,7 +100,7 @@ def xbar_verilog(parts: int, cols: int, ports: int) -> str:
              f"  input [{C - 1}:0] strobe, bf16, accumulate, raw;",
              f"  input [{PART_BITS * C - 1}:0] part;", f"  input [{14 * C - 1}:0] offset;",
              f"  input [{32 * C - 1}:0] value, loaded;", f"  input [{2 * C - 1}:0] seed;",
-             f"  input [{4 * C - 1}:0] state;", f"  input [{32 * P - 1}:0] state_data;",
+             f"  input [{4 * C - 1}:0] state;",
              f"  output reg [{4 * P - 1}:0] state_index;", f"  output reg [{P - 1}:0] state_wr;",
              f"  output reg [{32 * P - 1}:0] state_wr_value;", "  output reg unsupported;"]
     for o in outs:
@@ -118,8 +118,8 @@ def xbar_verilog(parts: int, cols: int, ports: int) -> str:
                   "        seen[p] = 1'b1;",
                   f"        wr{k}_valid[p] = seed[2*c +: 2] != 2'd{load};",
                   f"        wr{k}_offset[14*p +: 14] = offset[14*c +: 14];",
-                  f"        wr{k}_value[32*p +: 32] = seed[2*c +: 2] == 2'd{save} ? state_data[32*p +: 32]"
-                  " : value[32*c +: 32];",
+                  f"        wr{k}_value[32*p +: 32] = value[32*c +: 32];",
+                  f"        wr{k}_save[p] = seed[2*c +: 2] == 2'd{save};",
                   f"        wr{k}_bf16[p] = bf16[c]; wr{k}_accumulate[p] = accumulate[c]; wr{k}_raw[p] = raw[c];",
                   f"        wr{k}_sr[p] = sr;",
                   "        state_index[4*p +: 4] = state[4*c +: 4];",

@@ -409,8 +409,11 @@ class Engine(wiring.Component):
         for p, pp in enumerate(psum_parts.parts):
             for k in range(self.psum_ports):
                 w = "wr" if k == 0 else f"wr{k + 1}"
-                m.d.comb += [getattr(pp, f"{w}_{f}").eq(getattr(xbar, f"wr{k}_{f}")[p]) for f in XBAR_FIELDS]
-            m.d.comb += [xbar.state_data[p].eq(pp.state_data), pp.state_index.eq(xbar.state_index[p]),
+                m.d.comb += [getattr(pp, f"{w}_{f}").eq(getattr(xbar, f"wr{k}_{f}")[p]) for f in XBAR_FIELDS
+                             if f != "value"]
+                m.d.comb += getattr(pp, f"{w}_value").eq(Mux(getattr(xbar, f"wr{k}_save")[p], pp.state_data,
+                                                             getattr(xbar, f"wr{k}_value")[p]))   # SaveSeed
+            m.d.comb += [pp.state_index.eq(xbar.state_index[p]),
                          pp.state_wr.eq(xbar.state_wr[p]), pp.state_wr_value.eq(xbar.state_wr_value[p])]
             m.d.comb += [pp.zero_valid.eq(z.valid & (p >= z.lo) & (p < z.hi)), pp.zero_bank.eq(z.bank),
                          pp.zero_log2.eq(z.log2), pp.host_addr.eq(self.host_word),

@@ -69,17 +69,17 @@ def test_psum_xbar_verilog_equals_amaranth(parts, cols, ports):
     rng = np.random.default_rng(SEED + parts + ports)
     n = 3000
 
-    def wide(bits, lane, count=cols, hi=None):
-        lanes = rng.integers(0, hi if hi is not None else 1 << lane, (n, count))
+    def wide(bits, lane, hi=None):
+        lanes = rng.integers(0, hi if hi is not None else 1 << lane, (n, cols))
         return np.array([sum(int(v) << (lane * j) for j, v in enumerate(row)) for row in lanes], object) \
-            if bits > 63 else (lanes << (lane * np.arange(count))).sum(axis=1)
+            if bits > 63 else (lanes << (lane * np.arange(cols))).sum(axis=1)
     inputs = {
         "strobe": (rng.random((n, cols)) < 0.4).astype(np.int64) @ (1 << np.arange(cols)),
         "part": wide(16 * cols, 16, hi=parts + 2),          # a few past the last partition
         "offset": wide(14 * cols, 14), "value": wide(32 * cols, 32), "seed": wide(2 * cols, 2, hi=3),
         "bf16": rng.integers(0, 1 << cols, n), "accumulate": rng.integers(0, 1 << cols, n),
         "raw": rng.integers(0, 1 << cols, n), "sr": rng.integers(0, 2, n),
-        "state": wide(4 * cols, 4), "loaded": wide(32 * cols, 32), "state_data": wide(32 * parts, 32, parts),
+        "state": wide(4 * cols, 4), "loaded": wide(32 * cols, 32),
     }
     a, b = amaranth(**inputs), behavioural(**inputs)
     for port in a:
