@@ -146,12 +146,13 @@ def bench_verilator_engine(sizes=("16", "64")) -> list[dict]:
     """The exported engine on Verilator through cocotb: export and build time, build peak memory,
     and simulation speed of a long bf16 matmul with and without the per-cycle golden check.
     4 elements per PE (FP8 double row, MX quad) and max(16, rows) PSUM partitions: the 128 x 128 and
-    128 x 256 builds are the ones `make cosim-full` uses."""
+    128 x 256 builds are the ones `make cosim-full` uses.  512 vectors, 128 from 128 rows on (a
+    full-size engine simulates a few cycles a second)."""
     from cosim import hdl, programs
     rows = []
     for spec in sizes:
         gen, r, c = parse_size(spec)
-        prog = programs.single(gen, "bf16", rows=r, cols=r, n=512)       # MAVERICK: the left half
+        prog = programs.single(gen, "bf16", rows=r, cols=r, n=512 if r < 128 else 128)   # MAVERICK: left half
         parts = max(16, r)
         cfg = hdl.Config.of(prog, pack=4, psum_partitions=parts)
         t0 = time.perf_counter()
