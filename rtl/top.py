@@ -44,9 +44,8 @@ from model.isa.layouts import LUT_ENTRIES, NUM_EVENTS
 from rtl.array import Array, ArrayBlackBox
 from rtl.decoder import Kind, _or, uop_layout
 from rtl.pe import code_layout
-from rtl.psum_xbar import FIELDS as XBAR_FIELDS
-from rtl.psum_xbar import PsumWriteXbar, PsumWriteXbarBlackBox
 from rtl.psum import WORDS, PsumPartition, PsumPartitionBlackBox
+from rtl.psum_xbar import FIELDS as XBAR_FIELDS, PsumWriteXbar, PsumWriteXbarBlackBox
 from rtl.rowport import MV_ELEMS, REC_LAYOUT, WREC_LAYOUT, RowPort, RowPortBlackBox, pattern_step
 from rtl.seq import T, Sequencer
 
