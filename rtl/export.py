@@ -1,9 +1,9 @@
 """Verilog for external simulators: one PE module definition instantiated rows x cols times.
 
 `export_array` writes the array alone; `export_engine` the whole engine (rtl/top.py), whose
-Amaranth-converted top instantiates the same row module, one PSUM partition module, one row-port
+Amaranth-converted top instantiates the same array module, one PSUM partition module, one row-port
 module and the PSUM write crossbar.
-The PE comes from Amaranth.  The row block and the top are pure wiring (instances and buses), so
+The PE comes from Amaranth.  The row block and the array are pure wiring (instances and buses), so
 they are written here as structural Verilog from the same port layouts (rtl.array / rtl.pe):
 Amaranth's backend would take minutes on the ~30,000 instance connections of a 128 x 256 array.
 tests/test_rtl_export.py proves the result is the same circuit as the Amaranth Array."""

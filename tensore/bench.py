@@ -142,7 +142,10 @@ def parse_size(text: str) -> tuple[str, int, int]:
     raise ValueError(f"size {text!r}: N (MARIANA N x N) or R x 2R (MAVERICK)")
 
 
-def bench_verilator_engine(sizes=("16", "64")) -> list[dict]:
+SIZES = ("16", "64", "128", "128x256")           # verilator_engine: #7's sizes
+
+
+def bench_verilator_engine(sizes=SIZES) -> list[dict]:
     """The exported engine on Verilator through cocotb: export and build time, build peak memory,
     and simulation speed of a long bf16 matmul with and without the per-cycle golden check.
     4 elements per PE (FP8 double row, MX quad) and max(16, rows) PSUM partitions: the 128 x 128 and
@@ -181,7 +184,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tensore-bench")
     parser.add_argument("-o", "--output", default="build/bench.json")
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHES))
-    parser.add_argument("--sizes", nargs="*", default=["16", "64", "128", "128x256"],
+    parser.add_argument("--sizes", nargs="*", default=list(SIZES),
                         help="verilator_engine: engines to export, build and run: N (MARIANA N x N) or R x 2R "
                         "(MAVERICK)")
     args = parser.parse_args(argv)
