@@ -108,13 +108,15 @@ def ensure_icarus(log=print):
         subprocess.run(sudo + cmd, check=True, env=env, capture_output=True)
 
 
-def build_cached(exported: dict, sim: str = "verilator", *, waves: bool = False, opt: str = "-O1", log=print) -> dict:
+def build_cached(exported: dict, sim: str = "verilator", *, waves: bool = False, opt: str = "-O1",
+                 array_form: str = "loop", log=print) -> dict:
     """Compile the exported Verilog for `sim`; reused while Verilog and flags match.  `opt` is the C++
     optimisation of a Verilator build: -O0 builds twice as fast as -O1, for short test programs."""
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; one of {', '.join(SIMS)}")
     flags = _flags(sim)
-    key = hashlib.sha256(f"{exported['digest']}|{sim}|hier|{waves}|{flags}|{opt}|{COSIM_TOP}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{exported['digest']}|{sim}|hier|{waves}|{flags}|{opt}|{COSIM_TOP}|{array_form}".encode()
+                         ).hexdigest()[:16]
     out = ROOT / "build" / "sim" / f"{sim}-{exported['top']}-{key}"
     stamp = out / "built.json"
     with _locked(out):
@@ -124,12 +126,14 @@ def build_cached(exported: dict, sim: str = "verilator", *, waves: bool = False,
             else:
                 toolchain.use_verilator()
             d = Path(exported["dir"])
-            sources = [d / f for f in (d / "files.f").read_text().split()]
+            flist = "files_sim.f" if sim == "verilator" and array_form == "loop" else "files.f"
+            sources = [d / f for f in (d / flist).read_text().split()]
             log(f"building the {sim} model of {exported['top']} ({exported['rows']}x{exported['cols']}) ...")
             t0 = time.perf_counter()
             with open(out / "build.log", "w") as logf:
                 if sim == "verilator":
-                    _verilator_build(exported, sources, out, flags, waves, opt, logf)
+                    vlt = "verilator_sim.vlt" if array_form == "loop" else "verilator.vlt"
+                    _verilator_build(exported, sources, out, flags, waves, opt, logf, vlt)
                 else:
                     from cocotb_tools.runner import get_runner
                     sources = [_icarus_source(f, out) for f in sources]
@@ -180,13 +184,14 @@ def _wrapper(exported: dict, out: Path) -> Path:
     return path
 
 
-def _verilator_build(exported: dict, sources: list, out: Path, flags: list, waves: bool, opt: str, logf):
+def _verilator_build(exported: dict, sources: list, out: Path, flags: list, waves: bool, opt: str, logf,
+                     vlt_name: str = "verilator.vlt"):
     """cocotb's Verilator build (its main, its VPI library, the executable name its runner runs)
     with only the wrapper's ports public."""
     import cocotb_tools.config as cfg
     d = Path(exported["dir"])
     vlt = out / "cosim.vlt"
-    vlt.write_text("`verilator_config\n" + (d / "verilator.vlt").read_text().split("\n", 1)[1] +
+    vlt.write_text("`verilator_config\n" + (d / vlt_name).read_text().split("\n", 1)[1] +
                    f'public_flat_rw -module "{COSIM_TOP}" -var "*"\n')
     obj = out / "obj"
     env = toolchain.verilator_env()
@@ -277,18 +282,43 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None)
     return out
 
 
+HARNESSES = ("compiled", "cocotb")
+
+
+def _harness(sim: str, harness: str | None) -> str:
+    """Verilator runs the compiled harness (cosim/harness.py, D-T44) unless cocotb is asked for;
+    Icarus runs cocotb."""
+    harness = harness or ("compiled" if sim == "verilator" else "cocotb")
+    if harness not in HARNESSES:
+        raise ValueError(f"unknown harness {harness!r}; one of {', '.join(HARNESSES)}")
+    if harness == "compiled" and sim != "verilator":
+        raise ValueError("the compiled harness runs on Verilator; use --harness cocotb for Icarus")
+    return harness
+
+
 def run(program, *, sim="verilator", waves=False, waves_to=None, pack=None, sbuf_latency=2, psum_partitions=16,
-        opt="-O1", tamper=None, compare=True, log=lambda *a: None) -> HdlResult:
+        opt="-O1", tamper=None, compare=True, harness=None, log=lambda *a: None) -> HdlResult:
     """Export (cached), build (cached) and run `program` in lockstep on `sim` (`compare=False`: the
     same stimulus without the per-cycle checks, for measuring their cost)."""
     cfg = Config.of(program, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=cfg.pack, psum_partitions=psum_partitions, tamper=tamper)
     lk.compare = compare
-    built = build_cached(export_cached(cfg, log=log), sim, waves=waves, opt=opt, log=log)
-    return simulate(lk, built, waves_to=waves_to)
+    return run_locksteps([lk], cfg, sim=sim, waves=waves, waves_to=waves_to, opt=opt, harness=harness, log=log)[0]
 
 
-def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt="-O1",
+def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, opt="-O1", harness=None,
+                  log=lambda *a: None) -> list:
+    """Locksteps of one engine configuration in one simulator process, on the chosen harness."""
+    exported = export_cached(cfg, log=log)
+    if _harness(sim, harness) == "compiled":
+        from cosim import harness as compiled
+        built = compiled.build(exported, trace=bool(waves), opt=opt, log=log)
+        return compiled.simulate_many(lks, built, waves_to=waves_to, log=log)
+    built = build_cached(exported, sim, waves=waves, opt=opt, log=log)
+    return simulate_many(lks, built, waves_to=waves_to)
+
+
+def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt="-O1", harness=None,
              log=lambda *a: None) -> list:
     """Programs of one generation and array size on one build (the most elements per PE any of them
     needs) and in one simulator process: a list of HdlResult, one per program."""
@@ -296,5 +326,4 @@ def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_parti
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     cfg = Config.of(p0, pack=pack or max(lk.pack for lk in lks), sbuf_latency=sbuf_latency,
                     psum_partitions=psum_partitions)
-    built = build_cached(export_cached(cfg, log=log), sim, opt=opt, log=log)
-    return simulate_many(lks, built)
+    return run_locksteps(lks, cfg, sim=sim, opt=opt, harness=harness, log=log)

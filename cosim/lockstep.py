@@ -159,6 +159,31 @@ class Lockstep:
     def expected_writes(self) -> int:
         return sum(len(w) for w in self.writes.values())
 
+    def check_cycle(self, cycle: int, got: set, error: int, unsupported: int) -> Mismatch | None:
+        """Compare one cycle: the PSUM writes seen (partition, offset, bits), the error status and
+        the unsupported output, against the golden trace."""
+        want_w = self.writes.get(cycle, set())
+        want = {(p, o, b) for p, o, b, _ in want_w}
+        wbytes = {(p, o): n for p, o, _, n in want_w}
+        got = {(p, o, b & (0xFFFF if wbytes.get((p, o)) == 2 else 0xFFFFFFFF)) for p, o, b in got}
+        self.checks += 1 + len(want)
+        if got != want:
+            p = sorted({x[0] for x in got ^ want})[0]
+            return Mismatch(cycle, f"PSUM partition {p} write",
+                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in want if q == p},
+                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in got if q == p})
+        err_want = int(self.refuse_at is not None and cycle > self.refuse_at)
+        if error != err_want:
+            return Mismatch(cycle, "err_status.err", err_want, error)
+        if unsupported:
+            return Mismatch(cycle, "unsupported (a micro-op this RTL does not execute)", 0, 1)
+        return None
+
+    def check_reg(self, name: str, want: int, got: int) -> Mismatch | None:
+        """One register read at the end of the run."""
+        self.checks += 1
+        return None if got == want else Mismatch(self.end, f"register {name}", want, got)
+
 
 async def bench(lk: Lockstep, port) -> Mismatch | None:
     """The testbench.  `port` adapts a simulator: set(name, int), get(name) -> int, and the async
@@ -230,21 +255,9 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
             if mon:
                 offs, bits = port.get(f"{prefix}_offset"), port.get(f"{prefix}_bits")
                 got |= {(p, _field(offs, p, 14), _field(bits, p, 32)) for p in range(parts) if mon >> p & 1}
-        want_w = lk.writes.get(cycle, set())
-        want = {(p, o, b) for p, o, b, _ in want_w}
-        wbytes = {(p, o): n for p, o, _, n in want_w}
-        got = {(p, o, b & (0xFFFF if wbytes.get((p, o)) == 2 else 0xFFFFFFFF)) for p, o, b in got}
-        lk.checks += 1 + len(want)
-        if got != want:
-            p = sorted({x[0] for x in got ^ want})[0]
-            return Mismatch(cycle, f"PSUM partition {p} write",
-                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in want if q == p},
-                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in got if q == p})
-        err_want = int(lk.refuse_at is not None and cycle > lk.refuse_at)
-        if port.get("error") != err_want:
-            return Mismatch(cycle, "err_status.err", err_want, port.get("error"))
-        if port.get("unsupported"):
-            return Mismatch(cycle, "unsupported (a micro-op this RTL does not execute)", 0, 1)
+        bad = lk.check_cycle(cycle, got, port.get("error"), port.get("unsupported"))
+        if bad is not None:
+            return bad
         accepted = port.get("desc_ready")
         await port.tick()
         if nxt < len(lk.descs) and accepted:
@@ -255,10 +268,9 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
     for name, off, want in lk.regs:
         port.set("bus_addr", off)
         await port.settle()
-        got = port.get("bus_rdata")
-        lk.checks += 1
-        if got != want:
-            return Mismatch(lk.end, f"register {name}", want, got)
+        bad = lk.check_reg(name, want, port.get("bus_rdata"))
+        if bad is not None:
+            return bad
         await port.tick()
     return None
 

@@ -116,7 +116,9 @@ class VectorRunner:
         cols = []
         for name, w in ins:
             v = np.atleast_1d(inputs[name])
-            if w <= 64:
+            if w <= 64 and v.dtype == object:         # Python ints, possibly >= 2^63
+                cols.append(np.array([int(x) & ((1 << w) - 1) for x in v], np.uint64).reshape(count, 1))
+            elif w <= 64:
                 col = v.astype(np.int64).astype(np.uint64) & np.uint64((1 << w) - 1 if w < 64 else 2 ** 64 - 1)
                 cols.append(col.reshape(count, 1))
             else:                                   # Python ints (object arrays) for wide ports

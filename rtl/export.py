@@ -21,6 +21,7 @@ from amaranth.lib.wiring import In
 from model.addrmap import PARTITIONS
 from model.dtypes import Gen
 from rtl.array import array_module_name, row_module_name
+from rtl.array_loop import loop_array_verilog
 from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
 from rtl.psum import PsumPartition, psum_module_name
 from rtl.psum_xbar import xbar_module_name, xbar_verilog
@@ -131,12 +132,24 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
                                                                       name=rowport_name, emit_src=False)),
                         (f"{xbar_module_name(psum_partitions, eng.cols, eng.psum_ports)}.v",
                          lambda: xbar_verilog(psum_partitions, eng.cols, eng.psum_ports)),
-                        (f"{name}.v", lambda: verilog.convert(eng, name=name, emit_src=False))]:
+                        (f"{name}.v", lambda: verilog.convert(eng, name=name, emit_src=False)),
+                        (f"{array_name}_loop.sv", lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack,
+                                                                             array_name))]:
         t0 = time.perf_counter()
         texts[fname] = make()
         times[fname] = round(time.perf_counter() - t0, 2)
-    res = _write(Path(out_dir), texts, [pe_name, row_name, psum_name, rowport_name],
+    loop_file = f"{array_name}_loop.sv"
+    structural = {f: t for f, t in texts.items() if f != loop_file}
+    res = _write(Path(out_dir), structural, [pe_name, row_name, psum_name, rowport_name],
                  f"{rows * eng.cols} PE instances, {rows} rows and row ports, {psum_partitions} PSUM partitions")
+    # the simulator form (D-T43): the array in loop form instead of the PE, row and array modules
+    sim_files = [loop_file] + [f for f in structural if f not in (f"{pe_name}.v", f"{row_name}.v", f"{array_name}.v")]
+    (Path(out_dir) / loop_file).write_text(texts[loop_file])
+    (Path(out_dir) / "files_sim.f").write_text("".join(f + "\n" for f in sim_files))
+    (Path(out_dir) / "verilator_sim.vlt").write_text(
+        "`verilator_config\n// the array in loop form; PSUM partitions and row ports as hierarchical blocks\n" +
+        "".join(f'hier_block -module "{m}"\n' for m in (psum_name, rowport_name)))
+    res["digest"] = hashlib.sha256((res["digest"] + texts[loop_file]).encode()).hexdigest()[:16]
     ports = {n: {"width": Shape.cast(mb.shape).width, "dir": "in" if mb.flow == In else "out"}
              for n, mb in eng.signature.members.items()}
     info = {"top": name, "gen": eng.gen.name, "rows": rows, "cols": eng.cols, "pack": eng.pack,

@@ -54,12 +54,13 @@ def cmd_demo(args) -> int:
         print(prog.text.strip())
         suffix = ".vcd" if args.sim != "icarus" else ".fst"
         waves = None if args.no_waves else Path(args.waves_dir) / f"{prog.name}_{gen.name.lower()}{suffix}"
-        failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt)
+        failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt, harness=args.harness)
     print(f"\n{'all checks passed' if not failures else f'{failures} program(s) FAILED'}")
     return 1 if failures else 0
 
 
-def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str = "-O1") -> int:
+def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str = "-O1",
+           harness: str | None = None) -> int:
     """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure."""
     import time
     t0 = time.perf_counter()
@@ -73,7 +74,7 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     else:
         from cosim import hdl
         res = hdl.run(prog, sim=sim, waves=bool(waves), waves_to=waves, psum_partitions=psum_partitions,
-                      sbuf_latency=sbuf_latency, opt=opt, log=lambda m: print(f"  {m}", flush=True))
+                      sbuf_latency=sbuf_latency, opt=opt, harness=harness, log=lambda m: print(f"  {m}", flush=True))
         bad, lk, cycles, checks, seconds, wave_file = res.mismatch, res.lockstep, res.cycles, res.checks, \
             res.seconds, res.waves
     trace = lk.trace
@@ -135,12 +136,18 @@ def cmd_cosim_full(args) -> int:
         lks = [Lockstep(p, pack=4, psum_partitions=128) for p in progs]
         golden = time.perf_counter() - t0
         cfg = hdl.Config(dt.Gen.parse(gen).name, rows, cols, 4, psum_partitions=128)
-        exported = hdl.export_cached(cfg, log=lambda m: print(f"  {m}", flush=True))
-        built = hdl.build_cached(exported, "verilator", opt=args.opt, log=lambda m: print(f"  {m}", flush=True))
+        say = lambda m: print(f"  {m}", flush=True)       # noqa: E731
+        exported = hdl.export_cached(cfg, log=say)
+        if args.harness == "compiled":
+            from cosim import harness
+            built = harness.build(exported, opt=args.opt, log=say)
+        else:
+            built = hdl.build_cached(exported, "verilator", opt=args.opt, log=say)
         print(f"  golden runs {golden:.1f} s; export {sum(exported['seconds'].values()):.1f} s; "
               f"Verilator build {built['seconds']:.0f} s, peak {built['peak_child_mb']:,} MB", flush=True)
-        print(f"  simulating (progress: {built['dir']}/run-*/sim.log) ...", flush=True)
-        results = hdl.simulate_many(lks, built)
+        print(f"  simulating {len(lks)} programs on the {args.harness} harness ...", flush=True)
+        results = harness.simulate_many(lks, built, log=say) if args.harness == "compiled" else \
+            hdl.simulate_many(lks, built)
         entry = {"gen": gen, "rows": rows, "cols": cols, "export_s": exported["seconds"], "build_s": built["seconds"],
                  "build_peak_mb": built["peak_child_mb"], "programs": []}
         for prog, res in zip(progs, results):
@@ -190,7 +197,8 @@ def cmd_cosim(args) -> int:
     if args.sbuf:
         sbuf = np.load(args.sbuf)["sbuf"].astype(np.uint8)
     prog = Program(src.stem, gen, args.rows, cols, src.read_text(), sbuf)
-    return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency)
+    return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
+                  harness=args.harness)
 
 
 def _check_expectations(prog, engine) -> int:
@@ -285,6 +293,8 @@ def main(argv=None) -> int:
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"])
     p.add_argument("--waves-dir", default="build/demo")
     p.add_argument("--no-waves", action="store_true", help="no waveform (a build without tracing)")
+    p.add_argument("--harness", default=None, choices=["compiled", "cocotb"],
+                   help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
     p.add_argument("--opt", default="-O0", help="C++ optimisation of the Verilator build (-O0 builds about twice "
                    "as fast as -O1; the demo's programs are short)")
     p.set_defaults(func=cmd_demo)
@@ -307,12 +317,15 @@ def main(argv=None) -> int:
     p.add_argument("--sbuf", help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
     p.add_argument("--psum-partitions", type=int, default=16)
     p.add_argument("--sbuf-latency", type=int, default=2)
+    p.add_argument("--harness", default=None, choices=["compiled", "cocotb"],
+                   help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
     p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE))
     p.add_argument("-n", type=int, default=512, help="moving vectors per bf16 matmul")
     p.add_argument("--n-small", type=int, default=128, help="moving vectors of the MX and double-row matmuls")
     p.add_argument("--opt", default="-O1", help="C++ optimisation of the Verilator build")
+    p.add_argument("--harness", default="compiled", choices=["compiled", "cocotb"], help="Verilator testbench")
     p.add_argument("-o", "--output", default="build/cosim_full.json")
     p.set_defaults(func=cmd_cosim_full)
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
@@ -335,6 +348,8 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("regs", help="regenerate the register artefacts from rtl/regs/arr_seq.rdl")
     p.set_defaults(func=cmd_regs)
+    from tensore.kernel_cli import register as register_kernels
+    register_kernels(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -1,0 +1,265 @@
+// The compiled testbench of the exported engine (cosim/harness.py, D-T44): the stimulus of
+// cosim/lockstep.py's `bench`, in C++.  It reads jobs (register setup, descriptors, an SBUF image,
+// the cycles to run) from a binary file, drives the descriptor stream, serves the stationary, scale
+// and moving SBUF ports from the image with the engine's latency, and records every PSUM write
+// (cycle, port, partition, offset, bits), the error and unsupported outputs of every cycle and the
+// registers read at the end.  The comparison with the golden engine runs in Python over those arrays.
+// Port widths and names come from harness_ports.h, generated per engine configuration.
+#include "Vtop.h"
+#include "verilated.h"
+#include "harness_ports.h"
+#if HARNESS_TRACE
+#include "verilated_vcd_c.h"
+#endif
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+template <class T> static inline uint64_t getf(const T& v, int lo, int w) {
+    uint64_t x = (uint64_t)v >> lo;
+    return w >= 64 ? x : x & ((1ULL << w) - 1);
+}
+template <std::size_t N> static inline uint64_t getf(const VlWide<N>& v, int lo, int w) {
+    uint64_t x = 0;
+    for (int i = 0; i < w; i += 32 - ((lo + i) & 31)) {
+        int b = lo + i, n = 32 - (b & 31);
+        if (n > w - i) n = w - i;
+        uint64_t chunk = (v[b >> 5] >> (b & 31)) & (n == 32 ? 0xFFFFFFFFULL : ((1ULL << n) - 1));
+        x |= chunk << i;
+    }
+    return x;
+}
+template <class T> static inline void setf(T& v, int lo, int w, uint64_t x) {
+    uint64_t m = (w >= 64 ? ~0ULL : ((1ULL << w) - 1)) << lo;
+    v = (T)(((uint64_t)v & ~m) | ((x << lo) & m));
+}
+template <std::size_t N> static inline void setf(VlWide<N>& v, int lo, int w, uint64_t x) {
+    for (int i = 0; i < w; i += 32 - ((lo + i) & 31)) {
+        int b = lo + i, n = 32 - (b & 31);
+        if (n > w - i) n = w - i;
+        uint32_t m = (n == 32 ? 0xFFFFFFFFu : ((1u << n) - 1)) << (b & 31);
+        v[b >> 5] = (v[b >> 5] & ~m) | ((uint32_t)((x >> i) << (b & 31)) & m);
+    }
+}
+template <class T> static inline void clear(T& v) { v = 0; }
+template <std::size_t N> static inline void clear(VlWide<N>& v) { for (std::size_t i = 0; i < N; i++) v[i] = 0; }
+static inline int64_t sext(uint64_t x, int w) { return (int64_t)(x << (64 - w)) >> (64 - w); }
+
+struct Sbuf {
+    int64_t parts = 0, bytes = 0;
+    std::vector<uint8_t> mem;
+    uint8_t byte(int64_t p, int64_t o) const {
+        return (p < 0 || p >= parts || o < 0 || o >= bytes) ? 0 : mem[p * bytes + o];
+    }
+    uint64_t read(int64_t p, int64_t o, int n) const {
+        uint64_t x = 0;
+        for (int i = 0; i < n && i < 8; i++) x |= (uint64_t)byte(p, o + i) << (8 * i);
+        return x;
+    }
+    uint64_t nibble(int64_t p, int64_t a) const { return (byte(p, a >> 1) >> (4 * (a & 1))) & 0xF; }
+};
+
+struct Pending {
+    bool st = false, sc = false;
+    std::vector<uint32_t> st_vals;
+    std::vector<uint8_t> sc_bytes;
+    std::vector<int> mv_rows;
+    std::vector<uint32_t> mv_words;   // MV_WORDS per entry of mv_rows
+};
+
+static std::vector<int64_t> read_words(FILE* f, size_t n) {
+    std::vector<int64_t> v(n);
+    if (n && fread(v.data(), 8, n, f) != n) { fprintf(stderr, "harness: short job file\n"); exit(2); }
+    return v;
+}
+static int64_t read1(FILE* f) { return read_words(f, 1)[0]; }
+
+struct Run {
+    Vtop* top;
+    VerilatedContext* ctx;
+#if HARNESS_TRACE
+    VerilatedVcdC* tfp = nullptr;
+#endif
+    uint64_t time = 0;
+    void eval() {
+        top->eval();
+#if HARNESS_TRACE
+        if (tfp) tfp->dump(time);
+#endif
+        time += 5;
+    }
+    void tick() { top->clk = 0; eval(); top->clk = 1; eval(); }
+};
+
+int main(int argc, char** argv) {
+    if (argc < 3) { fprintf(stderr, "usage: harness JOB RESULT [WAVES]\n"); return 2; }
+    FILE* in = fopen(argv[1], "rb");
+    FILE* out = fopen(argv[2], "wb");
+    if (!in || !out) { fprintf(stderr, "harness: cannot open job or result file\n"); return 2; }
+    VerilatedContext ctx;
+    ctx.commandArgs(argc, argv);
+    Vtop top(&ctx);
+    Run run{&top, &ctx};
+#if HARNESS_TRACE
+    if (argc > 3) {
+        ctx.traceEverOn(true);
+        run.tfp = new VerilatedVcdC;
+        top.trace(run.tfp, 99);
+        run.tfp->open(argv[3]);
+    }
+#endif
+    const int64_t jobs = read1(in);
+    for (int64_t job = 0; job < jobs; job++) {
+        const int64_t Lm = read1(in), end = read1(in), parts = read1(in), rows = read1(in);
+        const int64_t nsetup = read1(in);
+        std::vector<int64_t> setup = read_words(in, 2 * nsetup);
+        const int64_t ndesc = read1(in);
+        std::vector<int64_t> descs = read_words(in, 8 * ndesc);
+        const int64_t nregs = read1(in);
+        std::vector<int64_t> regs = read_words(in, nregs);
+        Sbuf sb;
+        sb.parts = read1(in);
+        sb.bytes = read1(in);
+        sb.mem.resize(sb.parts * sb.bytes + 8);
+        if (fread(sb.mem.data(), 1, (sb.parts * sb.bytes + 7) / 8 * 8, in) != (size_t)((sb.parts * sb.bytes + 7) / 8 * 8)) {
+            fprintf(stderr, "harness: short SBUF image\n");
+            return 2;
+        }
+        // reset (cocotb_bench.py's sequence)
+        top.desc_valid = 0; top.bus_we = 0; clear(top.bus_addr); clear(top.bus_wdata); clear(top.event_set);
+        clear(top.host_part); clear(top.host_word); top.host_we = 0; clear(top.host_wdata);
+        clear(top.st_resp_data); clear(top.sc_resp_data); clear(top.mv_resp_data); clear(top.desc_data);
+        top.rst = 1; run.tick(); run.tick(); top.rst = 0; run.tick();
+        for (int64_t i = 0; i < nsetup; i++) {
+            setf(top.bus_addr, 0, BUS_ADDR_W, setup[2 * i]);
+            setf(top.bus_wdata, 0, 32, setup[2 * i + 1]);
+            top.bus_we = 1;
+            run.tick();
+        }
+        top.bus_we = 0;
+        std::vector<Pending> ring(Lm + 1);
+        std::vector<int64_t> writes;                 // (cycle, port, partition, offset, bits)
+        std::vector<uint8_t> err(end), unsup(end);
+        int64_t nxt = 0;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int64_t cycle = 0; cycle < end; cycle++) {
+            top.desc_valid = nxt < ndesc;
+            if (nxt < ndesc)
+                for (int i = 0; i < 16; i++) top.desc_data[i] = (uint32_t)((uint64_t)descs[8 * nxt + i / 2] >> (32 * (i % 2)));
+            Pending& due = ring[cycle % (Lm + 1)];
+            if (due.st) {
+                for (size_t i = 0; i < due.st_vals.size(); i++) setf(top.st_resp_data, 32 * i, 32, due.st_vals[i]);
+                due.st = false;
+            }
+            if (due.sc) {
+                clear(top.sc_resp_data);
+                for (size_t i = 0; i < due.sc_bytes.size() && 8 * i < SC_RESP_W; i++) setf(top.sc_resp_data, 8 * i, 8, due.sc_bytes[i]);
+                due.sc = false;
+            }
+            for (size_t k = 0; k < due.mv_rows.size(); k++)
+                for (int j = 0; j < MV_WORDS; j++)
+                    setf(top.mv_resp_data, MV_BITS * due.mv_rows[k] + 32 * j, 32, due.mv_words[MV_WORDS * k + j]);
+            due.mv_rows.clear();
+            due.mv_words.clear();
+            top.clk = 0;
+            run.eval();
+            Pending& later = ring[(cycle + Lm) % (Lm + 1)];
+            if (top.st_req_valid) {
+                int64_t part = getf(top.st_req_part, 0, 7), off = getf(top.st_req_off, 0, 18);
+                int es = getf(top.st_req_esize, 0, 3), count = getf(top.st_req_count, 0, 16);
+                later.st = true;
+                later.st_vals.assign(count, 0);
+                if (getf(top.st_req_xpose, 0, 1)) {
+                    for (int e = 0; e < count; e++) later.st_vals[e] = sb.read(part + e, off, es);
+                } else {
+                    int64_t st[3], nm[3];
+                    for (int d = 0; d < 3; d++) {
+                        st[d] = sext(getf(top.st_req_step, 16 * d, 16), 16);
+                        nm[d] = getf(top.st_req_num, 16 * d, 16);
+                    }
+                    bool nib = getf(top.st_req_nib, 0, 1);
+                    int e = 0;
+                    for (int64_t i2 = 0; i2 < nm[2] && e < count; i2++)
+                        for (int64_t i1 = 0; i1 < nm[1] && e < count; i1++)
+                            for (int64_t i0 = 0; i0 < nm[0] && e < count; i0++, e++) {
+                                int64_t rel = i0 * st[0] + i1 * st[1] + i2 * st[2];
+                                later.st_vals[e] = nib ? sb.nibble(part, 2 * off + rel) : sb.read(part, off + es * rel, es);
+                            }
+                    later.st_vals.resize(e);
+                }
+            }
+            if (top.sc_req_valid) {
+                int64_t p = getf(top.sc_req_part, 0, 7), o = getf(top.sc_req_off, 0, 18), n = getf(top.sc_req_count, 0, 16);
+                later.sc = true;
+                later.sc_bytes.assign(n, 0);
+                for (int64_t i = 0; i < n; i++) later.sc_bytes[i] = sb.byte(p, o + i);
+            }
+            for (int r = 0; r < rows; r++) {
+                if (!getf(top.mv_req_valid, r, 1)) continue;
+                int64_t p = getf(top.mv_req_part, 7 * r, 7);
+                int es = getf(top.mv_req_esize, 3 * r, 3);
+                uint32_t w[MV_WORDS] = {0};
+                if (getf(top.mv_req_mx, r, 1)) {
+                    int64_t addr = getf(top.mv_req_addr, 19 * r, 19), stride = sext(getf(top.mv_req_stride, 20 * r, 20), 20);
+                    int cnt = getf(top.mv_req_count, 4 * r, 4);
+                    bool nib = getf(top.mv_req_nib, r, 1);
+                    uint64_t codes = 0;
+                    for (int j = 0; j < cnt && j < 8; j++) {
+                        int64_t a = addr + j * stride;
+                        codes |= (nib ? sb.nibble(p, a) : sb.byte(p, a)) << (8 * j);
+                    }
+                    w[0] = (uint32_t)codes; w[1] = (uint32_t)(codes >> 32);
+                    w[2] = sb.byte(getf(top.mv_req_spart, 7 * r, 7), getf(top.mv_req_soff, 18 * r, 18));
+                } else {
+                    for (int j = 0; j < MV_ELEMS; j++) w[j] = sb.read(p, getf(MV_OFF(j), 18 * r, 18), es);
+                }
+                later.mv_rows.push_back(r);
+                later.mv_words.insert(later.mv_words.end(), w, w + MV_WORDS);
+            }
+            for (int p = 0; p < parts; p++) {
+                if (getf(top.mon_valid, p, 1))
+                    writes.insert(writes.end(), {cycle, 0, p, (int64_t)getf(top.mon_offset, 14 * p, 14),
+                                                 (int64_t)getf(top.mon_bits, 32 * p, 32)});
+#if HAVE_MON2
+                if (getf(top.mon2_valid, p, 1))
+                    writes.insert(writes.end(), {cycle, 1, p, (int64_t)getf(top.mon2_offset, 14 * p, 14),
+                                                 (int64_t)getf(top.mon2_bits, 32 * p, 32)});
+#endif
+            }
+            err[cycle] = top.error;
+            unsup[cycle] = top.unsupported;
+            bool accepted = top.desc_ready;
+            top.clk = 1;
+            run.eval();
+            if (nxt < ndesc && accepted) nxt++;
+        }
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        top.desc_valid = 0;
+        std::vector<int64_t> got(nregs);
+        for (int64_t i = 0; i < nregs; i++) {
+            setf(top.bus_addr, 0, BUS_ADDR_W, regs[i]);
+            top.clk = 0;
+            run.eval();
+            got[i] = (int64_t)getf(top.bus_rdata, 0, 32);
+            top.clk = 1;
+            run.eval();
+        }
+        int64_t nw = writes.size() / 5;
+        fwrite(&nw, 8, 1, out);
+        fwrite(writes.data(), 8, writes.size(), out);
+        fwrite(err.data(), 1, end, out);
+        fwrite(unsup.data(), 1, end, out);
+        fwrite(got.data(), 8, nregs, out);
+        fwrite(&seconds, 8, 1, out);
+        fflush(out);
+    }
+#if HARNESS_TRACE
+    if (run.tfp) run.tfp->close();
+#endif
+    top.final();
+    fclose(out);
+    return 0;
+}

@@ -1,0 +1,64 @@
+"""The array as one module looping over its PEs' state (D-T43): the simulator form of rtl/array.py.
+
+Same ports and same cycle behaviour as the structural array (`tensore_array_*`, rows of PE
+instances), but every PE register is an unpacked array `[rows][cols]` and one clocked block runs the
+PE's logic (rtl/loopform.py, generated from the Amaranth PE) for each PE in turn, reading its
+neighbours' registers: a simulator compiles the PE once and evaluates it once per PE per cycle.
+The next values go to shadow arrays and are committed together at the end of the block, so every
+PE sees its neighbours' values of the previous cycle, as the flip-flops of the structural form do."""
+from __future__ import annotations
+
+from rtl.loopform import Netlist, yosys_netlist
+from rtl.pe import COL_BITS, PE, act_layout, weight_layout
+
+PREFIX = "pe_n"
+
+
+def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, netlist: Netlist | None = None) -> str:
+    """SystemVerilog of the rows x cols array module `name` (the ports of rtl/array.py Array)."""
+    net = netlist or Netlist(yosys_netlist(PE(gen, pack), "pe"), PREFIX)
+    a, w = act_layout(pack).size, weight_layout(pack).size
+    rb = max(1, (rows - 1).bit_length())
+    here = [f"q{k}[r][c]" for k in range(len(net.regs))]
+    left = [f"q{k}[r][c == 0 ? 0 : c - 1]" for k in range(len(net.regs))]
+    above = [f"q{k}[r == 0 ? 0 : r - 1][c]" for k in range(len(net.regs))]
+    bottom = [f"q{k}[{rows - 1}][c]" for k in range(len(net.regs))]
+    inputs = {"col_index": f"{COL_BITS}'(c)", "act_in": "x_act", "psum_in": "x_psum", "psum_valid_in": "x_pvalid",
+              "advance": "advance", "phase": "phase", "wl_valid": "x_wl_valid", "wl": "x_wl",
+              "tag_valid": "x_tag_valid", "tag_in": "x_tag"}
+    if set(inputs) != {n for n, p in net.ports.items() if p["direction"] == "input"}:
+        raise ValueError("the PE's inputs changed; update rtl/array_loop.py")
+    lines = [f"// {rows} x {cols} weight-stationary array in loop form (rtl/array_loop.py, D-T43): the PE's",
+             "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
+             f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
+             "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
+             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
+             f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
+             f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
+             f"  input [{4 * cols - 1}:0] tag_data;", f"  input [{32 * cols - 1}:0] top_psum;",
+             f"  input [{cols - 1}:0] top_valid;", f"  output [{32 * cols - 1}:0] out_psum;",
+             f"  output [{cols - 1}:0] out_valid;"]
+    for reg in net.regs:
+        lines.append(f"  logic [{reg.width - 1}:0] q{reg.index} [0:{rows - 1}][0:{cols - 1}];")
+        lines.append(f"  logic [{reg.width - 1}:0] d{reg.index} [0:{rows - 1}][0:{cols - 1}];")
+    lines += [f"  logic [{a - 1}:0] x_act;", "  logic [31:0] x_psum;", "  logic x_pvalid, x_wl_valid, x_tag_valid;",
+              f"  logic [{w - 1}:0] x_wl;", "  logic [3:0] x_tag;", *net.declarations()]
+    lines += ["  always_ff @(posedge clk) begin",
+              f"    for (int r = 0; r < {rows}; r++) begin",
+              f"      for (int c = 0; c < {cols}; c++) begin",
+              f"        x_act = c == 0 ? row_in[{a}*r +: {a}] : {net.output('act_out', left)};",
+              f"        x_psum = r == 0 ? top_psum[32*c +: 32] : {net.output('psum_out', above)};",
+              f"        x_pvalid = r == 0 ? top_valid[c] : {net.output('psum_valid_out', above)};",
+              f"        x_wl_valid = wl_valid && wl_row == {rb}'(r) && wl_cols[c];",
+              f"        x_wl = wl_data[{w}*c +: {w}];",
+              f"        x_tag_valid = tag_valid && tag_row == {rb}'(r) && tag_cols[c];",
+              "        x_tag = tag_data[4*c +: 4];",
+              *net.step(inputs, here, [f"d{k}[r][c]" for k in range(len(net.regs))], "rst", " " * 8),
+              "      end", "    end",
+              *[f"    q{k} <= d{k};" for k in range(len(net.regs))],
+              "  end",
+              "  genvar c;", f"  generate for (c = 0; c < {cols}; c = c + 1) begin : col",
+              f"    assign out_psum[32*c +: 32] = {net.output('psum_out', bottom)};",
+              f"    assign out_valid[c] = {net.output('psum_valid_out', bottom)};",
+              "  end endgenerate", "endmodule", ""]
+    return "\n".join(lines)

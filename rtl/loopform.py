@@ -1,0 +1,209 @@
+"""A block's logic as SystemVerilog statements, for arrays written as one loop (D-T43).
+
+The array a simulator runs fastest is one module that loops over its PEs' state arrays: the PE's
+logic is compiled once and evaluated once per PE per cycle, with no per-instance code and no block
+boundary (docs/decisions.md D-T43).  That module is generated, not written by hand: the Amaranth
+PE goes through Yosys (`proc; flatten; opt`) to a netlist of word-level cells, and `Netlist` turns
+it into statements -- one per cell, in dependency order -- over names the caller chooses for the
+block's inputs, its registers and the next values of its registers.  Each cell is written as the
+expression of its definition in Yosys's simulation library, so the statements compute what the
+Amaranth PE computes; tests/test_rtl_loopform.py checks the loop array against the Amaranth array.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from amaranth.back import rtlil
+
+_BINARY = {"$and": "&", "$or": "|", "$xor": "^", "$xnor": "~^", "$add": "+", "$sub": "-", "$mul": "*",
+           "$eq": "==", "$ne": "!=", "$eqx": "===", "$nex": "!==", "$lt": "<", "$le": "<=", "$gt": ">",
+           "$ge": ">=", "$logic_and": "&&", "$logic_or": "||", "$div": "/", "$mod": "%"}
+_SHIFT = {"$shl": "<<", "$sshl": "<<<", "$shr": ">>", "$sshr": ">>>"}
+_UNARY = {"$not": "~", "$neg": "-", "$pos": "", "$logic_not": "!", "$reduce_and": "&", "$reduce_or": "|",
+          "$reduce_bool": "|", "$reduce_xor": "^", "$reduce_xnor": "~^"}
+_FF = ("$dff", "$sdff", "$sdffe", "$dffe", "$sdffce")
+YOSYS_SCRIPT = "proc\nflatten\nopt -full\nwreduce\nopt_clean\n"
+
+
+def yosys_netlist(component, name: str) -> dict:
+    """The component's flattened word-level netlist (Yosys JSON module)."""
+    from amaranth._toolchain.yosys import find_yosys
+    il = rtlil.convert(component, name=name, emit_src=False)
+    yosys = find_yosys(lambda ver: ver >= (0, 40))
+    script = f"read_rtlil <<rtlil\n{il}\nrtlil\nhierarchy -top {name}\n{YOSYS_SCRIPT}write_json\n"
+    return json.loads(yosys.run(["-q", "-"], script))["modules"][name]
+
+
+def _int(p) -> int:
+    return int(p, 2) if isinstance(p, str) else int(p)
+
+
+@dataclass
+class Register:
+    """A flip-flop of the block: `width` bits, reset value (synchronous reset), `index` in `Netlist.regs`."""
+    index: int
+    width: int
+    reset: int
+    cell: dict
+
+
+class Netlist:
+    """The statements of one block.  Names: `inputs[port]` and `state[k]` are SV expressions the
+    caller supplies for the block's input ports and register k; `Netlist.step` returns statements
+    that assign each register's next value to `nxt[k]`, and `Netlist.output` an output port's
+    expression (outputs must be functions of registers only: the loop reads a neighbour's outputs
+    before any PE of the cycle has run)."""
+
+    def __init__(self, module: dict, prefix: str):
+        self.prefix = prefix
+        self.ports = {n: p for n, p in module["ports"].items() if n not in ("clk", "rst")}
+        self.widths = {n: len(p["bits"]) for n, p in module["ports"].items()}
+        self.driver: dict[int, tuple] = {}
+        for name, p in module["ports"].items():
+            if p["direction"] == "input":
+                for i, b in enumerate(p["bits"]):
+                    self.driver[b] = ("in", name, i)
+        self.regs: list[Register] = []
+        self.cells: dict[str, dict] = {}
+        for cname, cell in module["cells"].items():
+            t = cell["type"]
+            if t == "$scopeinfo":
+                continue
+            if t in _FF:
+                if t not in ("$dff", "$sdff", "$sdffe") or _int(cell["parameters"]["CLK_POLARITY"]) != 1:
+                    raise ValueError(f"{cname}: flip-flop {t} is not supported in loop form")
+                reg = Register(len(self.regs), _int(cell["parameters"]["WIDTH"]),
+                               _int(cell["parameters"].get("SRST_VALUE", "0")), cell)
+                self.regs.append(reg)
+                for i, b in enumerate(cell["connections"]["Q"]):
+                    self.driver[b] = ("q", reg.index, i)
+                continue
+            self.cells[cname] = cell
+        self.names = {c: f"{prefix}{k}" for k, c in enumerate(self.cells)}
+        for cname, cell in self.cells.items():
+            for i, b in enumerate(cell["connections"]["Y"]):
+                self.driver[b] = ("cell", cname, i)
+        self.order = self._order()
+
+    def _order(self) -> list:
+        """The cells in dependency order (a combinational loop is an error)."""
+        deps = {}
+        for cname, cell in self.cells.items():
+            deps[cname] = {self.driver[b][1] for p, bits in cell["connections"].items() if p != "Y"
+                           for b in bits if not isinstance(b, str) and self.driver[b][0] == "cell"}
+        order, done, state = [], set(), {}
+
+        def visit(c):
+            stack = [(c, iter(sorted(deps[c])))]
+            state[c] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    state[node] = 2
+                    order.append(node)
+                elif state.get(nxt) == 1:
+                    raise ValueError(f"combinational loop through {nxt}")
+                elif nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(sorted(deps[nxt]))))
+        for c in self.cells:
+            if c not in state:
+                visit(c)
+        return order
+
+    # expressions ------------------------------------------------------------------------------
+    def bits(self, bits: list, inputs: dict, state: list) -> str:
+        """The SV expression of a list of bits (lsb first): runs of one source as part selects."""
+        if not bits:                               # a zero-width operand is 0
+            return "1'b0"
+        runs = []                                  # [source key, lo, hi] or ["const", str]
+        for b in bits:
+            if isinstance(b, str):
+                v = "1" if b == "1" else "0"
+                if runs and runs[-1][0] == "const":
+                    runs[-1][1] = v + runs[-1][1]
+                else:
+                    runs.append(["const", v])
+                continue
+            src = self.driver[b]
+            key = src[:2]
+            if runs and runs[-1][0] == key and runs[-1][2] + 1 == src[2]:
+                runs[-1][2] = src[2]
+            else:
+                runs.append([key, src[2], src[2]])
+        parts = []
+        for run in reversed(runs):
+            if run[0] == "const":
+                parts.append(f"{len(run[1])}'b{run[1]}")
+                continue
+            (kind, ref), lo, hi = run
+            if kind == "in":
+                base, width = inputs[ref], self.widths[ref]
+            elif kind == "q":
+                base, width = state[ref], self.regs[ref].width
+            else:
+                base, width = self.names[ref], len(self.cells[ref]["connections"]["Y"])
+            if lo == 0 and hi == width - 1:
+                parts.append(base)
+            else:
+                parts.append(f"{base}[{hi}:{lo}]" if hi != lo else f"{base}[{lo}]")
+        return parts[0] if len(parts) == 1 else "{" + ", ".join(parts) + "}"
+
+    def _cell(self, cell: dict, inputs: dict, state: list) -> str:
+        t, par, con = cell["type"], cell["parameters"], cell["connections"]
+
+        def arg(port):
+            e = self.bits(con[port], inputs, state)
+            return f"$signed({e})" if _int(par.get(f"{port}_SIGNED", "0")) else e
+        if t in _BINARY:
+            return f"{arg('A')} {_BINARY[t]} {arg('B')}"
+        if t in _SHIFT:
+            return f"{arg('A')} {_SHIFT[t]} {self.bits(con['B'], inputs, state)}"
+        if t in ("$shift", "$shiftx"):
+            b = arg("B")
+            return f"{arg('A')} >> {b}" if not _int(par["B_SIGNED"]) else \
+                f"(({b}) < 0 ? {arg('A')} << -({b}) : {arg('A')} >> ({b}))"
+        if t in _UNARY:
+            return f"{_UNARY[t]}{arg('A')}"
+        if t == "$mux":
+            return f"{self.bits(con['S'], inputs, state)} ? {arg('B')} : {arg('A')}"
+        if t == "$pmux":
+            w = _int(par["WIDTH"])
+            out = arg("A")
+            for i in reversed(range(_int(par["S_WIDTH"]))):
+                b = self.bits(con["B"][w * i:w * (i + 1)], inputs, state)
+                out = f"{self.bits([con['S'][i]], inputs, state)} ? {b} : ({out})"
+            return out
+        raise ValueError(f"cell type {t} is not supported in loop form")
+
+    def declarations(self, indent: str = "  ") -> list:
+        """One variable per cell (module scope; the simulator keeps them as locals of the loop)."""
+        return [f"{indent}logic [{len(self.cells[c]['connections']['Y']) - 1}:0] {self.names[c]};"
+                for c in self.order]
+
+    def step(self, inputs: dict, state: list, nxt: list, rst: str, indent: str) -> list:
+        """Statements: every cell in order, then nxt[k] = the register's value after the edge."""
+        inputs = dict(inputs, rst=rst)
+        lines = [f"{indent}{self.names[c]} = {self._cell(self.cells[c], inputs, state)};" for c in self.order]
+        for reg in self.regs:
+            con, d = reg.cell["connections"], self.bits(reg.cell["connections"]["D"], inputs, state)
+            if "EN" in con:
+                pol = _int(reg.cell["parameters"]["EN_POLARITY"])
+                en = self.bits(con["EN"], inputs, state)
+                d = f"({en}) ? {d} : {state[reg.index]}" if pol else f"({en}) ? {state[reg.index]} : {d}"
+            if "SRST" in con:
+                if self.bits(con["SRST"], inputs, state) != rst:
+                    raise ValueError("a synchronous reset other than the block's rst")
+                d = f"{rst} ? {reg.width}'d{reg.reset} : {d}"
+            lines.append(f"{indent}{nxt[reg.index]} = {d};")
+        return lines
+
+    def output(self, port: str, state: list) -> str:
+        bits = self.ports[port]["bits"]
+        for b in bits:
+            if not isinstance(b, str) and self.driver[b][0] not in ("q",):
+                raise ValueError(f"output {port} is not a function of registers only")
+        return self.bits(bits, {}, state)
