@@ -12,6 +12,7 @@ from scipy.linalg import blas as _blas
 
 from model import dtypes as dt
 from model.dtypes import Dtype, Gen
+from model.fp import two_sum
 from model.isa.enums import FP32Mode, MXPerfMode
 from model.mac import canonical_nan, fused_sum
 
@@ -76,9 +77,9 @@ def _single_product_chain(a, w, sig_bits, partials):
         psum = np.zeros((m, n), np.float32, order="F")
         for r in range(k):
             psum = _blas.sger(1.0, w32[r], a32[r], a=psum, overwrite_a=1)
-            if partials:
-                steps.append(np.ascontiguousarray(psum))
-        psum = np.ascontiguousarray(psum)
+            if partials:        # a copy: for M == 1 or N == 1 psum is C-contiguous too (no copy)
+                steps.append(np.array(psum, order="C"))
+        psum = np.array(psum, order="C")
     elif sig_bits <= 24 and in_range:
         wc, ar = w.astype(np.float32)[:, :, None], a.astype(np.float32)[:, None, :]
         prod = np.empty((m, n), np.float32)
@@ -98,6 +99,9 @@ def _single_product_chain(a, w, sig_bits, partials):
                 psum = prod.astype(np.float32)
                 if partials:
                     steps.append(psum)
+    elif _wide_ok([w], [a]):
+        with np.errstate(over="ignore"):
+            return _wide_chain([(w[r], a[r]) for r in range(k)], m, n, 1, partials)
     else:
         for r in range(k):
             with np.errstate(invalid="ignore"):
@@ -105,6 +109,147 @@ def _single_product_chain(a, w, sig_bits, partials):
             if partials:
                 steps.append(psum)
     return psum, steps
+
+
+_MID_MASK, _MID = np.uint64((1 << 29) - 1), np.uint64(1 << 28)    # float64 bits of an fp32 tie
+
+
+def _min_lsb(x: np.ndarray) -> float:
+    """The weight of the lowest set significand bit over the non-zero finite values of x (0 if none)."""
+    x = np.abs(x[(x != 0)])
+    if not x.size:
+        return 0.0
+    mant, exp = np.frexp(x)
+    mi = (mant * 2.0 ** 53).astype(np.int64)
+    return float(np.min(np.ldexp((mi & -mi).astype(np.float64), exp - 53)))
+
+
+def _wide_ok(ws: list, as_: list) -> bool:
+    """Fast wide-product chain allowed: finite operands whose products are multiples of 2^-149, so
+    every product is exact in float64 and a sum in fp32's subnormal range is exact there too."""
+    if not all(np.isfinite(x).all() for x in ws + as_):
+        return False
+    lw, la = min((_min_lsb(x) or np.inf) for x in ws), min((_min_lsb(x) or np.inf) for x in as_)
+    return lw * la >= 2.0 ** -149
+
+
+def _wide_chain(terms: list, m: int, n: int, per_row: int, partials: bool):
+    """psum = RNE_fp32(psum + w (x) a) for each (w, a[, narrow]) in order, one exact product per step
+    (D-10).  A narrow step (product exact in float32, in its normal range) is a float32 rank-1 update.
+    A wide one is a float64 rank-1 update (exact product, one rounding) and a cast to fp32 (a second
+    rounding); the two differ from one rounding only where the float64 sum is exactly an fp32 tie and
+    the exact sum is not (an fp32 tie is a float64 number, so it cannot lie strictly between the exact
+    sum and its float64 rounding): those cells are redone with fused_sum.  Preconditions: _wide_ok."""
+    p64 = np.zeros((m, n), order="F")
+    p32 = np.zeros((m, n), np.float32, order="F")
+    steps = []
+    for i, (w, a, *narrow) in enumerate(terms):
+        if narrow and narrow[0]:
+            p32 = _blas.sger(1.0, w.astype(np.float32), a.astype(np.float32), a=p32, overwrite_a=1)
+        else:
+            np.copyto(p64, p32)
+            p64 = _blas.dger(1.0, w, a, a=p64, overwrite_a=1)
+            tie = (p64.view(np.uint64) & _MID_MASK) == _MID
+            prev, p32 = p32, p64.astype(np.float32, order="F")
+            if tie.any():
+                _repair_ties(p32, prev, tie, lambda rr, cc: w[rr] * a[cc])
+        if partials and (i + 1) % per_row == 0:
+            steps.append(np.array(p32, order="C"))
+    return np.array(p32, order="C"), steps
+
+
+def _repair_ties(p32, prev, tie, term_at):
+    """Cells whose float64 sum fell on an fp32 tie: where prev + term was exact in float64 the cast
+    is right; the others get fused_sum.  term_at(rows, cols) gives the exact float64 terms."""
+    m = p32.shape[0]
+    idx = np.flatnonzero(tie.ravel(order="F"))          # F order: a view, no copy
+    rr, cc = idx % m, idx // m
+    old, term = prev[rr, cc].astype(np.float64), term_at(rr, cc)
+    bad = two_sum(old, term)[1] != 0
+    if bad.any():
+        p32[rr[bad], cc[bad]] = fused_sum(prev[rr[bad], cc[bad]], [term[bad]])
+
+
+def _products_in_f32(ws: list, as_: list) -> bool:
+    """Every non-zero product of an element of ws by one of as_ is in fp32's normal range."""
+    def span(xs):
+        nz = [np.abs(x[x != 0]) for x in xs]
+        nz = [x for x in nz if x.size]
+        return (min(x.min() for x in nz), max(x.max() for x in nz)) if nz else (1.0, 1.0)
+    (lw, hw), (la, ha) = span(ws), span(as_)
+    return lw * la >= 2.0 ** -126 and hw * ha < 2.0 ** 128
+
+
+def _exact_f64(w: np.ndarray, a: np.ndarray) -> bool:
+    """Every partial sum of a chain with multi-term steps is exact in float64: w [rows, pack, M] and
+    a [rows, pack, N] finite, all products multiples of q, |psum| bounded by B with 2B < 2^53 q.
+    (Rounding to fp32 keeps a multiple of q a multiple of q.)"""
+    if not (np.isfinite(w).all() and np.isfinite(a).all()):
+        return False
+    q = _min_lsb(w) * _min_lsb(a)
+    bound = float(np.sum(np.abs(w).max(axis=2) * np.abs(a).max(axis=2)))
+    return q > 0 and 2 * bound < q * 2.0 ** 53
+
+
+def _fast_multi(w, a, scales):
+    """A fast exact chain for multi-term rows (D-11, D-21), or None: with the block scales folded into
+    the operands (powers of two: exact), _packed_chain when every partial sum is exact in float64,
+    else _row_sum_chain when each row's products sum exactly in float64 (checked on the unscaled
+    values, as a row's products share one scale) and products are multiples of 2^-149."""
+    if scales is not None:
+        if not (np.isfinite(scales[0]).all() and np.isfinite(scales[1]).all()):
+            return None
+        ws, as_ = w * np.exp2(scales[0])[:, None, :], a * np.exp2(scales[1])[:, None, :]
+    else:
+        ws, as_ = w, a
+    if _exact_f64(ws, as_):
+        return lambda partials: _packed_chain(ws, as_, partials)
+    if not (np.isfinite(ws).all() and np.isfinite(as_).all()):
+        return None
+    pack = w.shape[1]
+    q = _min_lsb(w) * _min_lsb(a)
+    row_exact = q > 0 and 2 * pack * np.abs(w).max() * np.abs(a).max() < q * 2.0 ** 53
+    if row_exact and _wide_ok([ws], [as_]):
+        return lambda partials: _row_sum_chain(ws, as_, partials)
+    return None
+
+
+def _row_sum_chain(w, a, partials):
+    """Each row's products summed in float64 (exact by _fast_multi's check), then one wide step:
+    the float64 add and fp32 cast, with _wide_chain's tie repair."""
+    rows, pack, m = w.shape
+    n = a.shape[2]
+    p32 = np.zeros((m, n), np.float32, order="F")
+    t = np.zeros((m, n), order="F")
+    steps = []
+    for r in range(rows):
+        t[:] = 0.0
+        for j in range(pack):
+            t = _blas.dger(1.0, w[r, j], a[r, j], a=t, overwrite_a=1)
+        y = p32 + t
+        tie = (y.view(np.uint64) & _MID_MASK) == _MID
+        prev, p32 = p32, y.astype(np.float32, order="F")
+        if tie.any():
+            _repair_ties(p32, prev, tie, lambda rr, cc: t[rr, cc])
+        if partials:
+            steps.append(np.array(p32, order="C"))
+    return np.array(p32, order="C"), steps
+
+
+def _packed_chain(w: np.ndarray, a: np.ndarray, partials: bool):
+    """Multi-term steps (D-11) when _exact_f64 holds: the pack products of a row are added to the
+    running sum in float64 without error, so one cast to fp32 is the one RNE rounding."""
+    rows, pack, m = w.shape
+    p64 = np.zeros((m, a.shape[2]), order="F")
+    steps = []
+    for r in range(rows):
+        for j in range(pack):
+            p64 = _blas.dger(1.0, w[r, j], a[r, j], a=p64, overwrite_a=1)
+        p32 = p64.astype(np.float32, order="F")
+        np.copyto(p64, p32)
+        if partials:
+            steps.append(np.array(p32, order="C"))
+    return np.array(p32, order="C"), steps
 
 
 def column_chain(w, a, *, sig_bits: int = 48, fp32_mode=None, scales=None, partials=False):
@@ -123,6 +268,11 @@ def column_chain(w, a, *, sig_bits: int = 48, fp32_mode=None, scales=None, parti
     if pack == 1 and scales is None:
         psum, steps = _single_product_chain(a[:, 0], w[:, 0], sig_bits, partials)
         return _finish((psum, steps) if partials else psum)
+    fast = _fast_multi(w, a, scales)
+    if fast is not None:
+        with np.errstate(over="ignore"):                 # fp32 overflow: the cast gives +-Inf (RNE)
+            result = fast(partials)
+        return _finish(result if partials else result[0])
     steps = []
     for r in range(rows):
         with np.errstate(invalid="ignore", over="ignore"):
@@ -202,6 +352,14 @@ def _fp32(a, w, mode, partials):
     if mode == FP32Mode.HIGH:
         psum, steps = _single_product_chain(a, w, 48, partials)
         return (psum, steps) if partials else psum
+    if _wide_ok([w_hi, w_lo], [a_hi, a_lo]):
+        # hi*hi has up to 28 bits (wide); the others <= 24 bits: float32 when in range
+        narrow = _products_in_f32([w_hi, w_lo], [a_lo]) and _products_in_f32([w_lo], [a_hi])
+        terms = [(pw[r], pa[r], narrow and not (pa is a_hi and pw is w_hi)) for r in range(a.shape[0])
+                 for pa, pw in ((a_hi, w_hi), (a_hi, w_lo), (a_lo, w_hi), (a_lo, w_lo))]
+        with np.errstate(over="ignore"):
+            psum, steps = _wide_chain(terms, w.shape[1], a.shape[1], 4, partials)
+        return (psum, steps) if partials else psum
     psum, steps = np.zeros((w.shape[1], a.shape[1]), np.float32), []
     with np.errstate(invalid="ignore", over="ignore"):
         for r in range(a.shape[0]):
@@ -224,6 +382,9 @@ def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):
     if tags.min(initial=0) < 0 or tags.max(initial=0) >= f:
         raise ValueError(f"tags select fmaps 0..{f - 1}")
     a, w = _values(moving, in_dtype, gen, e4m3), _values(stationary, st_dtype, gen, e4m3)
+    if _SIG_BITS[in_dtype] + _SIG_BITS[st_dtype] <= 24 and np.isfinite(a).all() and np.isfinite(w).all() \
+            and _products_in_f32([w], [a]):
+        return _sparse_f32(w, a, tags, partials)
     gathered = a[np.arange(k)[:, None], tags, :]                     # [K, M, N]
     psum = np.zeros((stationary.shape[1], n), np.float32)
     steps = []
@@ -233,6 +394,23 @@ def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):
         if partials:
             steps.append(psum)
     return _finish((psum, steps) if partials else psum)
+
+
+def _sparse_f32(w, a, tags, partials):
+    """Sparse rows as one float32 rank-1 update per fmap with the weights of the other fmaps' PEs
+    zeroed: products (<= 22 bits, normal range) are exact in float32, the zero ones add exactly."""
+    k, f, n = a.shape
+    w32, a32 = w.astype(np.float32), a.astype(np.float32)
+    psum = np.zeros((w.shape[1], n), np.float32, order="F")
+    steps = []
+    for r in range(k):
+        for j in range(f):
+            sel = tags[r] == j
+            if sel.any():
+                psum = _blas.sger(1.0, np.where(sel, w32[r], np.float32(0)), a32[r, j], a=psum, overwrite_a=1)
+        if partials:
+            steps.append(np.array(psum, order="C"))
+    return _finish((np.array(psum, order="C"), steps) if partials else np.array(psum, order="C"))
 
 
 def transpose(moving, in_dtype, gen) -> np.ndarray:

@@ -1,0 +1,170 @@
+"""`tensore gemm`, `tensore conv`, `tensore plot`: kernels on the golden engine (docs/kernels.md)."""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+HELP_SIZES = "array rows / columns (default 128 x 128; MAVERICK 128 x 256)"
+
+
+def _engine_args(p):
+    p.add_argument("--dtype", default="bf16", help="input dtype: bf16, fp16, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp32, ...")
+    p.add_argument("--gen", default="maverick")
+    p.add_argument("--rows", type=int, default=None, help=HELP_SIZES)
+    p.add_argument("--cols", type=int, default=None, help=HELP_SIZES)
+    p.add_argument("--out-dtype", default="fp32", help="PSUM cells: fp32, or bf16 (MARIANA and later)")
+    p.add_argument("--rounding", default="rne", choices=["rne", "sr"], help="bf16 PSUM rounding (D-18)")
+    p.add_argument("--fp32-mode", default=None, choices=["low", "high", "low_high"], help="fp32 inputs (D-12)")
+    p.add_argument("--double-row", action="store_true", help="FP8 double row (CAYMAN / MARIANA)")
+    p.add_argument("--mx", default=None, choices=["quad_row", "oct_row"],
+                   help="gemm: MX blocks of 32 along K with E8M0 scales (MARIANA, FP8 elements)")
+    p.add_argument("--sparse", action="store_true", help="gemm: prune B to 2:4 along K, run MatmulSparse")
+    p.add_argument("--psum-banks", type=int, default=4, help="PSUM banks one chunk of output tiles uses (1-8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random N(0, 1) operands")
+    p.add_argument("--rtl", action="store_true", help="also run the program on the engine RTL in lockstep "
+                   "(Amaranth simulator: small arrays, e.g. --rows 8 --cols 8)")
+    p.add_argument("--asm", help="write the program's assembly text here")
+    p.add_argument("--plot", help="write a PNG: timeline, PE utilisation, PSUM banks, error heatmap")
+
+
+def _positive(args, names):
+    for n in names:
+        if getattr(args, n) < 1:
+            raise ValueError(f"--{n.replace('_', '-')} must be >= 1, got {getattr(args, n)}")
+
+
+def _kw(args) -> dict:
+    from model.dtypes import Dtype
+    fp32 = Dtype.parse(args.dtype) == Dtype.FP32
+    return dict(dtype=args.dtype, gen=args.gen, rows=args.rows, cols=args.cols, out_dtype=args.out_dtype,
+                rounding=args.rounding, fp32_mode=args.fp32_mode if fp32 else None, double_row=args.double_row,
+                psum_banks=args.psum_banks)
+
+
+def build_gemm(args):
+    from tensore.kernels.gemm import gemm
+    _positive(args, ("m", "k", "n"))
+    rng = np.random.default_rng(args.seed)
+    return gemm(rng.standard_normal((args.m, args.k)), rng.standard_normal((args.k, args.n)), mx=args.mx,
+                sparse=args.sparse, **_kw(args))
+
+
+def build_conv(args):
+    from tensore.kernels.conv import conv2d
+    if args.mx or args.sparse:
+        raise ValueError("--mx and --sparse: gemm only")
+    _positive(args, ("batch", "cin", "height", "width", "cout", "kh", "kw", "stride", "dil"))
+    rng = np.random.default_rng(args.seed)
+    shape = (args.batch, args.cin, args.height, args.width)
+    x = rng.standard_normal(shape if args.layout == "nchw" else (shape[0], shape[2], shape[3], shape[1]))
+    w = rng.standard_normal((args.cout, args.cin, args.kh, args.kw))
+    return conv2d(x, w, stride=args.stride, pad=args.pad, dil=args.dil, layout=args.layout, method=args.method,
+                  **_kw(args))
+
+
+def _run_and_report(prog, args) -> int:
+    from tensore.kernels import gemm as G
+    from tensore.kernels.estimate import estimate, format_estimate
+    from tensore.kernels.numerics import format_report, report
+    if args.asm:
+        with open(args.asm, "w") as f:
+            f.write(prog.text)
+    t0 = time.perf_counter()
+    C, trace, _ = G.run(prog)
+    secs = time.perf_counter() - t0
+    print(f"{prog.name}: {prog.note}; {prog.gen.name} {prog.rows} x {prog.cols}; golden engine {secs:.2f} s")
+    print(format_estimate(estimate(prog, trace)))
+    rep = report(prog, C)
+    print(format_report(rep))
+    status = 0 if rep["bit_exact"] else 1
+    if args.rtl:
+        from cosim import lockstep
+        bad = lockstep.run(prog, psum_partitions=max(16, prog.half))
+        print("RTL lockstep (Amaranth): " + ("every PSUM write matches" if bad is None else f"MISMATCH {bad}"))
+        status |= bad is not None
+    if args.plot:
+        from tensore import plot
+        print(f"picture: {plot.dashboard(prog, trace, C, args.plot)}")
+    return status
+
+
+def cmd_gemm(args) -> int:
+    return _run_and_report(build_gemm(args), args)
+
+
+def cmd_conv(args) -> int:
+    return _run_and_report(build_conv(args), args)
+
+
+def cmd_plot(args) -> int:
+    from tensore import plot
+    from tensore.kernels import gemm as G
+    if args.kind == "sweep":
+        return _sweep(args)
+    prog = build_gemm(args)
+    C, trace, _ = G.run(prog)
+    out = plot.dashboard(prog, trace, C, args.output) if args.kind == "all" else \
+        plot.single(args.kind, prog, trace, C, args.output)
+    print(f"picture: {out}")
+    return 0
+
+
+def _sweep(args) -> int:
+    from tensore import plot
+    from tensore.kernels import gemm as G
+    from tensore.kernels.estimate import estimate
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if any(s < 1 for s in sizes):
+        raise ValueError("--sizes are positive integers")
+    results = {}
+    for dtype in args.dtypes.split(","):
+        pts = []
+        for s in sizes:
+            rng = np.random.default_rng(args.seed)
+            args.dtype = dtype
+            kw = _kw(args)
+            prog = G.gemm(rng.standard_normal((s, s)), rng.standard_normal((s, s)), **kw)
+            _, trace, _ = G.run(prog)
+            pts.append((s, estimate(prog, trace)["utilisation"]))
+            print(f"{dtype} {s}^3: utilisation {100 * pts[-1][1]:.1f}%")
+        results[dtype] = pts
+    rows = prog.rows
+    title = (f"PE utilisation vs GEMM size, {prog.gen.name} {rows} x {prog.cols} PEs\n"
+             f"(ideal cycles / cycles; ideal = MACs x passes / PEs: each dtype at its own peak)")
+    print(f"picture: {plot.sweep(results, args.output, title)}")
+    return 0
+
+
+def _gemm_sizes(p):
+    p.add_argument("--m", type=int, default=256)
+    p.add_argument("--k", type=int, default=256)
+    p.add_argument("--n", type=int, default=128)
+
+
+def register(sub) -> None:
+    """Add the kernel subcommands to tensore's subparsers."""
+    p = sub.add_parser("gemm", help="C = A @ B (random operands) as a micro-op program on the golden engine: "
+                       "cycle estimate and numerics", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _gemm_sizes(p)
+    _engine_args(p)
+    p.set_defaults(func=cmd_gemm)
+    p = sub.add_parser("conv", help="2-D convolution (groups 1) as a micro-op program on the golden engine",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for name, default in (("batch", 1), ("cin", 16), ("height", 16), ("width", 16), ("cout", 32), ("kh", 3),
+                          ("kw", 3), ("stride", 1), ("pad", 1), ("dil", 1)):
+        p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
+    p.add_argument("--method", default="auto", choices=["auto", "direct", "im2col"])
+    _engine_args(p)
+    p.set_defaults(func=cmd_conv)
+    p = sub.add_parser("plot", help="pictures of a GEMM run, or a utilisation sweep",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("kind", choices=["all", "timeline", "pe", "psum", "error", "sweep"])
+    p.add_argument("-o", "--output", default="tensore.png")
+    p.add_argument("--sizes", default="16,32,64,128,256", help="sweep: M = K = N values")
+    p.add_argument("--dtypes", default="bf16,fp32", help="sweep: input dtypes (fp32 uses --fp32-mode, default high)")
+    _gemm_sizes(p)
+    _engine_args(p)
+    p.set_defaults(func=cmd_plot, fp32_mode="high")

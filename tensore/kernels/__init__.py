@@ -1,0 +1,1 @@
+"""Kernels: GEMM and convolution tiled into micro-op programs (docs/kernels.md)."""

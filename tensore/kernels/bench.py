@@ -1,0 +1,79 @@
+"""Figures for `make bench`: golden-model speed of every model.array.matmul path against np.matmul
+(same run), and kernel cycle estimates on the full-size engines."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from model import dtypes as dt
+
+PATHS = {   # name -> matmul keyword arguments (codes are made from the same fp32 operands)
+    "bf16": dict(in_dtype="bf16"), "fp16": dict(in_dtype="fp16"), "fp8 e4m3": dict(in_dtype="fp8_e4m3"),
+    "fp8 e5m2": dict(in_dtype="fp8_e5m2"), "fp8 double row": dict(in_dtype="fp8_e4m3", perf_mode="double_row"),
+    "fp32 low": dict(in_dtype="fp32", fp32_mode="low"), "fp32 high": dict(in_dtype="fp32", fp32_mode="high"),
+    "fp32 low_high": dict(in_dtype="fp32", fp32_mode="low_high"),
+    "mx fp8 e4m3 quad_row": dict(in_dtype="fp8_e4m3", perf_mode="quad_row"),
+    "sparse bf16 2 fmaps": dict(in_dtype="bf16"),
+}
+
+
+def _best(fn, repeat):
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def golden_ratios(k=128, m=128, n=512, repeat=3, seed=11) -> dict:
+    """{path: {"seconds", "ratio_vs_np_matmul"}} for a k x m x n matmul, plus the baseline.
+    Run with OPENBLAS_NUM_THREADS=1 on a shared machine: a multi-threaded np.matmul baseline swings
+    by orders of magnitude under load."""
+    from model.array import matmul
+    rng = np.random.default_rng(seed)
+    w32, a32 = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    ref = _best(lambda: np.matmul(w32.T, a32), 20 * repeat)
+    out = {"baseline": {"name": f"np.matmul float32 {k}x{m}x{n}", "seconds": ref}}
+    for name, kw in PATHS.items():
+        kw = dict(kw)
+        gen = "mariana" if "double" in name else "maverick"
+        codes = (lambda x: x.view(np.uint32)) if kw["in_dtype"] == "fp32" else \
+            (lambda x: dt.from_fp32(x, kw["in_dtype"], gen))
+        w, a = codes(w32), codes(a32)
+        if name.startswith("mx"):
+            kw |= dict(stationary_scales=rng.integers(124, 131, (k // 32, m)),
+                       moving_scales=rng.integers(124, 131, (k // 32, n)))
+        if name.startswith("sparse"):
+            a = np.stack([a, codes(a32[::-1].copy())], axis=1)
+            kw["tags"] = rng.integers(0, 2, (k, m))
+        t = _best(lambda: matmul(w, a, gen=gen, **kw), repeat)
+        out[name] = {"seconds": t, "ratio_vs_np_matmul": t / ref}
+    return out
+
+
+KERNELS = [("cayman", 512, 256, 256, "bf16"), ("mariana", 512, 256, 256, "bf16"),
+           ("mariana", 512, 256, 256, "fp8_e4m3 double_row"), ("mariana", 512, 256, 256, "fp8_e4m3 mx=quad_row"),
+           ("mariana", 512, 512, 256, "bf16 sparse"), ("maverick", 512, 256, 512, "bf16"),
+           ("maverick", 512, 256, 512, "fp32 fp32_mode=high")]
+
+
+def kernel_estimates(kernels=KERNELS, seed=0) -> list:
+    """Cycle estimates of GEMMs on the full-size golden engines (128 x 128, MAVERICK 128 x 256);
+    a kernel is (gen, M, K, N, "dtype [gemm keyword[=value] ...]")."""
+    from tensore.kernels import gemm as G
+    from tensore.kernels.estimate import estimate
+    rows = []
+    rng = np.random.default_rng(seed)
+    for gen, m, k, n, dtype in kernels:
+        words = dtype.split()
+        kw = {w.split("=")[0]: (w.split("=")[1] if "=" in w else True) for w in words[1:]}
+        prog = G.gemm(rng.standard_normal((m, k)), rng.standard_normal((k, n)), dtype=words[0], gen=gen, **kw)
+        t0 = time.perf_counter()
+        _, trace, _ = G.run(prog)
+        e = estimate(prog, trace)
+        rows.append({"name": f"gemm {m}x{k}x{n} {dtype} {gen}", "cycles": e["cycles"],
+                     "ideal_cycles": e["ideal_cycles"], "utilisation": e["utilisation"], "bound": e["bound"],
+                     "breakdown": e["breakdown"], "golden_seconds": time.perf_counter() - t0})
+    return rows

@@ -1,0 +1,94 @@
+"""Cycle estimate of a kernel program from the golden engine's trace (docs/timing.md): cycles, the
+ideal cycles (MACs / PEs at the dtype's rate), PE utilisation and what the lost cycles went to."""
+from __future__ import annotations
+
+import numpy as np
+
+from model.isa.enums import Opcode
+
+MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
+
+
+LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
+
+
+def _vectors(desc, pack: int) -> int:
+    n = desc.fields["src_mem_pattern"]["num_elem"]
+    if isinstance(n, int):
+        return n // pack
+    fmaps = n[3] if desc.op == Opcode.MATMUL_SPARSE else 1        # MatmulSparse: fmaps per vector
+    return int(np.prod(n)) // pack // fmaps
+
+
+def _block(desc, cols: int) -> tuple:
+    f = desc.fields
+    c = f.get("num_active_cols", 0) or cols
+    return f["num_active_rows"], c
+
+
+def matmul_spans(prog, trace) -> list:
+    """(op, issue, stream end, complete, rows, cols, vectors) of every executed matmul."""
+    out = []
+    for o in trace.ops:
+        if o.desc.op in MATMULS and o.t_issue is not None and not o.error:
+            v = _vectors(o.desc, prog.pe_pack)
+            r, c = _block(o.desc, prog.cols)
+            out.append((o.index, o.t_issue, o.t_issue + v * prog.passes, o.t_complete, r, c, v))
+    return out
+
+
+def estimate(prog, trace) -> dict:
+    """Cycles and where they went; the parts add up to the cycles and the largest is the bound:
+    compute (ideal), partial tiles (streaming with an active block smaller than the array),
+    weight loads / dependencies (moving port idle between matmuls), fill and drain (before the
+    first matmul streams and after the last one, R + C of pipeline)."""
+    pes = prog.rows * prog.cols
+    spans = matmul_spans(prog, trace)
+    cycles = trace.cycles
+    ideal = prog.macs * prog.passes / (pes * prog.pe_pack)
+    lw_issues = sorted(o.t_issue for o in trace.ops if o.desc.op in LOADS and o.t_issue is not None)
+    stream = sum(s[2] - s[1] for s in spans)
+    gap_w = gap_d = 0
+    for prev, cur in zip(spans, spans[1:]):
+        gap = cur[1] - prev[2]
+        if gap > 0:
+            loaded = any(prev[1] < t < cur[1] for t in lw_issues)
+            gap_w, gap_d = (gap_w + gap, gap_d) if loaded else (gap_w, gap_d + gap)
+    fill = (spans[0][1] if spans else 0) + (cycles - spans[-1][2] if spans else cycles)
+    parts = {"compute": ideal, "partial tiles": stream - ideal,
+             "weight loads": gap_w, "dependency stalls": gap_d, "fill / drain": fill}
+    bound = max(parts, key=parts.get)
+    return {"cycles": cycles, "ideal_cycles": ideal, "utilisation": ideal / cycles if cycles else 0.0,
+            "stream_cycles": stream, "matmuls": len(spans), "weight_loads": len(lw_issues),
+            "breakdown": parts, "bound": bound,
+            "psum": bank_turnover(prog, trace), "macs": prog.macs, "pes": pes}
+
+
+def bank_turnover(prog, trace) -> dict:
+    """PSUM bank reuse: for each tile whose bank an earlier tile used, the cycles between the earlier
+    group's last write and the new group's first write (what a drain of the bank has)."""
+    t_issue = {o.index: o.t_issue for o in trace.ops}
+    t_done = {o.index: o.t_complete for o in trace.ops}
+    first_write = {}
+    for e in trace.events:
+        if e.kind == "psum_write" and e.op not in first_write:
+            first_write[e.op] = e.cycle
+    last_use, windows = {}, []
+    for tile in sorted(prog.tiles, key=lambda t: t.first_op):
+        for b in range(tile.bank, tile.bank + tile.banks):
+            if b in last_use:
+                windows.append(first_write.get(tile.first_op, t_issue[tile.first_op]) - t_done[last_use[b]])
+            last_use[b] = tile.last_op
+    return {"banks_used": len(last_use), "reuses": len(windows),
+            "min_drain_window": min(windows) if windows else None}
+
+
+def format_estimate(est: dict) -> str:
+    b = est["breakdown"]
+    parts = ", ".join(f"{k} {v:,.0f}" for k, v in b.items())
+    ps = est["psum"]
+    drain = (f"; PSUM: {ps['banks_used']} banks, {ps['reuses']} reuses, shortest drain window "
+             f"{ps['min_drain_window']} cycles" if ps["reuses"] else f"; PSUM: {ps['banks_used']} banks, no reuse")
+    return (f"cycles {est['cycles']:,} (ideal {est['ideal_cycles']:,.0f} = {est['macs']:,} MACs / {est['pes']} PEs), "
+            f"PE utilisation {100 * est['utilisation']:.1f}%, bound by {est['bound']}\n"
+            f"  {est['matmuls']} matmuls, {est['weight_loads']} weight loads; cycles: {parts}{drain}")
