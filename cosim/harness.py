@@ -1,4 +1,4 @@
-"""The compiled Verilator harness (D-T44): cosim/harness.cpp built with the exported engine, driven
+"""The compiled Verilator harness (D-T47): cosim/harness.cpp built with the exported engine, driven
 from Python through a binary job file, checked against the golden engine with numpy.
 
     build(exported, trace=False) -> built   (cached under build/sim/harness-<key>/)
@@ -43,7 +43,7 @@ def _ports_header(exported: dict) -> str:
 
 
 def build(exported: dict, *, trace: bool = False, opt: str = "-O1", log=print) -> dict:
-    """The harness executable for an exported engine (the loop-form array, D-T43); cached by the
+    """The harness executable for an exported engine (the loop-form array, D-T46); cached by the
     Verilog, the harness source and the flags."""
     header = _ports_header(exported)
     key = hashlib.sha256(f"{exported['digest']}|{SOURCE.read_text()}|{header}|{trace}|{opt}|{VERILATOR_FLAGS}"

@@ -286,7 +286,7 @@ HARNESSES = ("compiled", "cocotb")
 
 
 def _harness(sim: str, harness: str | None) -> str:
-    """Verilator runs the compiled harness (cosim/harness.py, D-T44) unless cocotb is asked for;
+    """Verilator runs the compiled harness (cosim/harness.py, D-T47) unless cocotb is asked for;
     Icarus runs cocotb."""
     harness = harness or ("compiled" if sim == "verilator" else "cocotb")
     if harness not in HARNESSES:

@@ -142,7 +142,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     structural = {f: t for f, t in texts.items() if f != loop_file}
     res = _write(Path(out_dir), structural, [pe_name, row_name, psum_name, rowport_name],
                  f"{rows * eng.cols} PE instances, {rows} rows and row ports, {psum_partitions} PSUM partitions")
-    # the simulator form (D-T43): the array in loop form instead of the PE, row and array modules
+    # the simulator form (D-T46): the array in loop form instead of the PE, row and array modules
     sim_files = [loop_file] + [f for f in structural if f not in (f"{pe_name}.v", f"{row_name}.v", f"{array_name}.v")]
     (Path(out_dir) / loop_file).write_text(texts[loop_file])
     (Path(out_dir) / "files_sim.f").write_text("".join(f + "\n" for f in sim_files))

@@ -85,6 +85,8 @@ class Netlist:
             for i, b in enumerate(cell["connections"]["Y"]):
                 self.driver[b] = ("cell", cname, i)
         self.order = self._order()
+        self.position = {c: k for k, c in enumerate(self.order)}
+        self.block_of = self._blocks()
 
     def _order(self) -> list:
         """The cells in dependency order (a combinational loop is an error)."""
@@ -184,10 +186,101 @@ class Netlist:
         return [f"{indent}logic [{len(self.cells[c]['connections']['Y']) - 1}:0] {self.names[c]};"
                 for c in self.order]
 
+    # placement: each cell in the innermost branch holding all its uses ---------------------------
+    def _blocks(self) -> dict:
+        """cell -> its block: a tuple of (mux, side) steps from the root.  A cell read only through
+        one data input of a $mux / $pmux (or only by the D input of registers with one enable) sits
+        in that input's branch, so it is computed only when that input is selected."""
+        uses: dict[str, list] = {c: [] for c in self.cells}
+        for uname, cell in self.cells.items():
+            for port, bits in cell["connections"].items():
+                for i, b in enumerate(bits):
+                    if port != "Y" and not isinstance(b, str) and self.driver[b][0] == "cell":
+                        uses[self.driver[b][1]].append((uname, port, i))
+        for reg in self.regs:
+            con = reg.cell["connections"]
+            for port, bits in con.items():
+                for b in bits:
+                    if port in ("D", "EN", "SRST") and not isinstance(b, str) and self.driver[b][0] == "cell":
+                        key = ("en", self._en_key(reg)) if port == "D" and "EN" in con else None
+                        uses[self.driver[b][1]].append((key, port, 0))
+        for p in self.ports.values():
+            for b in p["bits"]:
+                if p["direction"] == "output" and not isinstance(b, str) and self.driver[b][0] == "cell":
+                    uses[self.driver[b][1]].append((None, "out", 0))
+        block: dict[str, tuple] = {}
+        for c in reversed(self.order):
+            paths = []
+            for user, port, i in uses[c]:
+                if user is None:
+                    paths.append(())
+                elif isinstance(user, tuple):
+                    paths.append((user,))
+                else:
+                    t, base = self.cells[user]["type"], block[user]
+                    if t == "$mux" and port in ("A", "B"):
+                        paths.append(base + ((user, port),))
+                    elif t == "$pmux" and port == "A":
+                        paths.append(base + ((user, "A"),))
+                    elif t == "$pmux" and port == "B":
+                        paths.append(base + ((user, i // _int(self.cells[user]["parameters"]["WIDTH"])),))
+                    else:
+                        paths.append(base)
+            common = paths[0] if paths else ()
+            for path in paths[1:]:
+                n = 0
+                while n < min(len(common), len(path)) and common[n] == path[n]:
+                    n += 1
+                common = common[:n]
+            block[c] = common
+        return block
+
+    def _en_key(self, reg: Register) -> tuple:
+        con = reg.cell["connections"]
+        return tuple(con["EN"]), _int(reg.cell["parameters"]["EN_POLARITY"])
+
+    def _emit(self, path: tuple, members: dict, inputs: dict, state: list, indent: str) -> list:
+        """The statements of one block: its cells in order, each mux's branches just before it."""
+        lines = []
+        for c in members.get(path, []):
+            cell = self.cells[c]
+            sides = [k for k in members if len(k) == len(path) + 1 and k[:len(path)] == path and k[-1][0] == c]
+            if sides:
+                if cell["type"] == "$mux":
+                    sel = self.bits(cell["connections"]["S"], inputs, state)
+                    lines.append(f"{indent}if ({sel}) begin")
+                    lines += self._emit(path + ((c, "B"),), members, inputs, state, indent + "  ")
+                    lines.append(f"{indent}end else begin")
+                    lines += self._emit(path + ((c, "A"),), members, inputs, state, indent + "  ")
+                    lines.append(f"{indent}end")
+                else:
+                    sel = cell["connections"]["S"]
+                    for j, b in enumerate(sel):
+                        head = "if" if j == 0 else "end else if"
+                        lines.append(f"{indent}{head} ({self.bits([b], inputs, state)}) begin")
+                        lines += self._emit(path + ((c, j),), members, inputs, state, indent + "  ")
+                    lines.append(f"{indent}end else begin")
+                    lines += self._emit(path + ((c, "A"),), members, inputs, state, indent + "  ")
+                    lines.append(f"{indent}end")
+            lines.append(f"{indent}{self.names[c]} = {self._cell(cell, inputs, state)};")
+        return lines
+
     def step(self, inputs: dict, state: list, nxt: list, rst: str, indent: str) -> list:
-        """Statements: every cell in order, then nxt[k] = the register's value after the edge."""
+        """Statements: the cells (each computed only when its value is used), then nxt[k] = the
+        register's value after the edge."""
         inputs = dict(inputs, rst=rst)
-        lines = [f"{indent}{self.names[c]} = {self._cell(self.cells[c], inputs, state)};" for c in self.order]
+        members: dict[tuple, list] = {}
+        for c, path in self.block_of.items():
+            members.setdefault(path, []).append(c)
+        for path in members:
+            members[path].sort(key=self.position.__getitem__)
+        lines = self._emit((), members, inputs, state, indent)
+        for key in dict.fromkeys(p[0] for p in members if p and p[0][0] == "en"):
+            bits, pol = key[1]
+            en = self.bits(list(bits), inputs, state)
+            lines.append(f"{indent}if ({'' if pol else '!'}({en})) begin")
+            lines += self._emit((key,), members, inputs, state, indent + "  ")
+            lines.append(f"{indent}end")
         for reg in self.regs:
             con, d = reg.cell["connections"], self.bits(reg.cell["connections"]["D"], inputs, state)
             if "EN" in con:

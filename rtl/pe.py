@@ -126,10 +126,14 @@ class PE(wiring.Component):
                 m.d.comb += [mac.a_part.eq(PART_FULL), mac.w_part.eq(PART_FULL)]
         m.d.comb += mac.psum.eq(Mux(four & (self.phase != 0), acc, chain))
 
+        # the MAC's result only where it is used: a simulator then evaluates the MAC only for
+        # computing PEs (rtl/loopform.py computes a mux input only when it is selected)
+        result = Signal(32)
+        m.d.comb += result.eq(Mux(compute, mac.result, 0))
         # 4-pass sub-steps: LOW_HIGH fuses in every phase, HIGH once in phase 0
         with m.If(four & compute & (low_high | (self.phase == 0))):
-            m.d.sync += acc.eq(mac.result)
-        step = Mux(four & ~low_high, acc, mac.result)
+            m.d.sync += acc.eq(result)
+        step = Mux(four & ~low_high, acc, result)
         with m.If(self.advance):
             m.d.sync += act.eq(ai)
             with m.If(live):

@@ -1,46 +1,32 @@
 """The PE's fused accumulate: result = RNE_fp32(psum + term), one rounding (SPEC D-10, D-11).
 
-`term` is an exact value (sign, WT-bit magnitude, signed exponent of its lsb) — one product, or
-the exact sum of a PE step's products — plus NaN/Inf flags.  The datapath:
+`term` is an exact value (sign, WT-bit magnitude, signed exponent of its lsb) -- one product, or
+the exact sum of a PE step's products -- plus NaN/Inf flags.  The datapath, as a hardware adder
+builds it (every signal at most W + 5 bits, W = max(WT, 24); rtl/fp/shifts.py):
 
-1. normalise the term (leading-zero count) so its top bit is known;
-2. place both operands in a window of WT + 24 + 3 bits whose top is one above the larger top;
-   the larger operand fits whole, bits of the other that fall below the window are ORed into a
-   sticky bit kept below the window;
-3. add or subtract (larger magnitude minus smaller), normalise, and round to nearest even at the
-   fp32 lsb of the result's binade (or at 2^-149 for subnormal results);
+1. the term is normalised (logarithmic leading-zero count), so both operands are W-bit fields
+   with a known top exponent (a subnormal psum's field is not normalised; see below);
+2. the operand with the smaller top exponent is shifted right into a window of W + 2 bits below
+   the larger one's top, the bits shifted out ORed into a sticky bit below the window;
+3. the two are added or subtracted (a negative difference, possible only against a subnormal
+   psum, is negated), the sum normalised, and rounded to nearest even at the fp32 lsb of its
+   binade, or at 2^-149 for subnormal results;
 4. special cases: NaN (canonical 0x7FC00000), Inf, Inf - Inf, and the signed-zero rules.
+
+Why the result is the correctly rounded exact sum: with a shift of 0 or 1 nothing reaches the
+sticky bit, so the sum is exact; with a shift of 2 or more at most one bit cancels, so at least
+W >= 24 bits stay above the two guard bits and the sticky bit.  A subnormal psum (top 2^-126)
+puts the window's bottom at or below 2^-152, under the guard bit of any result (lsb >= 2^-149).
 
 Combinational; the PE registers around it."""
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.fp.shifts import normalize, shift_right_sticky
+
 CANONICAL_NAN = 0x7FC00000
 EXP_WIDTH = 12                       # signed exponents: products and MX scales stay within +-1024
-
-
-def leading_zeros(m: Module, value: Signal, name: str) -> Signal:
-    """Count of leading zeros of `value` (len(value) when it is zero)."""
-    width = len(value)
-    lz = Signal(range(width + 1), name=name)
-    m.d.comb += lz.eq(width)
-    for i in range(width):                       # the highest set bit wins (last assignment)
-        with m.If(value[i]):
-            m.d.comb += lz.eq(width - 1 - i)
-    return lz
-
-
-def shift_right_sticky(m: Module, value, amount, limit: int, name: str):
-    """(value >> amount, OR of the bits shifted out); `amount` >= `limit` shifts everything out."""
-    width = len(value)
-    amt = Signal(range(limit + 1), name=f"{name}_amt")
-    m.d.comb += amt.eq(Mux(amount >= limit, limit, amount))
-    shifted = Signal(width, name=f"{name}_shr")
-    m.d.comb += shifted.eq(value >> amt)
-    sticky = Signal(name=f"{name}_sticky")
-    m.d.comb += sticky.eq((shifted << amt)[:width] != value)
-    return shifted, sticky
 
 
 class FusedAdd(wiring.Component):
@@ -61,84 +47,54 @@ class FusedAdd(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         wt = self.term_width
-        ww = wt + 24 + 3                         # window bits; one more sticky bit below it
+        W = max(wt, 24)
         ew = EXP_WIDTH + 2
-
-        # psum operand
-        s_a = self.psum[31]
-        e_a = self.psum[23:31]
-        f_a = self.psum[:23]
+        s_a, e_a, f_a = self.psum[31], self.psum[23:31], self.psum[:23]
         a_nan = (e_a == 0xFF) & (f_a != 0)
         a_inf = (e_a == 0xFF) & (f_a == 0)
-        m_a = Cat(f_a, e_a != 0)
-        lsb_a = Signal(signed(ew))
-        m.d.comb += lsb_a.eq(Mux(e_a == 0, -149, e_a - 150))
-        a_zero = m_a == 0
-
-        # term operand, normalised
+        a_zero = (e_a == 0) & (f_a == 0)
         t_zero = self.t_mag == 0
-        lz_t = leading_zeros(m, self.t_mag, "lz_term")
-        m_t = Signal(wt)
-        m.d.comb += m_t.eq((self.t_mag << lz_t)[:wt])
-        msb_t = Signal(signed(ew))
-        m.d.comb += msb_t.eq(self.t_exp + (wt - 1) - lz_t)
-        msb_a = Signal(signed(ew))
-        m.d.comb += msb_a.eq(lsb_a + 23)
 
-        # window: bit ww-1 has weight 2^top where top = max(msb_a, msb_t) + 1
-        top = Signal(signed(ew))
-        m.d.comb += top.eq(Mux(t_zero | (msb_a > msb_t), msb_a, msb_t) + 1)
-        lw = Signal(signed(ew))                  # exponent of window bit 0
-        m.d.comb += lw.eq(top - (ww - 1))
-
-        def place(mag, lsb_exp, name):
-            """The operand as (window bits, sticky)."""
-            pos = Signal(signed(ew), name=f"{name}_pos")
-            m.d.comb += pos.eq(lsb_exp - lw)
-            left = Signal(ww, name=f"{name}_left")
-            m.d.comb += left.eq((mag << pos[:8])[:ww])        # pos >= 0 always fits (< ww)
-            right, sticky = shift_right_sticky(m, mag, -pos, len(mag) + 1, name)
-            placed = Signal(ww, name=f"{name}_placed")
-            st = Signal(name=f"{name}_st")
-            with m.If(pos >= 0):
-                m.d.comb += [placed.eq(left), st.eq(0)]
-            with m.Else():
-                m.d.comb += [placed.eq(right), st.eq(sticky)]
-            return Cat(st, placed)                            # sticky sits one bit below the window
-
-        x_a = place(m_a, lsb_a, "a")
-        x_t = place(m_t, msb_t - (wt - 1), "t")
-
-        # add / subtract magnitudes
-        sub = s_a ^ self.t_sign
-        a_bigger = x_a >= x_t
-        total = Signal(ww + 2)
-        sign = Signal()
-        with m.If(sub):
-            m.d.comb += [total.eq(Mux(a_bigger, x_a - x_t, x_t - x_a)),
-                         sign.eq(Mux(a_bigger, s_a, self.t_sign))]
+        # W-bit fields and the exponents of their top bits
+        nt, lz_t = normalize(m, self.t_mag, "t")
+        top_a, top_t = Signal(signed(ew)), Signal(signed(ew))
+        m.d.comb += [top_a.eq(Mux(e_a == 0, -126, e_a - 127)), top_t.eq(self.t_exp + (wt - 1) - lz_t)]
+        f_big, f_small = Signal(W), Signal(W)
+        s_big, s_small = Signal(), Signal()
+        top, d = Signal(signed(ew)), Signal(ew)
+        fa, ft = Cat(Const(0, W - 24), f_a, e_a != 0), Cat(Const(0, W - wt), nt)
+        with m.If(top_a >= top_t):
+            m.d.comb += [f_big.eq(fa), f_small.eq(ft), s_big.eq(s_a), s_small.eq(self.t_sign), top.eq(top_a),
+                         d.eq(top_a - top_t)]
         with m.Else():
-            m.d.comb += [total.eq(x_a + x_t), sign.eq(s_a)]
+            m.d.comb += [f_big.eq(ft), f_small.eq(fa), s_big.eq(self.t_sign), s_small.eq(s_a), top.eq(top_t),
+                         d.eq(top_t - top_a)]
 
-        # normalise and round: bit i of `total` weighs 2^(lw - 1 + i)
-        lz_r = leading_zeros(m, total, "lz_sum")
-        p = Signal(signed(ew))                   # index of the top bit
-        m.d.comb += p.eq((ww + 1) - lz_r)
+        # window: [carry | W field bits | 2 guard bits | sticky], bit i weighs 2^(top - W - 2 + i)
+        shifted, sticky = shift_right_sticky(m, Cat(Const(0, 2), f_small), d, "align")
+        x_big = Cat(Const(0, 3), f_big, Const(0, 1))
+        x_small = Cat(sticky, shifted, Const(0, 1))
+        total, sign = Signal(W + 4), Signal()
+        diff = Signal(signed(W + 5))
+        m.d.comb += diff.eq(x_big - x_small)
+        with m.If(s_big == s_small):
+            m.d.comb += [total.eq(x_big + x_small), sign.eq(s_big)]
+        with m.Elif(diff < 0):
+            m.d.comb += [total.eq(-diff), sign.eq(s_small)]
+        with m.Else():
+            m.d.comb += [total.eq(diff), sign.eq(s_big)]
+
+        # normalise and round
+        n, lz = normalize(m, total, "sum")
         ex = Signal(signed(ew))                  # floor(log2 |result|)
-        m.d.comb += ex.eq(lw - 1 + p)
-        lp = Signal(signed(ew))                  # index of the result's lsb in `total`
-        lp_norm, lp_sub = p - 23, -149 - (lw - 1)
-        m.d.comb += lp.eq(Mux(lp_norm > lp_sub, lp_norm, lp_sub))
-        q = Signal(26)
-        up = Signal()
-        with m.If(lp <= 0):                      # exact: fewer than 24 bits, nothing below
-            m.d.comb += [q.eq((total << (-lp)[:5])[:26]), up.eq(0)]
-        with m.Else():
-            kept, below = shift_right_sticky(m, total, lp - 1, len(total) + 1, "round")
-            guard = kept[0]
-            m.d.comb += [q.eq(kept[1:27]), up.eq(guard & (below | kept[1]))]
-        mant = Signal(26)
-        m.d.comb += mant.eq(q + up)
+        m.d.comb += ex.eq(top + 1 - lz)
+        head = n[W + 4 - 25:]                    # 24 result bits and the guard bit
+        rest = n[:W + 4 - 25] != 0
+        k = Signal(ew)                           # extra right shift of a subnormal result
+        m.d.comb += k.eq(Mux(ex < -126, -126 - ex, 0))
+        kept, lost = shift_right_sticky(m, head, k, "sub")
+        mant = Signal(25)
+        m.d.comb += mant.eq(kept[1:] + (kept[0] & (rest | lost | kept[1])))
         biased = Signal(signed(ew + 1))
         m.d.comb += biased.eq(Mux(ex > -126, ex, -126) + 126)
         mag = Signal(unsigned(40))
@@ -148,7 +104,7 @@ class FusedAdd(wiring.Component):
         m.d.comb += finite.eq(Cat(Mux(overflow, Const(0x7F800000, 31), mag[:31]), sign))
 
         # specials and zeros
-        with m.If(a_nan | self.t_nan | (a_inf & self.t_inf & sub)):
+        with m.If(a_nan | self.t_nan | (a_inf & self.t_inf & (s_a ^ self.t_sign))):
             m.d.comb += self.result.eq(CANONICAL_NAN)
         with m.Elif(a_inf):
             m.d.comb += self.result.eq(self.psum)

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 from model import dtypes as dt
 from model.dtypes import Dtype, Gen
 from rtl.fp.fused_add import EXP_WIDTH, FusedAdd
+from rtl.fp.shifts import shift_left
 
 SIG = 24                                     # unpacked significand width (fp32's)
 
@@ -163,8 +164,7 @@ class PeMac(wiring.Component):
         for j, (s, mag, lsb, zero, nan, inf) in enumerate(prods):
             sh = Signal(range(w), name=f"p{j}_shift")
             m.d.comb += sh.eq((lsb - anchor)[:(w - 1).bit_length()])
-            placed = Signal(w, name=f"p{j}_fixed")
-            m.d.comb += placed.eq((mag[:16] << sh)[:w])
+            placed = shift_left(m, Cat(mag[:16], Const(0, w - 16)), sh, f"p{j}_place")
             terms.append(Mux(s, -placed.as_signed(), placed.as_signed()))
         total = terms[0]
         for t in terms[1:]:
