@@ -1,18 +1,20 @@
 """The test library of micro-op programs: each builds SBUF contents, the assembly text and the PSUM
-values it must produce, computed without the engine (model.array for the column sums, explicit
-float32 / ml_dtypes / xorshift arithmetic for PSUM).  Used by the tests, `tensore run`, the
-co-simulation and `make demo`."""
+values it must produce, computed without the engine and without its arithmetic: the column sums and
+PSUM accumulates by cosim/oracle.py (exact integer arithmetic, no code shared with model/array.py or
+model/mac.py), bf16 rounding by ml_dtypes and explicit xorshift arithmetic.  Used by the tests,
+`tensore run`, the co-simulation and `make demo`."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
 
+from cosim.oracle import add_f32, decode, matmul
 from model import addrmap
 from model import dtypes as dt
 from model.arr_seq_regs import REGISTERS
-from model.array import matmul
 from model.dtypes import Dtype, Gen
 from model.isa import ErrorCode
 from model.psum import SR_STATE_BASE
@@ -129,7 +131,7 @@ def accumulate_group(gen="mariana", rows=8, cols=8, n=12, seed=2):
         b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
                f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,3,0)', n)}")
         part = matmul(w, a, in_dtype="bf16", gen=b.gen)
-        total = part if i == 0 else (total + part).astype(np.float32)        # PSUM: RNE fp32 add
+        total = part if i == 0 else add_f32(total, part)                    # PSUM: RNE fp32 add
     _expect_fp32(b.p, 3, total)
     if not mav:                                      # the group start cleared bank 4 as well
         for p in range(cols):
@@ -159,20 +161,24 @@ def zero_region(gen="cayman", rows=8, cols=8, n=8, seed=3):
     return b.done()
 
 
-def _xorshift(s: int) -> int:
+def _xorshift(s):
+    """xorshift32 (13, 17, 5), D-09: one step of a state (an int or a uint64 array)."""
     s ^= (s << 13) & 0xFFFFFFFF
     s ^= s >> 17
     s ^= (s << 5) & 0xFFFFFFFF
     return s
 
 
-def _sr_bf16(x, state: int) -> int:
-    """D-08: fp32 x to a bf16 code, stochastically rounded with the low 16 bits of the (advanced)
-    state; infinities stay, NaN becomes the quiet NaN of its sign."""
-    u = int(np.float32(x).view(np.uint32))
-    if (u & 0x7F800000) != 0x7F800000:
-        return ((u + (state & 0xFFFF)) >> 16) & 0xFFFF
-    return u >> 16 if not u & 0x7FFFFF else (u >> 16 & 0x8000) | 0x7FC0
+def _sr_bf16(x, state):
+    """D-08: fp32 x to bf16 codes, stochastically rounded with the low 16 bits of the (advanced)
+    states; infinities stay, NaN becomes the quiet NaN of its sign (scalars or arrays)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    st = np.asarray(state, np.uint64)
+    special = (u & 0x7F800000) == 0x7F800000
+    nan = special & ((u & 0x7FFFFF) != 0)
+    rounded = ((u + (st & np.uint64(0xFFFF))) >> np.uint64(16)) & np.uint64(0xFFFF)
+    return np.where(nan, (u >> np.uint64(16) & np.uint64(0x8000)) | np.uint64(0x7FC0),
+                    np.where(special, u >> np.uint64(16), rounded)).astype(np.uint16)
 
 
 def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
@@ -233,6 +239,26 @@ def seed_replay(gen="mariana", rows=8, cols=8, n=6, seed=20):
     return b.done()
 
 
+def _sr_states(partitions: int, bank: int) -> np.ndarray:
+    """The reset SR states of (partition, bank, element parity) (D-09): [partitions, 2]."""
+    return np.array([[SR_STATE_BASE ^ ((p << 8) | (bank << 1) | j) for j in (0, 1)] for p in range(partitions)],
+                    np.uint64)
+
+
+def _bf16_write(cells, col, *, accumulate: bool, sr: bool, states, elem0: int):
+    """One matmul's column results col [P, n] written to bf16 cells [P, n] (in-bank elements elem0..):
+    an accumulate widens the cell and adds in fp32 (RNE) first; then RNE, or SR with the partition's
+    state of the element parity advanced once per write, vectors in order (D-18)."""
+    x = add_f32((cells.astype(np.uint32) << 16).view(np.float32), col) if accumulate else col
+    if not sr:
+        cells[:] = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+        return
+    for v in range(cells.shape[1]):          # writes to one partition come in vector order
+        j = (elem0 + v) & 1
+        states[:, j] = _xorshift(states[:, j])
+        cells[:, v] = _sr_bf16(x[:, v], states[:, j])
+
+
 def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
     """A BF16 destination: two accumulating matmuls, each write rounded by RNE or SR (D-18)."""
     b = _Builder(f"bf16_drain_{'sr' if sr else 'rne'}", gen, rows, cols, seed)
@@ -245,7 +271,7 @@ def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
     lo = "flags=(load_order=first_col_first) "
     b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}{lo}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
     cells = np.zeros((cols, n), np.uint16)
-    states = {}
+    states = _sr_states(cols, 5)
     for i in range(2):
         a = b.values("bf16", (rows, n), scale=1 + 3 * i)
         oa = b.put(0, a, 2)
@@ -253,23 +279,8 @@ def bf16_drain(gen="mariana", rows=8, cols=8, n=12, sr=False, seed=4):
                f"acc={'multi_start' if i == 0 else 'multi_end'}")
         b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows={rows} cols={cols} {b.tile()}{acc} "
                f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,5,0x10)', n)}")
-        col = matmul(w, a, in_dtype="bf16", gen=b.gen)
-        for p in range(cols):
-            for v in range(n):            # writes to one partition come in vector order
-                x = col[p, v]
-                if i:                     # D-18: widen the bf16 cell, add in fp32 (RNE), then round
-                    old = np.array([int(cells[p, v]) << 16], np.uint32).view(np.float32)[0]
-                    x = np.float32(old + x)
-                if sr:
-                    elem = (0x10 // 2 + v)
-                    key = (p, 5, elem & 1)
-                    s = states.get(key, SR_STATE_BASE ^ ((p << 8) | (5 << 1) | (elem & 1)))
-                    s = _xorshift(s)
-                    states[key] = s
-                    code = _sr_bf16(x, s)
-                else:
-                    code = int(np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16))
-                cells[p, v] = code & 0xFFFF
+        _bf16_write(cells, matmul(w, a, in_dtype="bf16", gen=b.gen), accumulate=i > 0, sr=sr, states=states,
+                    elem0=0x10 // 2)
     for p in range(cols):
         b.p.expect_bf16[(p, 5)] = (0x10, cells[p])
     return b.done()
@@ -449,11 +460,24 @@ def reg_write_bypass(gen="cayman", rows=8, cols=8, n=8, seed=14):
     return b.done()
 
 
-def _mx_tiles(b, dtype, pack, rows, cols, n):
+MX_EXTREME_SCALES = (0, 1, 127, 254, 255, 120, 200)     # E8M0: 2^-127, 2^-126, 1, 2^127, NaN, ...
+
+
+def _mx_tiles(b, dtype, pack, rows, cols, n, special=False):
     k = rows * pack
-    w, a = b.values(dtype, (k, cols)), b.values(dtype, (k, n))
-    sw = b.rng.integers(118, 136, (k // 32, cols))
-    sa = b.rng.integers(118, 136, (k // 32, n))
+    if not special:
+        w, a = b.values(dtype, (k, cols)), b.values(dtype, (k, n))
+        sw = b.rng.integers(118, 136, (k // 32, cols))
+        sa = b.rng.integers(118, 136, (k // 32, n))
+        return w, a, sw, sa
+    # element columns / vectors of every kind; scales cycling through the extremes and NaN in the
+    # first block (every pair of extremes meets: 2^254 overflows, 2^-254 underflows), random after
+    w = _special_matrix(b, dtype, k, cols, COLUMN_KINDS)
+    a = _special_matrix(b, dtype, k, n, VECTOR_KINDS)
+    ext = np.array(MX_EXTREME_SCALES)
+    sw, sa = b.rng.choice(ext, (k // 32, cols)), b.rng.choice(ext, (k // 32, n))
+    sw[0] = ext[np.arange(cols) % ext.size]
+    sa[0] = ext[(np.arange(n) + 3) % ext.size]
     return w, a, sw, sa
 
 
@@ -486,13 +510,14 @@ def _put_mx(b, codes, pack, count, dtype, scales, perf="quad_row"):
     return od, b.put(0, sc, 1)
 
 
-def mx(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, seed=8):
+def mx(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, seed=8, special=False):
     """MX matmul with E8M0 block scales: MAVERICK through MXTensorV2 patterns, MARIANA through
-    LdweightsMX / MatmulMX (D-21, D-T25)."""
-    b = _Builder(f"mx_{Dtype.parse(dtype).name.lower()}_{perf}", gen, rows, cols, seed)
+    LdweightsMX / MatmulMX (D-21, D-T25).  special: elements of every value class and scales at the
+    extremes and NaN (specials(), MX_EXTREME_SCALES)."""
+    b = _Builder(f"mx_{'specials_' if special else ''}{Dtype.parse(dtype).name.lower()}_{perf}", gen, rows, cols, seed)
     dtype = Dtype.parse(dtype)
     pack = 4 if perf.startswith("quad") else 8
-    w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
+    w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n, special)
     owd, ows = _put_mx(b, w, pack, cols, dtype, sw, perf)
     oad, oas = _put_mx(b, a, pack, n, dtype, sa, perf)
     dn = dtype.name.lower()
@@ -629,6 +654,150 @@ def lut(gen="mariana", rows=8, cols=8, n=8, seed=12):
     return b.done()
 
 
+# --- special values end to end ------------------------------------------------------------------
+
+_F32_POOL = {"nan": [0x7FC00000, 0xFFC00000, 0x7FA00000], "inf": [0x7F800000, 0xFF800000],
+             "zero": [0x00000000, 0x80000000], "max": [0x7F7FFFFF, 0xFF7FFFFF],
+             "sub": [0x00000001, 0x80000001, 0x007FFFFF, 0x80400000, 0x00000400]}
+COLUMN_KINDS = ("normal", "mixed", "max", "sub")
+VECTOR_KINDS = ("mixed", "negsub", "normal", "max", "sub", "negzero", "one_special")
+_MIX = {"normal": 0.45, "sub": 0.2, "zero": 0.1, "max": 0.1, "inf": 0.075, "nan": 0.075}
+
+
+def _code_pool(dtype, gen) -> dict:
+    """The codes of each value class of a format: nan, inf, zero, max (+-largest finite), sub
+    (subnormals), all from the codes' values (cosim/oracle.py decodes them)."""
+    return _code_pool_of(Dtype.parse(dtype), Gen.parse(gen))
+
+
+@functools.lru_cache(maxsize=None)
+def _code_pool_of(dtype, gen) -> dict:
+    width = dt.format_of(dtype, gen).width
+    if width == 32:
+        return {k: np.array(v, np.uint64) for k, v in _F32_POOL.items()}
+    codes = np.arange(1 << width, dtype=np.uint64)
+    v = decode(codes, dtype, gen).float64()
+    finite = np.isfinite(v)
+    mant = _MANT_BITS[dtype]
+    exp_field = (codes >> np.uint64(mant)) & np.uint64((1 << (width - 1 - mant)) - 1)
+    top = np.abs(v[finite]).max()
+    return {"nan": codes[np.isnan(v)], "inf": codes[np.isinf(v)], "zero": codes[finite & (v == 0)],
+            "max": codes[finite & (np.abs(v) == top)], "sub": codes[finite & (v != 0) & (exp_field == 0)]}
+
+
+_MANT_BITS = {Dtype.BFLOAT16: 7, Dtype.FP16: 10, Dtype.FP8_EXP2: 5, Dtype.FP8_EXP3: 4, Dtype.FP8_EXP4: 3,
+              Dtype.FP8_EXP5: 2, Dtype.FP4_EXP2: 1}
+
+
+def _special_codes(b, dtype, count: int, kind: str) -> np.ndarray:
+    """`count` codes of one kind: normal values; a mix of every class (_MIX); +-max finite;
+    subnormals of either sign or negative only; -0 everywhere; normal values with one NaN or +-Inf."""
+    pool = {k: v for k, v in _code_pool(dtype, b.gen).items() if v.size}
+    normal = b.values(dtype, (count,)).astype(np.uint64)
+    if kind == "normal":
+        return normal
+    if kind == "mixed":
+        classes = [c for c in _MIX if c == "normal" or c in pool]
+        weights = np.array([_MIX[c] for c in classes])
+        pick = b.rng.choice(len(classes), count, p=weights / weights.sum())
+        return np.array([normal[i] if classes[c] == "normal" else b.rng.choice(pool[classes[c]])
+                         for i, c in enumerate(pick)], np.uint64)
+    if kind in ("max", "sub"):
+        return b.rng.choice(pool.get(kind, pool["max"]), count).astype(np.uint64)
+    sign = np.uint64(1 << (dt.format_of(dtype, b.gen).width - 1))
+    if kind == "negsub":
+        return b.rng.choice(pool.get("sub", pool["max"]), count).astype(np.uint64) | sign
+    if kind == "negzero":
+        return np.full(count, sign, np.uint64)
+    out = normal.copy()                      # one_special (+-max where the format has no NaN or Inf)
+    specials = [pool[k] for k in ("inf", "nan") if k in pool] or [pool["max"]]
+    out[b.rng.integers(0, count)] = b.rng.choice(np.concatenate(specials))
+    return out
+
+
+def _special_matrix(b, dtype, rows, count, kinds) -> np.ndarray:
+    """[rows, count] codes, column j of kind kinds[j % len(kinds)]."""
+    return np.stack([_special_codes(b, dtype, rows, kinds[j % len(kinds)]) for j in range(count)], 1)
+
+
+def specials(gen="mariana", dtype="bf16", rows=8, cols=8, n=12, fp32_mode=None, out_dtype="fp32", sr=False,
+             seed=23):
+    """Special values through the whole engine.  Stationary columns of normal values, a mix of every
+    class (NaN, +-Inf, +-0, +-max finite, subnormals), +-max finite (overflow to Inf, Inf - Inf = NaN)
+    and subnormals; moving vectors of those kinds, negative subnormals (underflow to -0 and
+    subnormal results), -0, and normal values with one NaN or Inf (at least 7 vectors, one of each).
+    One matmul writes bank 6; an accumulate group in bank 7 adds a second matmul to a first with its
+    even vectors negated (exact cancellation to +0, Inf - Inf = NaN in PSUM).  FP32 or BF16 cells
+    (RNE or SR)."""
+    dtype = Dtype.parse(dtype)
+    out = Dtype.parse(out_dtype)
+    n = max(n, len(VECTOR_KINDS))
+    tag = f"_{fp32_mode}" if fp32_mode else ""
+    b = _Builder(f"specials_{dtype.name.lower()}{tag}{'' if out == Dtype.FP32 else '_bf16_sr' if sr else '_bf16'}",
+                 gen, rows, cols, seed)
+    mav = b.gen.layout == Gen.MAVERICK
+    esize = dt.format_of(dtype, b.gen).width // 8
+    if sr:
+        o = b.put(0, np.array([[1]]), 4)
+        b.line(f"pe_reg_write reg=psum_round value=1 src=(start_addr=sbuf(0,{o:#x}), step_elem=[1], num_elem=[1])")
+    w = _special_matrix(b, dtype, rows, cols, COLUMN_KINDS)
+    a1 = _special_matrix(b, dtype, rows, n, VECTOR_KINDS)
+    a2 = _special_matrix(b, dtype, rows, n, VECTOR_KINDS[3:] + VECTOR_KINDS[:3])
+    a3 = _special_matrix(b, dtype, rows, n, VECTOR_KINDS[1:] + VECTOR_KINDS[:1])
+    a3[:, ::2] = a2[:, ::2] ^ np.uint64(1 << (8 * esize - 1))          # even vectors negated: the sums cancel
+    ow = b.put(0, w, esize)
+    mode = f"fp32_mode={fp32_mode} " if fp32_mode else ""
+    lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+    b.line(f"ldweights in_dtype={dtype.name.lower()} {mode}rows={rows} cols={cols} {b.tile()}{lo}"
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    flags = ["overwrite", "overwrite", "accumulate"] if mav else ["single", "multi_start", "multi_end"]
+    cells = {6: np.zeros((cols, n), np.uint16), 7: np.zeros((cols, n), np.uint16)}
+    states = {6: _sr_states(cols, 6), 7: _sr_states(cols, 7)}
+    total = {}
+    for i, (a, bank) in enumerate(((a1, 6), (a2, 7), (a3, 7))):
+        oa = b.put(0, a, esize)
+        acc = f"flags=(accumulate_flag={flags[i]})" if mav else f"acc={flags[i]}"
+        b.line(f"matmul in_dtype={dtype.name.lower()} {mode}out_dtype={out.name.lower()} rows={rows} cols={cols} "
+               f"{b.tile()}{acc} src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3(f'psum(0,{bank},0)', n)}")
+        col = matmul(w, a, in_dtype=dtype, gen=b.gen, fp32_mode=fp32_mode)
+        if out == Dtype.BFLOAT16:
+            _bf16_write(cells[bank], col, accumulate=i == 2, sr=sr, states=states[bank], elem0=0)
+        else:
+            total[bank] = add_f32(total[bank], col) if i == 2 else col
+    for bank in (6, 7):
+        if out == Dtype.BFLOAT16:
+            for p in range(cols):
+                b.p.expect_bf16[(p, bank)] = (0, cells[bank][p])
+        else:
+            _expect_fp32(b.p, bank, total[bank])
+    return b.done()
+
+
+def all_codes(gen="mariana", dtype="fp8_e5m2", rows=8, cols=8, perf_mode=None, seed=24):
+    """Every code of an 8-bit format (NaN and Inf where the format has them, subnormals, +-0, +-max)
+    as moving data, once each, against stationary columns of every kind (specials()); FP8 double row
+    (two products per step, one rounding) when perf_mode="double_row"."""
+    dtype = Dtype.parse(dtype)
+    pack = 2 if perf_mode == "double_row" else 1
+    b = _Builder(f"all_codes_{dtype.name.lower()}{'_double_row' if pack == 2 else ''}", gen, rows, cols, seed)
+    k = rows * pack
+    n = -(-256 // k)
+    a = np.concatenate([b.rng.permutation(256), b.rng.integers(0, 256, k * n - 256)]).astype(np.uint64).reshape(k, n)
+    w = _special_matrix(b, dtype, k, cols, COLUMN_KINDS)
+    dn = dtype.name.lower()
+    lo = "flags=(load_order=first_col_first) " if b.gen >= Gen.MARIANA else "load_order=first_col_first "
+    po = "perf_opt=double_row " if pack == 2 else ""
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    # double row: the two contraction elements of a PE sit next to each other in the partition
+    ow = b.put(0, w.reshape(rows, pack, cols).transpose(0, 2, 1).reshape(rows, pack * cols), 1)
+    oa = b.put(0, a.reshape(rows, pack, n).transpose(0, 2, 1).reshape(rows, pack * n), 1)
+    b.line(f"ldweights in_dtype={dn} {po}rows={rows} cols={cols} {b.tile()}{lo}src={_t3(f'sbuf(0,{ow:#x})', pack * cols)}")
+    b.line(f"matmul in_dtype={dn} {po}out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', pack * n)} dst={_t3('psum(0,6,0)', n)}")
+    _expect_fp32(b.p, 6, matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf_mode))
+    return b.done()
+
+
 def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     """Every library program that exists on `gen`: rows x cols arrays (MAVERICK: rows x 2 cols),
     n vectors per matmul where the program leaves it free (None: each program's own default)."""
@@ -656,4 +825,15 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     if gen == Gen.MAVERICK:
         progs += [c256(rows, 2 * cols, **({"n": n} if n else {})), c256_sr(rows, 2 * cols, n=max(n or 0, cols + 2)),
                   mx(gen, "int4", "quad_row", **kw)]
+    # special values end to end (NaN, Inf, subnormals, overflow, signed zeros, extreme / NaN MX scales)
+    progs += [specials(gen, "bf16", **kw), specials(gen, "fp16", **kw),
+              specials(gen, "fp32", fp32_mode="low_high", **kw), specials(gen, "fp32", fp32_mode="high", **kw),
+              all_codes(gen, "fp8_e4m3", rows, cols), all_codes(gen, "fp8_e5m2", rows, cols)]
+    if gen.layout != Gen.MAVERICK:
+        progs.append(all_codes(gen, "fp8_e3m4", rows, cols, perf_mode="double_row"))
+    if gen == Gen.MAVERICK:
+        progs.append(all_codes(gen, "fp8_exp2", rows, cols))
+    if gen >= Gen.MARIANA:
+        progs += [specials(gen, "bf16", out_dtype="bf16", **kw), specials(gen, "fp8_e5m2", out_dtype="bf16", sr=True, **kw),
+                  mx(gen, "fp8_e5m2", "quad_row", special=True, **kw), mx(gen, "fp8_e4m3", "oct_row", special=True, **kw)]
     return progs

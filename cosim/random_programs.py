@@ -1,0 +1,447 @@
+"""Constrained-random micro-op programs (issue #18 item 3) and their shrinking.
+
+`generate(gen, seed)` writes a program of random blocks for one generation: weight loads and matmuls
+with random dtypes (moving and stationary may differ), fp32 modes, FP8 double row, load orders,
+active rows / columns, access steps, destination banks and offsets, FP32 or BF16 cells, accumulate
+flags and zero regions, tiles (row / column groups, MAVERICK tile selects), transposes; LdTags + MatmulSparse with 2-4 fmaps; MX matmuls with E8M0 scales
+(MARIANA LdweightsMX / MatmulMX, MAVERICK MXTensorV2 quad and oct rows); ConvLutLoad + LUT mode;
+PeRegWrite of the PSUM rounding (RNE / SR); events set by one micro-op and waited for by a later one;
+illegal descriptors (a legal one with a random byte changed until `model.isa.check` refuses it, or an
+opcode the generation lacks) mixed in; random queue / delay registers.  SBUF data is a mix of normal
+values, special values (NaN, Inf, subnormals, +-0, max) and random codes.  The expectations are the
+golden engine's: every PSUM bank of the array's partitions and the refused descriptors.
+
+`shrink(program, fails)` minimises a program for which `fails(program)` is true: delta debugging
+(ddmin) over its descriptors, then over each descriptor's numeric fields (towards 0 / 1 / half), then
+its register writes; `save` / `load` write and read a reproducer (`.s` + `.npz`, the `.npz` usable
+with `tensore run --sbuf`)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from cosim.programs import (COLUMN_KINDS, VECTOR_KINDS, Program, _Builder, _put_mx, _reg_value, _special_matrix,
+                            _t3)
+from model import addrmap
+from model import dtypes as dt
+from model.dtypes import Dtype, Gen
+from model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code, opcodes_of
+from model.isa.asm import AsmError, assemble, disassemble
+from model.isa.check import matmul_input_dtypes
+
+FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
+MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
+BLOCKS = ("dense", "dense", "dense", "tiles", "transpose", "sparse", "mx", "lut", "round", "illegal")
+
+
+class _Gen:
+    """One program under construction: the builder (SBUF allocation, text lines) and the random
+    choices."""
+
+    def __init__(self, gen, seed, rows, cols):
+        self.b = _Builder(f"random_{Gen.parse(gen).name.lower()}_{seed}", gen, rows, cols, seed)
+        self.gen, self.rows, self.cols, self.rng = self.b.gen, rows, cols, self.b.rng
+        self.mav = self.gen.layout == Gen.MAVERICK
+        self.events: list = []                 # events set by earlier micro-ops, not yet waited for
+
+    # -- data ------------------------------------------------------------------------------------
+    def codes(self, dtype, k, count):
+        """[k, count] codes: normal values, special values or uniformly random codes."""
+        dtype = Dtype.parse(dtype)
+        how = self.rng.choice(["normal", "normal", "special", "random"])
+        width = dt.format_of(dtype, self.gen).width
+        if how == "random" or dtype not in MIXABLE + (Dtype.FP32, Dtype.FP8_EXP2):
+            return self.rng.integers(0, 1 << width, (k, count), dtype=np.uint64)
+        if how == "special":
+            return _special_matrix(self.b, dtype, k, count, VECTOR_KINDS)
+        return self.b.values(dtype, (k, count)).astype(np.uint64)
+
+    def put(self, codes, esize):
+        return self.b.put(0, codes, esize)
+
+    # -- descriptor fragments --------------------------------------------------------------------
+    def order(self):
+        lo = self.rng.choice(["first_col_first", "last_col_first"])
+        return (lo, f"flags=(load_order={lo}) ") if self.gen >= Gen.MARIANA else (lo, f"load_order={lo} ")
+
+    def acc(self, first: bool):
+        if self.mav:
+            return f"flags=(accumulate_flag={'overwrite' if first or self.rng.random() < 0.4 else 'accumulate'})"
+        group = self.rng.choice(["single", "multi_start", "multi_mid", "multi_end"])
+        zero = f" zero=banks_{self.rng.choice([1, 2, 4, 8])}" if group in ("single", "multi_start") and \
+            self.rng.random() < 0.5 else ""
+        return f"acc={group}{zero}"
+
+    def event_fields(self):
+        """Maybe wait for an event an earlier micro-op set; maybe set one."""
+        text = ""
+        if self.events and self.rng.random() < 0.5:
+            text += f"wait={self.events.pop(0)} "
+        if self.rng.random() < 0.2:
+            e = int(self.rng.integers(0, 64))
+            if e not in self.events:
+                self.events.append(e)
+                text += f"set={e} "
+        return text
+
+    def dst(self, n, out):
+        esize = 2 if out == "bf16" else 4
+        bank = int(self.rng.integers(0, addrmap.PSUM_BANKS))
+        off = int(self.rng.integers(0, (addrmap.PSUM_BANK_BYTES - n * esize) // esize + 1)) * esize
+        return _t3(f"psum(0,{bank},{off:#x})", n)
+
+    # -- blocks ----------------------------------------------------------------------------------
+    def dense(self):
+        b, rng = self.b, self.rng
+        dtype = Dtype(rng.choice(sorted(matmul_input_dtypes(self.gen))))
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        mode = f"fp32_mode={rng.choice(['low', 'high', 'low_high'])} " if dtype == Dtype.FP32 else ""
+        pack = 2 if dtype in FP8 and not self.mav and rng.random() < 0.3 else 1
+        po = "perf_opt=double_row " if pack == 2 else ""
+        esize = dt.format_of(dtype, self.gen).width // 8
+        step = int(rng.choice([1, 1, 2]))
+        w = self.codes(dtype, r, pack * c * step)
+        _, lo = self.order()
+        b.line(f"ldweights in_dtype={dtype.name.lower()} {mode}{po}rows={r} cols={c} {b.tile()}{lo}{self.event_fields()}"
+               f"src={_t3(f'sbuf(0,{self.put(w, esize):#x})', pack * c, step)}")
+        for i in range(int(rng.integers(1, 4))):
+            mv = dtype
+            if dtype in MIXABLE and pack == 1 and rng.random() < 0.25:
+                mv = Dtype(rng.choice([int(d) for d in MIXABLE if dt.is_in_enum(d, self.gen)]))
+            n = int(rng.integers(1, 17))
+            out = "bf16" if self.gen >= Gen.MARIANA and rng.random() < 0.3 else "fp32"
+            a = self.codes(mv, r, pack * n)
+            oa = self.put(a, dt.format_of(mv, self.gen).width // 8)
+            b.line(f"matmul in_dtype={mv.name.lower()} {mode}{po}out_dtype={out} rows={r} cols={c} {b.tile()}"
+                   f"{self.acc(i == 0)} {self.event_fields()}src={_t3(f'sbuf(0,{oa:#x})', pack * n)} dst={self.dst(n, out)}")
+
+    def tiles(self):
+        """A weight load into a random quarter tile, another into a second one, then a matmul in each
+        (the second load waits in its tile, D-T40); CAYMAN / MARIANA row / column groups, MAVERICK
+        64-row tiles."""
+        b, rng = self.b, self.rng
+        r, c = self.rows // 2, self.cols // 2
+        if r == 0 or c == 0:
+            return self.dense()
+        dtype = str(rng.choice(["bf16", "fp16"]))
+        matmuls = []
+        for _ in range(2):
+            rsel, csel = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+            where = (f"tile_size=(row_size_log2=r64, col_size_log2=c128) tile_sel=(row_sel={rsel}, col_sel={csel}) "
+                     if self.mav else f"row_grp={2 * rsel} col_grp={2 * csel} ")
+            n = int(rng.integers(1, 9))
+            ow, oa = self.put(self.codes(dtype, r, c), 2), self.put(self.codes(dtype, r, n), 2)
+            _, lo = self.order()
+            b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {where}{lo}src={_t3(f'sbuf(0,{ow:#x})', c)}")
+            matmuls.append(f"matmul in_dtype={dtype} out_dtype=fp32 rows={r} cols={c} {where}{self.acc(True)} "
+                           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(n, 'fp32')}")
+        for text in matmuls:
+            b.line(text)
+
+    def transpose(self):
+        b, rng = self.b, self.rng
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        n = int(rng.integers(1, c + 1))
+        width = int(rng.choice([8, 16]))
+        dtype = "fp8_e4m3" if width == 8 else "bf16"
+        oa = self.put(rng.integers(0, 1 << width, (r, n), dtype=np.uint64), width // 8)
+        flags = "flags=(xpose_mode=enabled, accumulate_flag=overwrite)" if self.mav else \
+            ("flags=(xpose_mode=enabled) acc=single" if self.gen >= Gen.MARIANA else "transpose_mode=enabled acc=single")
+        out = "bf16" if self.gen >= Gen.MARIANA and rng.random() < 0.5 else "fp32"
+        b.line(f"matmul in_dtype={dtype} out_dtype={out} rows={r} cols={c} {b.tile()}{flags} {self.event_fields()}"
+               f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(r, out)}")
+
+    def sparse(self):
+        b, rng = self.b, self.rng
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        fmaps, n = int(rng.integers(2, 5)), int(rng.integers(1, 9))
+        dtype = rng.choice(["fp16", "bf16"])
+        tags = rng.integers(0, fmaps, (r, c))
+        words = np.zeros((r, (c + 3) // 4), np.uint64)
+        for m in range(c):                               # 4 per u16, LSB = larger logical column
+            words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+        ot = self.put(words, 2)
+        ow = self.put(self.codes(dtype, r, c), 2)
+        oa = self.put(self.codes(dtype, r, fmaps * n), 2)
+        force = int(rng.choice([0, 4, 8, 12]))
+        b.line(f"ldtags in_dtype=uint16 force_tag_bits={force} rows={r} cols={c} {b.tile()}"
+               f"src={_t3(f'sbuf(0,{ot:#x})', (c + 3) // 4)}")
+        b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {b.tile()}src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        b.line(f"matmul_sparse in_dtype={dtype} out_dtype=fp32 rows={r} cols={c} {b.tile()}{self.acc(True)} "
+               f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+               f"dst={self.dst(n, 'fp32')}")
+
+    def mx(self):
+        b, rng = self.b, self.rng
+        if self.gen < Gen.MARIANA:
+            return self.dense()
+        perf = str(rng.choice(["quad_row", "oct_row", "quad_row_interleave", "oct_row_tiled"] if not self.mav
+                              else ["quad_row", "oct_row"]))
+        pack = 4 if perf.startswith("quad") else 8
+        rows = [r for r in range(1, self.rows + 1) if (r * pack) % 32 == 0]
+        if not rows:
+            return self.dense()
+        r, c = int(rng.choice(rows)), int(rng.integers(1, self.cols + 1))
+        elems = [Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.FP4_EXP2] + ([Dtype.INT4, Dtype.FP8_EXP2] if self.mav else [])
+        dtype = Dtype(rng.choice([int(d) for d in elems]))
+        n = int(rng.integers(1, 9))
+        k = r * pack
+        if dtype == Dtype.INT4 or rng.random() < 0.3:
+            w = rng.integers(0, 1 << dt.format_of(dtype, self.gen).width, (k, c), dtype=np.uint64)
+            a = rng.integers(0, 1 << dt.format_of(dtype, self.gen).width, (k, n), dtype=np.uint64)
+        else:
+            w = _special_matrix(b, dtype, k, c, COLUMN_KINDS) if rng.random() < 0.5 else b.values(dtype, (k, c))
+            a = _special_matrix(b, dtype, k, n, VECTOR_KINDS) if rng.random() < 0.5 else b.values(dtype, (k, n))
+        lo_s, hi_s = (0, 256) if rng.random() < 0.3 else (118, 136)
+        sw, sa = rng.integers(lo_s, hi_s, (k // 32, c)), rng.integers(lo_s, hi_s, (k // 32, n))
+        owd, ows = _put_mx(b, np.asarray(w), pack, c, dtype, sw, perf)
+        oad, oas = _put_mx(b, np.asarray(a), pack, n, dtype, sa, perf)
+        dn = dtype.name.lower()
+        _, lo = self.order()
+        if self.mav:
+            def pat(od, osc, count):
+                return (f"mxtensor_v2(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), "
+                        f"num_elem=[{count * pack},1], p_f_dim=0x23, scale_dtype=sfp8_e8)")
+            b.line(f"ldweights in_dtype={dn} rows={r} cols={c} {b.tile()}perf_mode={perf} {lo}src={pat(owd, ows, c)}")
+            b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={r} cols={c} {b.tile()}perf_mode={perf} "
+                   f"{self.acc(True)} src={pat(oad, oas, n)} dst={self.dst(n, 'fp32')}")
+        else:
+            def pat(od, osc, count):
+                return f"(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), step_elem=1, num_elem={count * pack})"
+            b.line(f"ldweights_mx in_dtype={dn} rows={r} cols={c} perf_mode={perf} {lo}src={pat(owd, ows, c)}")
+            b.line(f"matmul_mx in_dtype={dn} out_dtype=fp32 rows={r} cols={c} perf_mode={perf} {self.acc(True)} "
+                   f"src={pat(oad, oas, n)} dst={self.dst(n, 'fp32')}")
+        b.p.pack = max(b.p.pack, pack)
+
+    def lut(self):
+        b, rng = self.b, self.rng
+        if self.gen < Gen.MARIANA:
+            return self.dense()
+        r, c, n = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1)), int(rng.integers(1, 9))
+        table = self.codes("bf16", 1, 32)
+        ot = self.put(table, 2)
+        oi = self.put(rng.integers(0, 32, (r, c)), 1)
+        b.line(f"conv_lut_load in_dtype=bf16 num_entries=32 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[32])")
+        b.line(f"ldweights in_dtype=uint8 rows={r} cols={c} {b.tile()}flags=(scalar_mode=lut, load_order=first_col_first) "
+               f"src={_t3(f'sbuf(0,{oi:#x})', c)}")
+        oa = self.put(self.codes("bf16", r, n), 2)
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={r} cols={c} {b.tile()}{self.acc(True)} "
+               f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(n, 'fp32')}")
+
+    def round(self):
+        o = self.put(np.array([[int(self.rng.integers(0, 2))]]), 4)
+        self.b.line(f"pe_reg_write reg=psum_round value=0 {self.event_fields()}"
+                    f"src=(start_addr=sbuf(0,{o:#x}), step_elem=[1], num_elem=[1])")
+
+    def illegal(self):
+        """A legal descriptor of another block with one byte changed until `check` refuses it, or an
+        opcode the generation does not have."""
+        rng = self.rng
+        if rng.random() < 0.2:
+            missing = [op for op in range(1, 256) if op not in {int(o) for o in opcodes_of(self.gen)}]
+            data = bytearray(rng.integers(0, 256, DESCRIPTOR_BYTES, dtype=np.uint8).tobytes())
+            data[0] = int(rng.choice(missing))
+        else:
+            saved, events = list(self.b.lines), list(self.events)
+            (self.dense if rng.random() < 0.7 else self.round)()
+            data = bytearray(assemble(self.b.lines[-1], self.gen))
+            self.b.lines, self.events = saved, events
+            for _ in range(64):
+                trial = bytearray(data)
+                trial[int(rng.integers(1, DESCRIPTOR_BYTES))] = int(rng.integers(0, 256))
+                if error_code(check(bytes(trial), self.gen)) != ErrorCode.NONE:
+                    data = trial
+                    break
+            else:                                    # (header bytes 1-3 are ignored, D-20)
+                data[0] = 0xFF
+        self.b.line(disassemble(bytes(data), self.gen, annotate=False).strip())
+
+
+def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8) -> Program:
+    """A random program of `blocks` blocks for `gen` on a rows x cols array (MAVERICK: rows x 2 cols,
+    working in the left half like the library), with the golden engine's expectations."""
+    g = _Gen(gen, seed, rows, cols)
+    kinds = [k for k in BLOCKS if not (k in ("mx", "lut") and g.gen < Gen.MARIANA)]
+    for _ in range(blocks):
+        getattr(g, str(g.rng.choice(kinds)))()
+    regs = {}
+    if g.rng.random() < 0.3:
+        regs["queue_cfg"] = _reg_value("queue_cfg", fifo_size_sel=int(g.rng.integers(0, 2)),
+                                       disable_dependency_check=int(g.rng.random() < 0.3))
+    if g.rng.random() < 0.3:
+        regs["arr_cluster_cfg"] = _reg_value("arr_cluster_cfg", en_inter_instr_dly=1,
+                                             inter_instr_dly_cnt=int(g.rng.integers(0, 8)))
+    g.b.p.regs = regs
+    return finish(g.b.done())
+
+
+def run_golden(program: Program):
+    """The golden engine's run of a program: (engine, trace)."""
+    from model.engine import Engine
+    eng = Engine(program.gen, rows=program.rows, cols=program.cols, sbuf=program.sbuf_model())
+    for reg, value in program.regs.items():
+        eng.write_reg(reg, value)
+    return eng, eng.run(assemble(program.text, program.gen))
+
+
+def finish(program: Program) -> Program:
+    """Fill in the golden engine's expectations: every PSUM bank of the array's partitions (as raw
+    32-bit cells) and the refused descriptors.  A program whose golden run stalls is an error."""
+    eng, trace = run_golden(program)
+    if trace.stalled is not None:
+        raise ValueError(f"{program.name}: the golden engine stalls: {trace.stalled}")
+    cells = eng.psum.cells(4)
+    per_bank = addrmap.PSUM_BANK_BYTES // 4
+    program.expect_fp32 = {(p, bank): (0, cells[p, bank * per_bank:(bank + 1) * per_bank].copy())
+                           for p in range(min(addrmap.PARTITIONS, program.cols)) for bank in range(addrmap.PSUM_BANKS)}
+    program.expect_bf16 = {}
+    program.refused = {o.index: o.error for o in trace.ops if o.error != ErrorCode.NONE}
+    return program
+
+
+# --- shrinking ---------------------------------------------------------------------------------
+
+def ddmin(items: list, fails) -> list:
+    """Zeller's delta debugging: a 1-minimal sublist of `items` (order kept) for which `fails` holds,
+    given that it holds for `items`."""
+    n = 2
+    while len(items) >= 2:
+        size = -(-len(items) // n)
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        reduced = next((c for c in chunks if fails(c)), None)
+        if reduced is not None:
+            items, n = reduced, 2
+            continue
+        if len(chunks) > 2:
+            complements = ([x for j, c in enumerate(chunks) if j != i for x in c] for i in range(len(chunks)))
+            reduced = next((rest for rest in complements if fails(rest)), None)
+            if reduced is not None:
+                items, n = reduced, max(n - 1, 2)
+                continue
+        if n >= len(items):
+            break
+        n = min(len(items), 2 * n)
+    if len(items) == 1 and fails([]):
+        return []
+    return items
+
+
+_NUMBER = re.compile(r"(?<![\w.])(-?0x[0-9a-fA-F]+|-?\d+)(?![\w.(])")
+
+
+_WORD_FIELD = re.compile(r" \w+=\w+(?= |$)")
+
+
+def _numbers(line: str) -> list:
+    """(start, end, value) of each number in a descriptor's text (none in a `.raw` line)."""
+    if line.startswith(".raw"):
+        return []
+    return [(m.start(1), m.end(1), int(m.group(1), 0)) for m in _NUMBER.finditer(line)]
+
+
+def _replace_numbers(line: str, new) -> str:
+    """`line` with each number v replaced by new(v) where that is not None."""
+    for start, end, value in reversed(_numbers(line)):
+        if new(value) is not None:
+            line = line[:start] + str(new(value)) + line[end:]
+    return line
+
+
+def _smaller(value: int) -> list:
+    return [v for v in dict.fromkeys([0, 1, value // 2, value - 1]) if 0 <= v < value]
+
+
+def _with_lines(program: Program, lines: list, regs=None) -> Program:
+    return replace(program, text="\n".join(lines) + ("\n" if lines else ""), expect_fp32={}, expect_bf16={},
+                   refused={}, regs=dict(program.regs if regs is None else regs))
+
+
+def shrink(program: Program, fails, *, max_tries: int = 3000) -> Program:
+    """A smaller program for which `fails(program)` still holds: ddmin over the descriptors, then each
+    numeric field towards 0 / 1 / half (a value everywhere at once, then each occurrence, list elements
+    included), then fields dropped back to their defaults, then the register writes.  Candidates that do not assemble or whose golden run stalls count as passing.  The result
+    carries the golden engine's expectations."""
+    tries = [0]
+
+    def ok(candidate: Program) -> bool:
+        tries[0] += 1
+        if tries[0] > max_tries:
+            return False
+        try:
+            assemble(candidate.text, candidate.gen)
+            finish(candidate)
+        except (AsmError, ValueError):
+            return False
+        return bool(fails(candidate))
+
+    if not ok(_with_lines(program, program.text.strip().splitlines())):
+        raise ValueError("the program does not fail: nothing to shrink")
+    lines = ddmin(program.text.strip().splitlines(), lambda ls: ok(_with_lines(program, ls)))
+    changed = True
+    while changed:
+        changed = False
+        # a value everywhere at once (a column count shared by a load, a matmul and their patterns),
+        # then each number alone
+        for value in sorted({v for line in lines for _, _, v in _numbers(line)}, reverse=True):
+            for smaller in _smaller(value):
+                trial = [_replace_numbers(line, lambda v: smaller if v == value else None) for line in lines]
+                if trial != lines and ok(_with_lines(program, trial)):
+                    lines, changed = trial, True
+                    break
+        for i in range(len(lines)):
+            for start, end, value in reversed(_numbers(lines[i])):
+                for smaller in _smaller(value):
+                    trial = lines[i][:start] + str(smaller) + lines[i][end:]
+                    if ok(_with_lines(program, lines[:i] + [trial] + lines[i + 1:])):
+                        lines = lines[:i] + [trial] + lines[i + 1:]
+                        changed = True
+                        break
+    for i in range(len(lines)):                # fields back to their defaults: drop `key=word` pairs
+        for m in reversed(list(_WORD_FIELD.finditer(lines[i]))):
+            trial = lines[i][:m.start()] + lines[i][m.end():]
+            if ok(_with_lines(program, lines[:i] + [trial] + lines[i + 1:])):
+                lines = lines[:i] + [trial] + lines[i + 1:]
+    regs = dict(program.regs)
+    for name in list(regs):
+        trial = {k: v for k, v in regs.items() if k != name}
+        if ok(_with_lines(program, lines, trial)):
+            regs = trial
+    return finish(_with_lines(program, lines, regs))
+
+
+# --- reproducers ---------------------------------------------------------------------------------
+
+def save(program: Program, stem) -> tuple:
+    """Write `stem.s` (header comment, the program text) and `stem.npz` (sbuf, and the program's
+    generation, array size, registers, expectations and refusals)."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"name": program.name, "gen": program.gen.name, "rows": program.rows, "cols": program.cols,
+            "pack": program.pack, "regs": program.regs, "refused": {str(k): int(v) for k, v in program.refused.items()}}
+    s_path, npz_path = stem.with_suffix(".s"), stem.with_suffix(".npz")
+    s_path.write_text(f"# {program.name}: {program.gen.name} {program.rows} x {program.cols}; "
+                      f"registers {json.dumps(program.regs)}\n" + program.text)
+    keys = sorted(program.expect_fp32)
+    np.savez_compressed(npz_path, sbuf=program.sbuf, meta=json.dumps(meta),
+                        expect_keys=np.array(keys, np.int64).reshape(-1, 2),
+                        expect_offsets=np.array([program.expect_fp32[k][0] for k in keys], np.int64),
+                        expect_bits=np.array([program.expect_fp32[k][1] for k in keys], np.uint32).reshape(len(keys), -1))
+    return s_path, npz_path
+
+
+def load(stem) -> Program:
+    """The program `save` wrote."""
+    stem = Path(stem)
+    z = np.load(stem.with_suffix(".npz"))
+    meta = json.loads(str(z["meta"]))
+    text = "".join(line + "\n" for line in stem.with_suffix(".s").read_text().splitlines() if not line.startswith("#"))
+    p = Program(meta["name"], Gen[meta["gen"]], meta["rows"], meta["cols"], text, z["sbuf"].copy(),
+                regs=meta["regs"], pack=meta["pack"],
+                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()})
+    for key, off, bits in zip(z["expect_keys"], z["expect_offsets"], z["expect_bits"]):
+        p.expect_fp32[(int(key[0]), int(key[1]))] = (int(off), bits.copy())
+    return p

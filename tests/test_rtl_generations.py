@@ -1,0 +1,82 @@
+"""SUNDA and MARIANA_PLUS on the RTL.  Each is a twin of the generation whose layouts it uses (SUNDA of
+CAYMAN, MARIANA_PLUS of MARIANA: D-T09, D-T43): the same library bits, the same golden-engine traces,
+and the same engine RTL (its elaborated netlist equals the twin's up to the generation's name in
+module names), so the twin's library runs on the RTL (tests/test_cosim_hdl.py,
+tests/test_rtl_top.py) cover it; here the twins' own libraries also run on the RTL in Amaranth's
+simulator (make cosim)."""
+import numpy as np
+import pytest
+
+from cosim import lockstep
+from cosim import programs as P
+from model.dtypes import Gen
+from model.engine import Engine
+from model.isa.asm import assemble
+
+TWINS = [(Gen.SUNDA, Gen.CAYMAN), (Gen.MARIANA_PLUS, Gen.MARIANA)]
+IDS = [t.name for t, _ in TWINS]
+
+
+@pytest.mark.parametrize("twin,base", TWINS, ids=IDS)
+def test_twin_library_is_the_same_program(twin, base):
+    """Same descriptor bytes, SBUF image, register writes and expectations."""
+    mine, theirs = P.library(twin), P.library(base)
+    assert [p.name for p in mine] == [p.name for p in theirs]
+    for p, q in zip(mine, theirs):
+        assert assemble(p.text, twin) == assemble(q.text, base), p.name
+        assert np.array_equal(p.sbuf, q.sbuf) and p.regs == q.regs and p.refused == q.refused, p.name
+        for mine_e, theirs_e in ((p.expect_fp32, q.expect_fp32), (p.expect_bf16, q.expect_bf16)):
+            assert mine_e.keys() == theirs_e.keys(), p.name
+            for k in mine_e:
+                assert mine_e[k][0] == theirs_e[k][0] and np.array_equal(mine_e[k][1], theirs_e[k][1]), (p.name, k)
+
+
+@pytest.mark.parametrize("twin,base", TWINS, ids=IDS)
+def test_twin_golden_traces_are_equal(twin, base):
+    """The golden engine gives the same events in the same cycles and the same PSUM."""
+    for p, q in zip(P.library(twin), P.library(base)):
+        runs = []
+        for prog in (p, q):
+            eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model())
+            for reg, value in prog.regs.items():
+                eng.write_reg(reg, value)
+            trace = eng.run(assemble(prog.text, prog.gen))
+            runs.append((eng, [(e.cycle, e.kind, e.op, repr(e.data)) for e in trace.events]))
+        (e1, ev1), (e2, ev2) = runs
+        assert ev1 == ev2, p.name
+        assert np.array_equal(e1.psum.mem, e2.psum.mem), p.name
+
+
+def _rtlil(gen, pack):
+    from amaranth.back import rtlil
+    from rtl.pe import PE
+    from rtl.rowport import RowPort
+    from rtl.top import Engine as RtlEngine
+    parts = [rtlil.convert(PE(gen, pack), name="pe", emit_src=False),
+             rtlil.convert(RowPort(gen, pack, 2), name="rowport", emit_src=False),
+             rtlil.convert(RtlEngine(gen, 2, 2, pack=pack, psum_partitions=2, black_box=True), name="top",
+                           emit_src=False)]
+    return [t.replace(gen.name.lower(), "GEN").replace(gen.name, "GEN") for t in parts]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("twin,base,pack", [(Gen.SUNDA, Gen.CAYMAN, 2), (Gen.MARIANA_PLUS, Gen.MARIANA, 8)], ids=IDS)
+def test_twin_rtl_is_the_same_netlist(twin, base, pack):
+    """The PE, the row port and the engine top (its blocks as instances) elaborate to the same RTLIL
+    for the twin and its base, up to the generation's name: the RTL is the same circuit."""
+    for mine, theirs in zip(_rtlil(twin, pack), _rtlil(base, pack)):
+        assert mine == theirs
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+@pytest.mark.parametrize("gen,size", [(Gen.SUNDA, (4, 4)), (Gen.MARIANA_PLUS, (8, 4))], ids=IDS)
+def test_twin_library_lockstep(gen, size):
+    """The twin's whole library on the engine RTL in Amaranth's simulator, in lockstep with the golden
+    engine (as tests/test_rtl_top.py does for CAYMAN / MARIANA / MAVERICK)."""
+    progs = P.library(gen, rows=size[0], cols=size[1], n=4)
+    stats = {}
+    results = lockstep.run_many(progs, psum_partitions=8, stats=stats)
+    failed = [(p.name, str(bad)) for p, bad in zip(progs, results) if bad is not None]
+    assert not failed, failed
+    print(f"{gen.name}: {len(progs)} programs, {stats['cycles']} cycles, {stats['checks']} checks")
