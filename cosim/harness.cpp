@@ -1,4 +1,4 @@
-// The compiled testbench of the exported engine (cosim/harness.py, D-T47): the stimulus of
+// The compiled testbench of the exported engine (cosim/harness.py, D-T61): the stimulus of
 // cosim/lockstep.py's `bench`, in C++.  It reads jobs (register setup, descriptors, an SBUF image,
 // the cycles to run) from a binary file, drives the descriptor stream, serves the stationary, scale
 // and moving SBUF ports from the image with the engine's latency, and records every PSUM write

@@ -1,4 +1,4 @@
-"""The compiled Verilator harness (D-T47): cosim/harness.cpp built with the exported engine, driven
+"""The compiled Verilator harness (D-T61): cosim/harness.cpp built with the exported engine, driven
 from Python through a binary job file, checked against the golden engine with numpy.
 
     build(exported, trace=False) -> built   (cached under build/sim/harness-<key>/)
@@ -43,7 +43,7 @@ def _ports_header(exported: dict) -> str:
 
 
 def build(exported: dict, *, trace: bool = False, opt: str = "-O1", log=print) -> dict:
-    """The harness executable for an exported engine (the loop-form array, D-T46); cached by the
+    """The harness executable for an exported engine (the loop-form array, D-T60); cached by the
     Verilog, the harness source and the flags."""
     header = _ports_header(exported)
     key = hashlib.sha256(f"{exported['digest']}|{SOURCE.read_text()}|{header}|{trace}|{opt}|{VERILATOR_FLAGS}"
@@ -161,7 +161,9 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
     raw = _execute(lks, built, str(waves_to) if waves_to else None)
     out = []
     for lk, (writes, err, unsup, regs, seconds) in zip(lks, raw):
+        t0 = time.perf_counter()
         bad = check(lk, writes, err, unsup, regs) if lk.compare else None
+        check_seconds = time.perf_counter() - t0
         wave = str(waves_to) if waves_to else None
         if bad is not None and wave is None:
             traced = build(built["exported"], trace=True, log=log)
@@ -169,5 +171,5 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
             _execute([lk], traced, wave)
         if bad is not None:
             bad.vcd = wave
-        out.append(HdlResult(bad, lk.end, lk.checks, seconds, "verilator", wave, None, lk, built))
+        out.append(HdlResult(bad, lk.end, lk.checks, seconds, "verilator", wave, None, lk, built, check_seconds))
     return out

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from cosim import toolchain
 from cosim.lockstep import Lockstep, Mismatch, one_array
+from model.dtypes import Dtype
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMS = ("verilator", "icarus")
@@ -45,16 +46,19 @@ class Config:
     pack: int
     sbuf_latency: int = 2
     psum_partitions: int = 16
+    dtypes: tuple | None = None          # a specialised build (D-T62): the PE's operand dtypes
 
     @property
     def label(self) -> str:
+        from rtl.fp.pe_mac import dtypes_suffix
         return (f"{self.gen.lower()}_{self.rows}x{self.cols}_p{self.pack}_l{self.sbuf_latency}"
-                f"_ps{self.psum_partitions}")
+                f"_ps{self.psum_partitions}{dtypes_suffix(self.dtypes)}")
 
     @classmethod
-    def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16) -> "Config":
+    def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16, dtypes=None) -> "Config":
         pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
-        return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions)
+        return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions,
+                   None if dtypes is None else tuple(dtypes))
 
 
 @contextmanager
@@ -84,7 +88,7 @@ def export_cached(cfg: Config, *, log=print) -> dict:
             log(f"exporting Verilog for {cfg.label} ...")
             t0 = time.perf_counter()
             export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
-                          psum_partitions=cfg.psum_partitions, out_dir=out)
+                          psum_partitions=cfg.psum_partitions, out_dir=out, dtypes=cfg.dtypes)
             log(f"  exported in {time.perf_counter() - t0:.1f} s -> {out}")
         info = json.loads(info_file.read_text())
     return info | {"dir": str(out)}
@@ -239,6 +243,7 @@ class HdlResult:
     log: str | None = None
     lockstep: Lockstep | None = None
     build: dict = field(default_factory=dict)
+    check_seconds: float = 0.0          # the compiled harness: the comparison in Python after the run
 
 
 def simulate(lk: Lockstep, built: dict, *, waves_to: str | Path | None = None) -> HdlResult:
@@ -286,7 +291,7 @@ HARNESSES = ("compiled", "cocotb")
 
 
 def _harness(sim: str, harness: str | None) -> str:
-    """Verilator runs the compiled harness (cosim/harness.py, D-T47) unless cocotb is asked for;
+    """Verilator runs the compiled harness (cosim/harness.py, D-T61) unless cocotb is asked for;
     Icarus runs cocotb."""
     harness = harness or ("compiled" if sim == "verilator" else "cocotb")
     if harness not in HARNESSES:
@@ -296,11 +301,37 @@ def _harness(sim: str, harness: str | None) -> str:
     return harness
 
 
+def needed_dtypes(lk) -> set:
+    """The operand dtypes a program's weight loads and non-transposing matmuls use (the golden run):
+    what a specialised build must carry (D-T62; rtl/top.py raises `unsupported` on the others)."""
+    out = set()
+    for o in lk.trace.ops:
+        f = o.desc.fields
+        if o.t_issue is None or "in_dtype" not in f or not o.name.startswith(("ldweights", "matmul")):
+            continue
+        if o.name.startswith("matmul") and lk.eng._xpose(o.desc):
+            continue
+        out.add(Dtype(f["in_dtype"]))
+    return out
+
+
+def check_dtypes(lks, cfg: "Config"):
+    """Refuse, before building, programs that need a dtype a specialised build lacks."""
+    if cfg.dtypes is None:
+        return
+    for lk in lks:
+        extra = needed_dtypes(lk) - set(cfg.dtypes)
+        if extra:
+            raise ValueError(f"program {lk.program.name} uses {', '.join(sorted(d.name.lower() for d in extra))}, "
+                             f"which this build ({', '.join(Dtype(d).name.lower() for d in cfg.dtypes)}) does "
+                             "not carry; add it to --dtypes or build the universal engine")
+
+
 def run(program, *, sim="verilator", waves=False, waves_to=None, pack=None, sbuf_latency=2, psum_partitions=16,
-        opt="-O1", tamper=None, compare=True, harness=None, log=lambda *a: None) -> HdlResult:
+        opt="-O1", tamper=None, compare=True, harness=None, dtypes=None, log=lambda *a: None) -> HdlResult:
     """Export (cached), build (cached) and run `program` in lockstep on `sim` (`compare=False`: the
     same stimulus without the per-cycle checks, for measuring their cost)."""
-    cfg = Config.of(program, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
+    cfg = Config.of(program, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes)
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=cfg.pack, psum_partitions=psum_partitions, tamper=tamper)
     lk.compare = compare
     return run_locksteps([lk], cfg, sim=sim, waves=waves, waves_to=waves_to, opt=opt, harness=harness, log=log)[0]
@@ -309,6 +340,7 @@ def run(program, *, sim="verilator", waves=False, waves_to=None, pack=None, sbuf
 def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, opt="-O1", harness=None,
                   log=lambda *a: None) -> list:
     """Locksteps of one engine configuration in one simulator process, on the chosen harness."""
+    check_dtypes(lks, cfg)
     exported = export_cached(cfg, log=log)
     if _harness(sim, harness) == "compiled":
         from cosim import harness as compiled
@@ -319,11 +351,11 @@ def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=No
 
 
 def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt="-O1", harness=None,
-             log=lambda *a: None) -> list:
+             dtypes=None, log=lambda *a: None) -> list:
     """Programs of one generation and array size on one build (the most elements per PE any of them
     needs) and in one simulator process: a list of HdlResult, one per program."""
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     cfg = Config.of(p0, pack=pack or max(lk.pack for lk in lks), sbuf_latency=sbuf_latency,
-                    psum_partitions=psum_partitions)
+                    psum_partitions=psum_partitions, dtypes=dtypes)
     return run_locksteps(lks, cfg, sim=sim, opt=opt, harness=harness, log=log)

@@ -18,15 +18,16 @@ from amaranth.lib.wiring import In, Out
 
 from model.dtypes import Gen
 from rtl.blackbox import instance_of
+from rtl.fp.pe_mac import dtypes_suffix
 from rtl.pe import PE, PEBlackBox, act_layout, weight_layout
 
 
-def row_module_name(gen, cols: int, pack: int) -> str:
-    return f"tensore_row_{Gen.parse(gen).name.lower()}_c{cols}_p{pack}"
+def row_module_name(gen, cols: int, pack: int, dtypes=None) -> str:
+    return f"tensore_row_{Gen.parse(gen).name.lower()}_c{cols}_p{pack}{dtypes_suffix(dtypes)}"
 
 
-def array_module_name(gen, rows: int, cols: int, pack: int) -> str:
-    return f"tensore_array_{Gen.parse(gen).name.lower()}_r{rows}_c{cols}_p{pack}"
+def array_module_name(gen, rows: int, cols: int, pack: int, dtypes=None) -> str:
+    return f"tensore_array_{Gen.parse(gen).name.lower()}_r{rows}_c{cols}_p{pack}{dtypes_suffix(dtypes)}"
 
 
 def _row_signature(cols: int, pack: int) -> dict:
@@ -43,11 +44,11 @@ def _row_signature(cols: int, pack: int) -> dict:
 class ArrayRow(wiring.Component):
     """One row of PEs: the moving value passes right, each PE's sum goes down to the next row."""
 
-    def __init__(self, gen, cols: int, pack: int = 1, *, black_box_pe: bool = False):
+    def __init__(self, gen, cols: int, pack: int = 1, *, black_box_pe: bool = False, dtypes=None):
         self.gen, self.cols, self.pack = gen, cols, pack
         super().__init__(_row_signature(cols, pack))
         make = PEBlackBox if black_box_pe else PE
-        self.pes = [make(gen, pack) for _ in range(cols)]
+        self.pes = [make(gen, pack, dtypes=dtypes) for _ in range(cols)]
 
     def elaborate(self, platform):
         m = Module()
@@ -67,13 +68,13 @@ class ArrayRow(wiring.Component):
 class ArrayRowBlackBox(ArrayRow):
     """An instance of the exported row module (`row_module_name`)."""
 
-    def __init__(self, gen, cols: int, pack: int = 1):
+    def __init__(self, gen, cols: int, pack: int = 1, *, dtypes=None):
         wiring.Component.__init__(self, _row_signature(cols, pack))
-        self.gen, self.cols, self.pack, self.pes = gen, cols, pack, []
+        self.gen, self.cols, self.pack, self.pes, self.dtypes = gen, cols, pack, [], dtypes
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.row = instance_of(self, row_module_name(self.gen, self.cols, self.pack))
+        m.submodules.row = instance_of(self, row_module_name(self.gen, self.cols, self.pack, self.dtypes))
         return m
 
 
@@ -91,14 +92,14 @@ def _array_signature(rows: int, cols: int, pack: int) -> dict:
 
 
 class Array(wiring.Component):
-    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False):
+    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False, dtypes=None):
         """black_box: rows are instances of the exported row module (Verilog for large arrays);
         the default elaborates everything in Amaranth (for Amaranth's simulator, which reads an
         Instance as zeros)."""
         self.gen, self.rows, self.cols, self.pack = gen, rows, cols, pack
         super().__init__(_array_signature(rows, cols, pack))
-        self.row_blocks = [ArrayRowBlackBox(gen, cols, pack) if black_box else ArrayRow(gen, cols, pack)
-                           for _ in range(rows)]
+        self.row_blocks = [ArrayRowBlackBox(gen, cols, pack, dtypes=dtypes) if black_box
+                           else ArrayRow(gen, cols, pack, dtypes=dtypes) for _ in range(rows)]
         self.pes = [row.pes for row in self.row_blocks]
 
     def elaborate(self, platform):
@@ -127,11 +128,12 @@ class ArrayBlackBox(wiring.Component):
     as structural Verilog): the engine's netlist then holds one instance, not rows instances each
     connected to the weight bus and two column-wide sum buses (D-T42)."""
 
-    def __init__(self, gen, rows: int, cols: int, pack: int = 1):
-        self.gen, self.rows, self.cols, self.pack = gen, rows, cols, pack
+    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, dtypes=None):
+        self.gen, self.rows, self.cols, self.pack, self.dtypes = gen, rows, cols, pack, dtypes
         super().__init__(_array_signature(rows, cols, pack))
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.array = instance_of(self, array_module_name(self.gen, self.rows, self.cols, self.pack))
+        m.submodules.array = instance_of(self, array_module_name(self.gen, self.rows, self.cols, self.pack,
+                                                                 self.dtypes))
         return m

@@ -1,4 +1,4 @@
-"""The array as one module looping over its PEs' state (D-T43): the simulator form of rtl/array.py.
+"""The array as one module looping over its PEs' state (D-T60): the simulator form of rtl/array.py.
 
 Same ports and same cycle behaviour as the structural array (`tensore_array_*`, rows of PE
 instances), but every PE register is an unpacked array `[rows][cols]` and one clocked block runs the
@@ -14,9 +14,23 @@ from rtl.pe import COL_BITS, PE, act_layout, weight_layout
 PREFIX = "pe_n"
 
 
-def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, netlist: Netlist | None = None) -> str:
+def array_header(name: str, rows: int, cols: int, pack: int) -> list:
+    """The Verilog module header of an array (the ports of rtl/array.py Array), for both forms."""
+    a, w = act_layout(pack).size, weight_layout(pack).size
+    rb = max(1, (rows - 1).bit_length())
+    return [f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
+            "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
+            "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
+            f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
+            f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
+            f"  input [{4 * cols - 1}:0] tag_data;", f"  input [{32 * cols - 1}:0] top_psum;",
+            f"  input [{cols - 1}:0] top_valid;", f"  output [{32 * cols - 1}:0] out_psum;",
+            f"  output [{cols - 1}:0] out_valid;"]
+
+
+def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtypes=None) -> str:
     """SystemVerilog of the rows x cols array module `name` (the ports of rtl/array.py Array)."""
-    net = netlist or Netlist(yosys_netlist(PE(gen, pack), "pe"), PREFIX)
+    net = Netlist(yosys_netlist(PE(gen, pack, dtypes=dtypes), "pe"), PREFIX)
     a, w = act_layout(pack).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
     here = [f"q{k}[r][c]" for k in range(len(net.regs))]
@@ -28,16 +42,9 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, netlist:
               "tag_valid": "x_tag_valid", "tag_in": "x_tag"}
     if set(inputs) != {n for n, p in net.ports.items() if p["direction"] == "input"}:
         raise ValueError("the PE's inputs changed; update rtl/array_loop.py")
-    lines = [f"// {rows} x {cols} weight-stationary array in loop form (rtl/array_loop.py, D-T43): the PE's",
+    lines = [f"// {rows} x {cols} weight-stationary array in loop form (rtl/array_loop.py, D-T60): the PE's",
              "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
-             f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
-             "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
-             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
-             f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
-             f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
-             f"  input [{4 * cols - 1}:0] tag_data;", f"  input [{32 * cols - 1}:0] top_psum;",
-             f"  input [{cols - 1}:0] top_valid;", f"  output [{32 * cols - 1}:0] out_psum;",
-             f"  output [{cols - 1}:0] out_valid;"]
+             *array_header(name, rows, cols, pack)]
     for reg in net.regs:
         lines.append(f"  logic [{reg.width - 1}:0] q{reg.index} [0:{rows - 1}][0:{cols - 1}];")
         lines.append(f"  logic [{reg.width - 1}:0] d{reg.index} [0:{rows - 1}][0:{cols - 1}];")

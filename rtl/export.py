@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In
 from model.addrmap import PARTITIONS
 from model.dtypes import Gen
 from rtl.array import array_module_name, row_module_name
-from rtl.array_loop import loop_array_verilog
+from rtl.array_loop import array_header, loop_array_verilog
 from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
 from rtl.psum import PsumPartition, psum_module_name
 from rtl.psum_xbar import xbar_module_name, xbar_verilog
@@ -30,9 +30,9 @@ from rtl.rowport import RowPort, rowport_module_name
 ENGINE_TOP = "tensore_engine"
 
 
-def _row_verilog(gen, cols: int, pack: int) -> str:
+def _row_verilog(gen, cols: int, pack: int, dtypes=None) -> str:
     a, w = act_layout(pack).size, weight_layout(pack).size
-    name, pe = row_module_name(gen, cols, pack), pe_module_name(gen, pack)
+    name, pe = row_module_name(gen, cols, pack, dtypes), pe_module_name(gen, pack, dtypes)
     lines = [f"// {cols} PEs: moving values pass right, sums go down (rtl/array.py ArrayRow).",
              f"module {name}(clk, rst, act_in, psum_in, psum_valid_in, psum_out, psum_valid_out, advance, phase,",
              "    wl_valid, wl_cols, wl_data, tag_valid, tag_cols, tag_data);",
@@ -53,19 +53,12 @@ def _row_verilog(gen, cols: int, pack: int) -> str:
     return "\n".join(lines)
 
 
-def _top_verilog(gen, rows: int, cols: int, pack: int, name: str) -> str:
-    a, w = act_layout(pack).size, weight_layout(pack).size
-    row = row_module_name(gen, cols, pack)
+def _top_verilog(gen, rows: int, cols: int, pack: int, name: str, dtypes=None) -> str:
+    a = act_layout(pack).size
+    row = row_module_name(gen, cols, pack, dtypes)
     rb = max(1, (rows - 1).bit_length())
     lines = [f"// {rows} x {cols} weight-stationary array (rtl/array.py Array), rows of {row}.",
-             f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
-             "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
-             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
-             f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
-             f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
-             f"  input [{4 * cols - 1}:0] tag_data;", f"  input [{32 * cols - 1}:0] top_psum;",
-             f"  input [{cols - 1}:0] top_valid;", f"  output [{32 * cols - 1}:0] out_psum;",
-             f"  output [{cols - 1}:0] out_valid;",
+             *array_header(name, rows, cols, pack),
              f"  wire [{32 * cols - 1}:0] psum [0:{rows}];", f"  wire [{cols - 1}:0] valid [0:{rows}];",
              "  assign psum[0] = top_psum;", "  assign valid[0] = top_valid;",
              "  genvar r;", f"  generate for (r = 0; r < {rows}; r = r + 1) begin : row",
@@ -108,7 +101,7 @@ def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "ten
 
 
 def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None = None, sbuf_latency: int = 2,
-                  psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP) -> dict:
+                  psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP, dtypes=None) -> dict:
     """Write the engine (rtl/top.py) as Verilog: the PE, the row block, the array (structural), one
     PSUM partition, one row port (rtl/rowport.py), the PSUM write crossbar (rtl/psum_xbar.py,
     behavioural Verilog), the top (Amaranth, with those as instances), files.f, a Verilator control
@@ -117,15 +110,16 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     timings)."""
     from rtl.top import Engine
     eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
-                 black_box=True)
-    pe_name, row_name = pe_module_name(gen, eng.pack), row_module_name(gen, eng.cols, eng.pack)
+                 black_box=True, dtypes=dtypes)
+    pe_name, row_name = pe_module_name(gen, eng.pack, dtypes), row_module_name(gen, eng.cols, eng.pack, dtypes)
     psum_name = psum_module_name(eng.psum_ports)
     rowport_name = rowport_module_name(gen, eng.pack, sbuf_latency)
-    array_name = array_module_name(gen, rows, eng.cols, eng.pack)
+    array_name = array_module_name(gen, rows, eng.cols, eng.pack, dtypes)
     times, texts = {}, {}
-    for fname, make in [(f"{pe_name}.v", lambda: verilog.convert(PE(gen, eng.pack), name=pe_name, emit_src=False)),
-                        (f"{row_name}.v", lambda: _row_verilog(gen, eng.cols, eng.pack)),
-                        (f"{array_name}.v", lambda: _top_verilog(gen, rows, eng.cols, eng.pack, array_name)),
+    for fname, make in [(f"{pe_name}.v", lambda: verilog.convert(PE(gen, eng.pack, dtypes=dtypes), name=pe_name,
+                                                                 emit_src=False)),
+                        (f"{row_name}.v", lambda: _row_verilog(gen, eng.cols, eng.pack, dtypes)),
+                        (f"{array_name}.v", lambda: _top_verilog(gen, rows, eng.cols, eng.pack, array_name, dtypes)),
                         (f"{psum_name}.v", lambda: verilog.convert(PsumPartition(None, eng.psum_ports),
                                                                    name=psum_name, emit_src=False)),
                         (f"{rowport_name}.v", lambda: verilog.convert(RowPort(gen, eng.pack, sbuf_latency),
@@ -134,7 +128,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
                          lambda: xbar_verilog(psum_partitions, eng.cols, eng.psum_ports)),
                         (f"{name}.v", lambda: verilog.convert(eng, name=name, emit_src=False)),
                         (f"{array_name}_loop.sv", lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack,
-                                                                             array_name))]:
+                                                                             array_name, dtypes=dtypes))]:
         t0 = time.perf_counter()
         texts[fname] = make()
         times[fname] = round(time.perf_counter() - t0, 2)
@@ -142,7 +136,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     structural = {f: t for f, t in texts.items() if f != loop_file}
     res = _write(Path(out_dir), structural, [pe_name, row_name, psum_name, rowport_name],
                  f"{rows * eng.cols} PE instances, {rows} rows and row ports, {psum_partitions} PSUM partitions")
-    # the simulator form (D-T46): the array in loop form instead of the PE, row and array modules
+    # the simulator form (D-T60): the array in loop form instead of the PE, row and array modules
     sim_files = [loop_file] + [f for f in structural if f not in (f"{pe_name}.v", f"{row_name}.v", f"{array_name}.v")]
     (Path(out_dir) / loop_file).write_text(texts[loop_file])
     (Path(out_dir) / "files_sim.f").write_text("".join(f + "\n" for f in sim_files))
@@ -153,6 +147,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     ports = {n: {"width": Shape.cast(mb.shape).width, "dir": "in" if mb.flow == In else "out"}
              for n, mb in eng.signature.members.items()}
     info = {"top": name, "gen": eng.gen.name, "rows": rows, "cols": eng.cols, "pack": eng.pack,
+            "dtypes": None if dtypes is None else [int(d) for d in dtypes],
             "sbuf_latency": sbuf_latency, "psum_partitions": psum_partitions, "digest": res["digest"],
             "seconds": times, "ports": ports}
     (Path(out_dir) / "engine.json").write_text(json.dumps(info, indent=1) + "\n")

@@ -1,8 +1,8 @@
-"""A block's logic as SystemVerilog statements, for arrays written as one loop (D-T43).
+"""A block's logic as SystemVerilog statements, for arrays written as one loop (D-T60).
 
 The array a simulator runs fastest is one module that loops over its PEs' state arrays: the PE's
 logic is compiled once and evaluated once per PE per cycle, with no per-instance code and no block
-boundary (docs/decisions.md D-T43).  That module is generated, not written by hand: the Amaranth
+boundary (docs/decisions.md D-T60).  That module is generated, not written by hand: the Amaranth
 PE goes through Yosys (`proc; flatten; opt`) to a netlist of word-level cells, and `Netlist` turns
 it into statements -- one per cell, in dependency order -- over names the caller chooses for the
 block's inputs, its registers and the next values of its registers.  Each cell is written as the
@@ -94,7 +94,7 @@ class Netlist:
         for cname, cell in self.cells.items():
             deps[cname] = {self.driver[b][1] for p, bits in cell["connections"].items() if p != "Y"
                            for b in bits if not isinstance(b, str) and self.driver[b][0] == "cell"}
-        order, done, state = [], set(), {}
+        order, state = [], {}
 
         def visit(c):
             stack = [(c, iter(sorted(deps[c])))]

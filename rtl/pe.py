@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from model.isa.enums import FP32Mode
 from rtl.blackbox import instance_of
-from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
+from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac, dtypes_suffix
 
 COL_BITS = 9
 SPARSE_FMAPS = 4                # MatmulSparse sends up to 4 fmaps: the moving value has >= 4 code slots
@@ -55,8 +55,9 @@ LOW_HIGH_PARTS = ((PART_HI, PART_HI), (PART_HI, PART_LO), (PART_LO, PART_HI), (P
 
 
 class PE(wiring.Component):
-    def __init__(self, gen, pack: int = 1):
-        self.gen, self.pack = gen, pack
+    def __init__(self, gen, pack: int = 1, *, dtypes=None):
+        """`dtypes`: a specialised PE that multiplies only those operand dtypes (D-T62)."""
+        self.gen, self.pack, self.dtypes = gen, pack, dtypes
         super().__init__({
             "col_index": In(COL_BITS),
             "act_in": In(act_layout(pack)), "act_out": Out(act_layout(pack)),
@@ -70,7 +71,7 @@ class PE(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         pack = self.pack
-        m.submodules.mac = mac = PeMac(self.gen, pack)
+        m.submodules.mac = mac = PeMac(self.gen, pack, dtypes=self.dtypes)
         wl = weight_layout(pack)
         shadow, active = Signal(wl), Signal(wl)
         pending = Signal()
@@ -145,9 +146,9 @@ class PE(wiring.Component):
         return m
 
 
-def pe_module_name(gen, pack: int) -> str:
+def pe_module_name(gen, pack: int, dtypes=None) -> str:
     from model.dtypes import Gen
-    return f"tensore_pe_{Gen.parse(gen).name.lower()}_p{pack}"
+    return f"tensore_pe_{Gen.parse(gen).name.lower()}_p{pack}{dtypes_suffix(dtypes)}"
 
 
 class PEBlackBox(PE):
@@ -156,5 +157,5 @@ class PEBlackBox(PE):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.pe = instance_of(self, pe_module_name(self.gen, self.pack))
+        m.submodules.pe = instance_of(self, pe_module_name(self.gen, self.pack, self.dtypes))
         return m

@@ -69,7 +69,10 @@ class _Iter:
 
 class Engine(wiring.Component):
     def __init__(self, gen, rows: int = 128, cols: int | None = None, *, pack: int | None = None,
-                 sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False):
+                 sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False,
+                 dtypes=None):
+        """`dtypes`: a specialised engine whose PEs multiply only those dtypes (D-T62); a weight load
+        or non-transposing matmul of another dtype raises `unsupported`."""
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
         cols = cols or (256 if self.maverick else 128)
@@ -81,7 +84,7 @@ class Engine(wiring.Component):
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
         self.parts = psum_partitions
         self.psum_ports = 2 if self.maverick else 1        # c256: both column halves write one partition
-        self.black_box = black_box
+        self.black_box, self.dtypes = black_box, dtypes
         mon2 = {"mon2_valid": Out(psum_partitions), "mon2_offset": Out(data.ArrayLayout(14, psum_partitions)),
                 "mon2_bits": Out(data.ArrayLayout(32, psum_partitions))} if self.psum_ports == 2 else {}
         super().__init__({
@@ -114,7 +117,8 @@ class Engine(wiring.Component):
         R, C, L, PK = self.rows, self.cols, self.L, self.pack
         Lm = L - 1
         m.submodules.seq = seq = Sequencer(self.gen, R, C, L)
-        m.submodules.array = arr = ArrayBlackBox(self.gen, R, C, PK) if self.black_box else Array(self.gen, R, C, PK)
+        m.submodules.array = arr = ArrayBlackBox(self.gen, R, C, PK, dtypes=self.dtypes) if self.black_box \
+            else Array(self.gen, R, C, PK, dtypes=self.dtypes)
         for name in ("desc_valid", "desc_data", "bus_addr", "bus_wdata", "bus_we", "event_set"):
             m.d.comb += getattr(seq, name).eq(getattr(self, name))
         m.d.comb += [self.desc_ready.eq(seq.desc_ready), self.bus_rdata.eq(seq.bus_rdata), self.now.eq(seq.now)]
@@ -430,6 +434,11 @@ class Engine(wiring.Component):
 
         with m.If((ld_go & (u.pack > PK)) | (mm_go & (mu.pack > PK))):     # more elements per PE than built for
             m.d.comb += unsupported.eq(1)
+        if self.dtypes is not None:                                        # a dtype the PEs do not carry
+            def missing(d):
+                return ~_or([d == int(x) for x in self.dtypes])
+            with m.If((ld_go & (u.kind == Kind.LOAD) & missing(u.dtype)) | (mm_go & ~mu.xpose & missing(mu.dtype))):
+                m.d.comb += unsupported.eq(1)
         mav_seed = (mu.seed != 0) & Const(int(self.maverick), 1)
         with m.If(mm_go & mu.xpose & ~mav_seed & (mu.cols > R)):   # row c carries element c of each partition
             m.d.comb += unsupported.eq(1)

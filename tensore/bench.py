@@ -142,42 +142,93 @@ def parse_size(text: str) -> tuple[str, int, int]:
     raise ValueError(f"size {text!r}: N (MARIANA N x N) or R x 2R (MAVERICK)")
 
 
-SIZES = ("16", "64", "128", "128x256")           # verilator_engine: #7's sizes
+SIZES = ("8", "16", "64", "128", "128x256", "128x256:bf16")   # verilator_engine; ":bf16": a specialised build
+BASELINE_MAX_ROWS = 16       # the cocotb testbench on the structural array (the former path) up to this size
+
+
+def _engine_run(prog, *, pack, parts, dtypes, harness="compiled", array_form="loop"):
+    """(exported, built, checked HdlResult, seconds with the checks, unchecked seconds)."""
+    from cosim import harness as compiled
+    from cosim import hdl
+    from cosim.lockstep import Lockstep
+    cfg = hdl.Config.of(prog, pack=pack, psum_partitions=parts, dtypes=dtypes)
+    exported = hdl.export_cached(cfg, log=print)
+    if harness == "compiled":
+        built = compiled.build(exported, log=print)
+        lk = Lockstep(prog, pack=pack, psum_partitions=parts)
+        res = compiled.simulate_many([lk], built)[0]
+        return exported, built, res, res.seconds + res.check_seconds, res.seconds
+    built = hdl.build_cached(exported, "verilator", array_form=array_form, log=print)
+    runs = {}
+    for k in (True, False):
+        lk = Lockstep(prog, pack=pack, psum_partitions=parts)
+        lk.compare = k
+        runs[k] = hdl.simulate(lk, built)
+    return exported, built, runs[True], runs[True].seconds, runs[False].seconds
 
 
 def bench_verilator_engine(sizes=SIZES) -> list[dict]:
-    """The exported engine on Verilator through cocotb: export and build time, build peak memory,
-    and simulation speed of a long bf16 matmul with and without the per-cycle golden check.
-    4 elements per PE (FP8 double row, MX quad) and max(16, rows) PSUM partitions: the 128 x 128 and
-    128 x 256 builds are the ones `make cosim-full` uses.  512 vectors, 128 from 128 rows on (a
-    full-size engine simulates a few cycles a second)."""
-    from cosim import hdl, programs
+    """The exported engine on Verilator through the compiled harness (D-T60, D-T61): export and build
+    time, build peak memory, and simulation speed of a long bf16 matmul checked every cycle against
+    the golden engine (the harness's simulation plus the comparison in Python) and unchecked.  4
+    elements per PE (FP8 double row, MX quad; 1 for a bf16-only build) and max(16, rows) PSUM
+    partitions: the 128 x 128 and 128 x 256 builds are the ones `make cosim-full` uses.  Up to 16 x 16
+    the same program also runs the former path (cocotb, a hierarchical block per PE) as the baseline."""
+    from cosim import programs
+    from rtl.fp.pe_mac import parse_dtypes
     rows = []
     for spec in sizes:
-        gen, r, c = parse_size(spec)
-        prog = programs.single(gen, "bf16", rows=r, cols=r, n=512 if r < 128 else 128)   # MAVERICK: left half
+        size, _, dnames = spec.partition(":")
+        gen, r, c = parse_size(size)
+        dtypes = parse_dtypes(gen, dnames.split(",")) if dnames else None
+        pack = 1 if dtypes else 4
+        prog = programs.single(gen, "bf16", rows=r, cols=r, n=512)          # MAVERICK: the left half
         parts = max(16, r)
-        cfg = hdl.Config.of(prog, pack=4, psum_partitions=parts)
         t0 = time.perf_counter()
-        exported = hdl.export_cached(cfg, log=print)
-        built = hdl.build_cached(exported, "verilator", opt="-O1", log=print)
-        runs = {k: hdl.run(prog, compare=k, pack=4, psum_partitions=parts) for k in (True, False)}
-        assert runs[True].mismatch is None, str(runs[True].mismatch)
-        checked, free = runs[True], runs[False]
-        rows.append({"name": f"verilator engine {gen} {r}x{c}", "export_seconds": sum(exported["seconds"].values()),
-                     "build_seconds": built["seconds"], "build_peak_mb": built["peak_child_mb"],
-                     "cycles": checked.cycles, "seconds": checked.seconds,
-                     "cycles_per_s": checked.cycles / checked.seconds,
-                     "pe_cycles_per_s": checked.cycles * r * c / checked.seconds,
-                     "unchecked_cycles_per_s": free.cycles / free.seconds,
-                     "check_overhead": checked.seconds / free.seconds,
-                     "first_call_seconds": time.perf_counter() - t0})
+        exported, built, res, checked_s, free_s = _engine_run(prog, pack=pack, parts=parts, dtypes=dtypes)
+        assert res.mismatch is None, str(res.mismatch)
+        row = {"name": f"verilator engine {gen} {r}x{c}{' ' + dnames + ' only' if dnames else ''}",
+               "export_seconds": sum(exported["seconds"].values()), "build_seconds": built["seconds"],
+               "build_peak_mb": built["peak_child_mb"], "cycles": res.cycles, "seconds": checked_s,
+               "cycles_per_s": res.cycles / checked_s, "pe_cycles_per_s": res.cycles * r * c / checked_s,
+               "unchecked_cycles_per_s": res.cycles / free_s, "check_overhead": checked_s / free_s,
+               "first_call_seconds": time.perf_counter() - t0}
+        if r <= BASELINE_MAX_ROWS and not dtypes:
+            _, _, base, base_s, _ = _engine_run(prog, pack=pack, parts=parts, dtypes=None, harness="cocotb",
+                                                array_form="structural")
+            assert base.mismatch is None, str(base.mismatch)
+            row.update({"baseline": "cocotb + a hierarchical block per PE (the former path)",
+                        "baseline_cycles_per_s": base.cycles / base_s,
+                        "ratio_vs_baseline": (base_s / base.cycles) / (checked_s / res.cycles)})
+        rows.append(row)
+    return rows
+
+
+# The PE's Yosys cells (proc; flatten; opt -full; wreduce) of commit b3be622, before the lean datapath.
+PE_CELLS_BEFORE = {"mariana p1": 470, "mariana p4": 1011, "mariana p8": 1473,
+                   "maverick p1": 490, "maverick p4": 1100, "maverick p8": 1618}
+
+
+def bench_pe_cells() -> list[dict]:
+    """The PE's size in Yosys cells (pack 1, 4, 8), and how many of them the loop form computes
+    unconditionally (the rest only in the branch that uses them, rtl/loopform.py)."""
+    from rtl.loopform import Netlist, yosys_netlist
+    from rtl.pe import PE
+    rows = []
+    for key, before in PE_CELLS_BEFORE.items():
+        gen, pack = key.split(" p")
+        net = Netlist(yosys_netlist(PE(gen, int(pack)), "pe"), "n")
+        always = sum(1 for p in net.block_of.values() if p == ())
+        rows.append({"name": f"PE cells {key}", "cells": len(net.cells) + len(net.regs), "cells_before": before,
+                     "cells_always_evaluated": always, "widest_cell_bits": max(
+                         len(c["connections"]["Y"]) for c in net.cells.values())})
     return rows
 
 
 BENCHES = {"from_fp32": bench_from_fp32, "golden_matmul": bench_golden_matmul,
            "golden_engine": bench_golden_engine, "amaranth_array": bench_amaranth_array,
-           "amaranth_engine": bench_amaranth_engine, "verilator_engine": bench_verilator_engine}
+           "amaranth_engine": bench_amaranth_engine, "verilator_engine": bench_verilator_engine,
+           "pe_cells": bench_pe_cells}
 
 
 def main(argv=None) -> int:
@@ -199,7 +250,9 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(report, indent=2))
     print(f"\n{'benchmark':<44} {'value':>14} {'baseline':>14} {'ratio':>8}")
     for r in results:
-        if "elements_per_s" in r:
+        if "cells" in r:
+            value, base = f"{r['cells']} cells", f"{r['cells_before']} before"
+        elif "elements_per_s" in r:
             value, base = f"{r['elements_per_s']:.3g}/s", f"{r['baseline_elements_per_s']:.3g}/s"
         elif "cycles_per_s" in r:
             value, base = f"{r['cycles_per_s']:.3g} cyc/s", f"{r['pe_cycles_per_s']:.3g} PE-cyc/s"
@@ -212,7 +265,10 @@ def main(argv=None) -> int:
         if "build_seconds" in r:
             print(f"{'':<6}export {r['export_seconds']:.1f} s, Verilator build {r['build_seconds']:.1f} s "
                   f"(peak {r['build_peak_mb']} MB); {r['unchecked_cycles_per_s']:.3g} cyc/s without the golden "
-                  f"check (checked / unchecked time {r['check_overhead']:.2f})")
+                  f"check (checked / unchecked time {r['check_overhead']:.2f})"
+                  + (f"; former path {r['baseline_cycles_per_s']:.3g} cyc/s" if "baseline_cycles_per_s" in r else ""))
+        if "cells_always_evaluated" in r:
+            print(f"{'':<6}{r['cells_always_evaluated']} computed every cycle, widest {r['widest_cell_bits']} bits")
     print(f"\nwritten {out}")
     return 0
 

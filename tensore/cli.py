@@ -60,7 +60,7 @@ def cmd_demo(args) -> int:
 
 
 def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str = "-O1",
-           harness: str | None = None) -> int:
+           harness: str | None = None, dtypes=None) -> int:
     """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure."""
     import time
     t0 = time.perf_counter()
@@ -74,7 +74,8 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     else:
         from cosim import hdl
         res = hdl.run(prog, sim=sim, waves=bool(waves), waves_to=waves, psum_partitions=psum_partitions,
-                      sbuf_latency=sbuf_latency, opt=opt, harness=harness, log=lambda m: print(f"  {m}", flush=True))
+                      sbuf_latency=sbuf_latency, opt=opt, harness=harness, dtypes=dtypes,
+                      log=lambda m: print(f"  {m}", flush=True))
         bad, lk, cycles, checks, seconds, wave_file = res.mismatch, res.lockstep, res.cycles, res.checks, \
             res.seconds, res.waves
     trace = lk.trace
@@ -135,7 +136,15 @@ def cmd_cosim_full(args) -> int:
         t0 = time.perf_counter()
         lks = [Lockstep(p, pack=4, psum_partitions=128) for p in progs]
         golden = time.perf_counter() - t0
-        cfg = hdl.Config(dt.Gen.parse(gen).name, rows, cols, 4, psum_partitions=128)
+        from rtl.fp.pe_mac import parse_dtypes
+        cfg = hdl.Config(dt.Gen.parse(gen).name, rows, cols, 4, psum_partitions=128,
+                         dtypes=parse_dtypes(gen, args.dtypes))
+        if cfg.dtypes is not None:              # a specialised build runs the programs it carries
+            keep = [not (hdl.needed_dtypes(lk) - set(cfg.dtypes)) for lk in lks]
+            for p, k in zip(progs, keep):
+                if not k:
+                    print(f"  {p.name}: skipped (needs a dtype outside --dtypes)", flush=True)
+            progs, lks = [p for p, k in zip(progs, keep) if k], [lk for lk, k in zip(lks, keep) if k]
         say = lambda m: print(f"  {m}", flush=True)       # noqa: E731
         exported = hdl.export_cached(cfg, log=say)
         if args.harness == "compiled":
@@ -176,11 +185,15 @@ def cmd_cosim_full(args) -> int:
 def cmd_verilog(args) -> int:
     """Export the engine RTL as Verilog (rtl/export.py)."""
     from rtl.export import export_engine
+    from rtl.fp.pe_mac import parse_dtypes
     res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
-                        psum_partitions=args.psum_partitions, out_dir=args.output)
+                        psum_partitions=args.psum_partitions, out_dir=args.output,
+                        dtypes=parse_dtypes(args.gen, args.dtypes))
     for f in res["files"]:
         print(f"wrote {f} ({f.stat().st_size:,} bytes)")
-    print(f"wrote {res['filelist']}, {res['vlt']}, {Path(args.output) / 'engine.json'}")
+    out = Path(args.output)
+    print(f"wrote {res['filelist']}, {res['vlt']}, {out / 'engine.json'}; the simulator form (the array in loop "
+          f"form, D-T60): {out / 'files_sim.f'}, {out / 'verilator_sim.vlt'}")
     print(f"{res['gen']} {res['rows']}x{res['cols']} engine, {res['psum_partitions']} PSUM partitions: "
           f"exported in {res['seconds']:.1f} s ({', '.join(f'{k} {v} s' for k, v in res['times'].items())})")
     return 0
@@ -197,8 +210,9 @@ def cmd_cosim(args) -> int:
     if args.sbuf:
         sbuf = np.load(args.sbuf)["sbuf"].astype(np.uint8)
     prog = Program(src.stem, gen, args.rows, cols, src.read_text(), sbuf)
+    from rtl.fp.pe_mac import parse_dtypes
     return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
-                  harness=args.harness)
+                  harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes))
 
 
 def _check_expectations(prog, engine) -> int:
@@ -306,6 +320,8 @@ def main(argv=None) -> int:
     p.add_argument("--sbuf-latency", type=int, default=2)
     p.add_argument("--psum-partitions", type=int, default=16)
     p.add_argument("-o", "--output", default="build/verilog/engine")
+    p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
+                   help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.set_defaults(func=cmd_verilog)
     p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine")
     p.add_argument("program")
@@ -319,6 +335,8 @@ def main(argv=None) -> int:
     p.add_argument("--sbuf-latency", type=int, default=2)
     p.add_argument("--harness", default=None, choices=["compiled", "cocotb"],
                    help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
+    p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
+                   help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
     p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE))
@@ -326,6 +344,8 @@ def main(argv=None) -> int:
     p.add_argument("--n-small", type=int, default=128, help="moving vectors of the MX and double-row matmuls")
     p.add_argument("--opt", default="-O1", help="C++ optimisation of the Verilator build")
     p.add_argument("--harness", default="compiled", choices=["compiled", "cocotb"], help="Verilator testbench")
+    p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
+                   help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.add_argument("-o", "--output", default="build/cosim_full.json")
     p.set_defaults(func=cmd_cosim_full)
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")

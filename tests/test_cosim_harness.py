@@ -1,4 +1,4 @@
-"""The compiled Verilator harness (cosim/harness.py, D-T47) and the cocotb testbench give the same
+"""The compiled Verilator harness (cosim/harness.py, D-T61) and the cocotb testbench give the same
 verdicts: the same programs pass with the same cycles and checks, and a corrupted golden write is
 reported identically, with a waveform from a traced re-run."""
 import os

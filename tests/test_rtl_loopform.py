@@ -1,4 +1,4 @@
-"""The loop-form array (rtl/array_loop.py, D-T46) is the same circuit as the Amaranth array: random
+"""The loop-form array (rtl/array_loop.py, D-T60) is the same circuit as the Amaranth array: random
 input vectors, cycle by cycle, through Verilator, against the Amaranth array exported by Amaranth's
 own Verilog backend."""
 import numpy as np

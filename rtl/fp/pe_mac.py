@@ -20,20 +20,45 @@ SIG = 24                                     # unpacked significand width (fp32'
 PART_FULL, PART_HI, PART_LO = 0, 1, 2
 
 
-def element_dtypes(gen) -> list:
-    """The operand dtypes a PE of `gen` multiplies (matmul inputs and MX elements)."""
+def element_dtypes(gen, dtypes=None) -> list:
+    """The operand dtypes a PE of `gen` multiplies (matmul inputs and MX elements); `dtypes` (a
+    specialised build, D-T62) keeps only those."""
     gen = Gen.parse(gen)
     cands = [Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5,
              Dtype.FP8_EXP2, Dtype.FP4_EXP2, Dtype.INT4]
-    return [d for d in cands if dt.is_in_enum(d, gen)]
+    return [d for d in cands if dt.is_in_enum(d, gen) and (dtypes is None or d in dtypes)]
+
+
+def parse_dtypes(gen, names) -> tuple | None:
+    """A specialised build's dtype set from names ("bf16 fp8_e4m3"), checked against the generation;
+    None (the universal PE) for no names."""
+    if not names:
+        return None
+    gen = Gen.parse(gen)
+    out = []
+    for n in names:
+        try:
+            d = Dtype.parse(n)
+        except (KeyError, ValueError):
+            raise ValueError(f"unknown dtype {n!r}") from None
+        if d not in element_dtypes(gen):
+            ok = ", ".join(x.name.lower() for x in element_dtypes(gen))
+            raise ValueError(f"{d.name.lower()} is not a PE operand dtype of {gen.name} (one of {ok})")
+        out.append(d)
+    return tuple(sorted(set(out)))
+
+
+def dtypes_suffix(dtypes) -> str:
+    """The module-name suffix of a specialised build ('' for the universal PE)."""
+    return "" if not dtypes else "_" + "_".join(Dtype(d).name.lower() for d in dtypes)
 
 
 class Unpack(wiring.Component):
     """code + dtype -> (sign, significand, exponent of its lsb, inf, nan); FP32 split by `part`."""
 
-    def __init__(self, gen, e4m3=None):
+    def __init__(self, gen, e4m3=None, dtypes=None):
         self.gen = Gen.parse(gen)
-        self.e4m3 = e4m3
+        self.e4m3, self.dtypes = e4m3, dtypes
         super().__init__({
             "code": In(32), "dtype": In(8), "part": In(2),
             "sign": Out(1), "sig": Out(SIG), "exp": Out(signed(EXP_WIDTH)), "inf": Out(1), "nan": Out(1),
@@ -42,7 +67,7 @@ class Unpack(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         with m.Switch(self.dtype):
-            for d in element_dtypes(self.gen):
+            for d in element_dtypes(self.gen, self.dtypes):
                 with m.Case(int(d)):
                     if d == Dtype.INT4:
                         v = self.code[:4]
@@ -99,10 +124,12 @@ class PeMac(wiring.Component):
     With pack > 1 the step's products are MX / double-row elements (<= 8-bit formats); the MX
     scale exponents `sa`, `sw` (E8M0 value - 127, ignored unless `scaled`) multiply the sum."""
 
-    def __init__(self, gen, pack: int = 1, e4m3=None):
-        self.gen, self.pack, self.e4m3 = Gen.parse(gen), pack, e4m3
-        small = [d for d in element_dtypes(self.gen) if d not in (Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32)]
+    def __init__(self, gen, pack: int = 1, e4m3=None, dtypes=None):
+        self.gen, self.pack, self.e4m3, self.dtypes = Gen.parse(gen), pack, e4m3, dtypes
+        small = [d for d in element_dtypes(self.gen, dtypes) if d not in (Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32)]
         self.small = small
+        if pack > 1 and not small:
+            raise ValueError("more than one element per PE needs an 8-bit or 4-bit element dtype in the build")
         if pack > 1:                                   # fixed-point accumulator of the step's products
             span = max(_max_msb(a, self.gen) - _min_lsb(a, self.gen) for a in small)
             self.acc_width = 2 * span + 2 + (pack - 1).bit_length() + 1
@@ -126,7 +153,7 @@ class PeMac(wiring.Component):
         m.submodules.add = add = FusedAdd(self.term_width)
         prods = []
         for j in range(self.pack):
-            ua, uw = Unpack(self.gen, self.e4m3), Unpack(self.gen, self.e4m3)
+            ua, uw = Unpack(self.gen, self.e4m3, self.dtypes), Unpack(self.gen, self.e4m3, self.dtypes)
             m.submodules[f"ua{j}"], m.submodules[f"uw{j}"] = ua, uw
             m.d.comb += [ua.code.eq(getattr(self, f"a{j}")), ua.dtype.eq(self.a_dtype), ua.part.eq(self.a_part),
                          uw.code.eq(getattr(self, f"w{j}")), uw.dtype.eq(self.w_dtype), uw.part.eq(self.w_part)]

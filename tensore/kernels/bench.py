@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from model import dtypes as dt
+from tensore.bench import best_of
 
 PATHS = {   # name -> matmul keyword arguments (codes are made from the same fp32 operands)
     "bf16": dict(in_dtype="bf16"), "fp16": dict(in_dtype="fp16"), "fp8 e4m3": dict(in_dtype="fp8_e4m3"),
@@ -18,15 +19,6 @@ PATHS = {   # name -> matmul keyword arguments (codes are made from the same fp3
 }
 
 
-def _best(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def golden_ratios(k=128, m=128, n=512, repeat=3, seed=11) -> dict:
     """{path: {"seconds", "ratio_vs_np_matmul"}} for a k x m x n matmul, plus the baseline.
     Run with OPENBLAS_NUM_THREADS=1 on a shared machine: a multi-threaded np.matmul baseline swings
@@ -34,7 +26,7 @@ def golden_ratios(k=128, m=128, n=512, repeat=3, seed=11) -> dict:
     from model.array import matmul
     rng = np.random.default_rng(seed)
     w32, a32 = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
-    ref = _best(lambda: np.matmul(w32.T, a32), 20 * repeat)
+    ref = best_of(lambda: np.matmul(w32.T, a32), 20 * repeat)
     out = {"baseline": {"name": f"np.matmul float32 {k}x{m}x{n}", "seconds": ref}}
     for name, kw in PATHS.items():
         kw = dict(kw)
@@ -48,7 +40,7 @@ def golden_ratios(k=128, m=128, n=512, repeat=3, seed=11) -> dict:
         if name.startswith("sparse"):
             a = np.stack([a, codes(a32[::-1].copy())], axis=1)
             kw["tags"] = rng.integers(0, 2, (k, m))
-        t = _best(lambda: matmul(w, a, gen=gen, **kw), repeat)
+        t = best_of(lambda: matmul(w, a, gen=gen, **kw), repeat)
         out[name] = {"seconds": t, "ratio_vs_np_matmul": t / ref}
     return out
 

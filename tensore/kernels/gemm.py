@@ -285,7 +285,7 @@ def gemm_codes(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", row
     bt, at = _tile_bytes(b_codes, g, es), _tile_bytes(np.asarray(a_codes).T, g, es)
     blocks = [bt, at] + ([_scale_bytes(b_scales, g), _scale_bytes(a_scales, g)] if mx else [])
     sbuf, offs = _sbuf_image(blocks)
-    b_off, a_off = offs[0], offs[1]
+    b_off = offs[0]
     txt = _Text(g, dtype, mode, out, mx)
     if rounding == "sr":
         sr_setup(sbuf, txt)
