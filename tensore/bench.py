@@ -225,10 +225,26 @@ def bench_pe_cells() -> list[dict]:
     return rows
 
 
+def bench_golden_paths() -> list[dict]:
+    """Every model.array.matmul path on 128 x 128 x 512 against np.matmul float32 (same run)."""
+    from tensore.kernels.bench import golden_ratios
+    r = golden_ratios()
+    base = r.pop("baseline")
+    return [{"name": f"golden matmul {k} 128x128x512", "seconds": v["seconds"], "baseline": base["name"],
+             "baseline_seconds": base["seconds"], "ratio_vs_baseline": v["ratio_vs_np_matmul"], "target_ratio": 10.0}
+            for k, v in r.items()]
+
+
+def bench_kernels() -> list[dict]:
+    """Cycle estimates of GEMMs on the full-size golden engines (tensore/kernels/bench.py)."""
+    from tensore.kernels.bench import kernel_estimates
+    return kernel_estimates()
+
+
 BENCHES = {"from_fp32": bench_from_fp32, "golden_matmul": bench_golden_matmul,
            "golden_engine": bench_golden_engine, "amaranth_array": bench_amaranth_array,
            "amaranth_engine": bench_amaranth_engine, "verilator_engine": bench_verilator_engine,
-           "pe_cells": bench_pe_cells}
+           "pe_cells": bench_pe_cells, "golden_paths": bench_golden_paths, "kernels": bench_kernels}
 
 
 def main(argv=None) -> int:
@@ -250,6 +266,10 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(report, indent=2))
     print(f"\n{'benchmark':<44} {'value':>14} {'baseline':>14} {'ratio':>8}")
     for r in results:
+        if "utilisation" in r:
+            value, base = f"{r['cycles']:,} cyc", f"{round(r['ideal_cycles']):,} ideal"
+            print(f"{r['name']:<44} {value:>14} {base:>14} {r['utilisation']:>8.1%}")
+            continue
         if "cells" in r:
             value, base = f"{r['cells']} cells", f"{r['cells_before']} before"
         elif "elements_per_s" in r:

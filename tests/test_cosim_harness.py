@@ -8,8 +8,8 @@ import pytest
 from cosim import hdl
 from cosim import programs as P
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mariana")]
-PACK = 8                                    # the library's MARIANA build (tests/test_cosim_hdl.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cayman")]
+PACK = 2                                    # the library's CAYMAN build (tests/test_cosim_hdl.py)
 
 
 def _tamper(trace):
@@ -18,9 +18,9 @@ def _tamper(trace):
 
 
 def test_harnesses_agree():
-    progs = [p for p in P.library("mariana", rows=8, cols=8)
-             if p.name in ("accumulate_group", "bf16_drain_sr", "sparse_mixed", "invalid_mixed")]
-    assert len(progs) >= 3
+    progs = [p for p in P.library("cayman", rows=8, cols=8)
+             if p.name in ("accumulate_group", "double_row", "sparse_mixed", "invalid_mixed", "specials_fp32_high")]
+    assert len(progs) == 5
     compiled = hdl.run_many(progs, pack=PACK, harness="compiled")
     cocotb = hdl.run_many(progs, pack=PACK, harness="cocotb")
     for p, a, b in zip(progs, compiled, cocotb):
@@ -38,4 +38,4 @@ def test_harnesses_agree():
 
 def test_compiled_harness_refuses_icarus():
     with pytest.raises(ValueError, match="Verilator"):
-        hdl.run(P.single("mariana", "bf16", n=2), sim="icarus", harness="compiled")
+        hdl.run(P.single("cayman", "bf16", n=2), sim="icarus", harness="compiled")
