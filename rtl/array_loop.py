@@ -47,25 +47,31 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
              *array_header(name, rows, cols, pack)]
     for reg in net.regs:
         lines.append(f"  logic [{reg.width - 1}:0] q{reg.index} [0:{rows - 1}][0:{cols - 1}];")
-        lines.append(f"  logic [{reg.width - 1}:0] d{reg.index} [0:{rows - 1}][0:{cols - 1}];")
+        lines.append(f"  logic [{reg.width - 1}:0] d{reg.index};")
     lines += [f"  logic [{a - 1}:0] x_act;", "  logic [31:0] x_psum;", "  logic x_pvalid, x_wl_valid, x_tag_valid;",
-              f"  logic [{w - 1}:0] x_wl;", "  logic [3:0] x_tag;", *net.declarations()]
+              f"  logic [{w - 1}:0] x_wl;", "  logic [3:0] x_tag;", f"  logic [31:0] o_psum [0:{cols - 1}];",
+              f"  logic o_valid [0:{cols - 1}];", *net.declarations()]
+    # The PEs update in place, last row and column first: when PE (r, c) runs, its left and upper
+    # neighbours still hold this cycle's values, and the PEs that read it have run.
     lines += ["  always_ff @(posedge clk) begin",
-              f"    for (int r = 0; r < {rows}; r++) begin",
-              f"      for (int c = 0; c < {cols}; c++) begin",
+              f"    for (int r = {rows - 1}; r >= 0; r--) begin",
+              f"      for (int c = {cols - 1}; c >= 0; c--) begin",
               f"        x_act = c == 0 ? row_in[{a}*r +: {a}] : {net.output('act_out', left)};",
               f"        x_psum = r == 0 ? top_psum[32*c +: 32] : {net.output('psum_out', above)};",
               f"        x_pvalid = r == 0 ? top_valid[c] : {net.output('psum_valid_out', above)};",
               f"        x_wl_valid = wl_valid && wl_row == {rb}'(r) && wl_cols[c];",
-              f"        x_wl = wl_data[{w}*c +: {w}];",
+              f"        if (x_wl_valid) x_wl = wl_data[{w}*c +: {w}];",
               f"        x_tag_valid = tag_valid && tag_row == {rb}'(r) && tag_cols[c];",
-              "        x_tag = tag_data[4*c +: 4];",
-              *net.step(inputs, here, [f"d{k}[r][c]" for k in range(len(net.regs))], "rst", " " * 8),
+              "        if (x_tag_valid) x_tag = tag_data[4*c +: 4];",
+              *net.step(inputs, here, [f"d{k}" for k in range(len(net.regs))], "rst", " " * 8),
+              *[f"        q{k}[r][c] = d{k};" for k in range(len(net.regs))],
               "      end", "    end",
-              *[f"    q{k} <= d{k};" for k in range(len(net.regs))],
+              f"    for (int c = 0; c < {cols}; c++) begin      // the outputs change after the edge",
+              f"      o_psum[c] <= {net.output('psum_out', bottom)};",
+              f"      o_valid[c] <= {net.output('psum_valid_out', bottom)};",
+              "    end",
               "  end",
               "  genvar c;", f"  generate for (c = 0; c < {cols}; c = c + 1) begin : col",
-              f"    assign out_psum[32*c +: 32] = {net.output('psum_out', bottom)};",
-              f"    assign out_valid[c] = {net.output('psum_valid_out', bottom)};",
+              "    assign out_psum[32*c +: 32] = o_psum[c];", "    assign out_valid[c] = o_valid[c];",
               "  end endgenerate", "endmodule", ""]
     return "\n".join(lines)

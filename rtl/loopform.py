@@ -182,7 +182,8 @@ class Netlist:
         raise ValueError(f"cell type {t} is not supported in loop form")
 
     def declarations(self, indent: str = "  ") -> list:
-        """One variable per cell (module scope; the simulator keeps them as locals of the loop)."""
+        """One variable per cell, at module scope: a cell in a branch not taken keeps a value no
+        statement of this cycle reads."""
         return [f"{indent}logic [{len(self.cells[c]['connections']['Y']) - 1}:0] {self.names[c]};"
                 for c in self.order]
 
