@@ -3,12 +3,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from model import dtypes as dt
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("tensore")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def dtype_table(gen) -> str:
@@ -100,6 +109,7 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
 
 
 FULL_SIZE = {"maverick": (128, 256), "mariana": (128, 128)}
+GENS = [g.name.lower() for g in dt.Gen]
 
 
 def full_size_programs(gen, n: int, n_small: int) -> list:
@@ -228,19 +238,29 @@ def _check_expectations(prog, engine) -> int:
 
 
 def cmd_asm(args) -> int:
-    from model.isa.asm import assemble
+    """Assemble; every descriptor the ISA checks refuse is reported with its source line and reasons
+    (an error with --strict)."""
+    from model.isa import check
+    from model.isa.asm import assemble, descriptor_lines
     src = Path(args.source)
-    data = assemble(src.read_text(), args.gen, source=str(src))
-    out = Path(args.output or src.with_suffix(".bin"))
-    out.write_bytes(data)
-    print(f"{src}: {len(data) // 64} descriptors -> {out}")
-    from model.isa import check, error_code
-    bad = [(i, error_code(check(data[i:i + 64], args.gen))) for i in range(0, len(data), 64)]
-    bad = [(i // 64, c) for i, c in bad if c]
-    for index, code in bad:
-        print(f"warning: descriptor {index} is invalid ({code.name}); `tensore disasm` lists why",
-              file=sys.stderr)
-    return 0
+    text = src.read_text()
+    data = assemble(text, args.gen, source=str(src))
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        out = Path(args.output or src.with_suffix(".bin"))
+        out.write_bytes(data)
+        print(f"{src}: {len(data) // 64} descriptors -> {out}")
+    lines = descriptor_lines(text)
+    refused = 0
+    for i in range(0, len(data), 64):
+        violations = check(data[i:i + 64], args.gen)
+        refused += bool(violations)
+        for v in violations:
+            print(f"{src}:{lines[i // 64]}: {'error' if args.strict else 'warning'}: descriptor {i // 64} is "
+                  f"refused: {v}", file=sys.stderr)
+    return 1 if refused and args.strict else 0
 
 
 def cmd_disasm(args) -> int:
@@ -279,10 +299,18 @@ def cmd_run(args) -> int:
     trace = engine.run(data)
     print(run_summary(engine, trace))
     if args.output:
-        np.savez_compressed(args.output, psum=engine.psum.mem, sr_state=engine.psum.sr_state,
+        out = Path(args.output if args.output.endswith(".npz") else args.output + ".npz")
+        np.savez_compressed(out, psum=engine.psum.mem, sr_state=engine.psum.sr_state,
                             psum_writes=np.array([(e.cycle, e.data["partition"], e.data["offset"], e.data["bits"])
                                                   for e in trace.of_kind("psum_write")], np.int64).reshape(-1, 4))
-        print(f"wrote {args.output} (psum [128, 16384] bytes, sr_state, psum_writes [cycle, partition, offset, bits])")
+        print(f"wrote {out} (psum [128, 16384] bytes, sr_state, psum_writes [cycle, partition, offset, bits])")
+    refused = [o for o in trace.ops if o.error]
+    if refused and not args.allow_refused:
+        o = refused[0]
+        why = f": {o.violations[0]}" if o.violations else ""
+        print(f"error: {len(refused)} micro-op(s) refused; the first is #{o.index} {o.name} ({o.error.name}{why}); "
+              "--allow-refused accepts programs that test refusals", file=sys.stderr)
+        return 1
     return 1 if trace.stalled else 0
 
 
@@ -294,13 +322,16 @@ def cmd_regs(args) -> int:
 
 
 def main(argv=None) -> int:
+    if argv is None:                                        # the command: `tensore ... | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = argparse.ArgumentParser(prog="tensore", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tensore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("dtypes", help="print the dtype table of a generation")
-    p.add_argument("--gen", default="maverick")
+    p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower)
     p.set_defaults(func=cmd_dtypes)
     p = sub.add_parser("demo", help="the main job (see README): library programs through the RTL in Verilator")
-    p.add_argument("--gen", default="mariana")
+    p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower)
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--cols", type=int, default=None)
     p.add_argument("-n", type=int, default=64, help="moving vectors per matmul")
@@ -313,7 +344,7 @@ def main(argv=None) -> int:
                    "as fast as -O1; the demo's programs are short)")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("verilog", help="export the engine as Verilog (one PE, row and PSUM module, files.f, .vlt)")
-    p.add_argument("--gen", default="mariana")
+    p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower)
     p.add_argument("--rows", type=int, default=16)
     p.add_argument("--cols", type=int, default=None)
     p.add_argument("--pack", type=int, default=None)
@@ -325,7 +356,7 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_verilog)
     p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine")
     p.add_argument("program")
-    p.add_argument("--gen", required=True)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"])
@@ -350,21 +381,24 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_cosim_full)
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
     p.add_argument("source")
-    p.add_argument("-o", "--output")
-    p.add_argument("--gen", required=True)
+    p.add_argument("-o", "--output", help="the descriptors (default: the source with .bin; - for stdout)")
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
+    p.add_argument("--strict", action="store_true", help="exit 1 if the ISA checks refuse any descriptor")
     p.set_defaults(func=cmd_asm)
     p = sub.add_parser("disasm", help="disassemble descriptors; lists every violation (exit 1 if any)")
     p.add_argument("binary")
-    p.add_argument("--gen", required=True)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
     p.set_defaults(func=cmd_disasm)
     p = sub.add_parser("run", help="run a program (.s or .bin) in the golden engine and print a summary")
     p.add_argument("program")
-    p.add_argument("--gen", required=True)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
     p.add_argument("--sbuf", help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
     p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to")
     p.add_argument("--rows", type=int, default=128)
     p.add_argument("--cols", type=int, default=None)
     p.add_argument("--sbuf-latency", type=int, default=2)
+    p.add_argument("--allow-refused", action="store_true",
+                   help="exit 0 although micro-ops were refused (programs that test refusals)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("regs", help="regenerate the register artefacts from rtl/regs/arr_seq.rdl")
     p.set_defaults(func=cmd_regs)

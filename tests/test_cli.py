@@ -108,3 +108,55 @@ def test_bench_sizes():
     assert parse_size("64") == ("mariana", 64, 64) and parse_size("128x256") == ("maverick", 128, 256)
     with pytest.raises(ValueError, match="R x 2R"):
         parse_size("128x200")
+
+
+def _tensore(*args, cwd=None, input=None):
+    """The real command in a subprocess: (exit code, stdout bytes, stderr text)."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-m", "tensore.cli", *map(str, args)], cwd=cwd, input=input,
+                         capture_output=True)
+    return res.returncode, res.stdout, res.stderr.decode()
+
+
+NO_TILE = PROG.replace("tile_size=(row_size_log2=r128, col_size_log2=c128) ", "")
+
+
+def test_refused_micro_ops_fail_the_run(tmp_path):
+    (tmp_path / "p.s").write_text(NO_TILE)
+    rc, out, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick")
+    assert rc == 1 and "2 refused" in out.decode()
+    assert "error: 2 micro-op(s) refused; the first is #0 ldweights" in err and "--allow-refused" in err
+    assert "Traceback" not in err
+    rc, _, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick", "--allow-refused")
+    assert rc == 0 and err == ""
+
+
+def test_asm_names_line_and_reason_of_refused_descriptors(tmp_path):
+    (tmp_path / "p.s").write_text(NO_TILE)
+    rc, _, err = _tensore("asm", tmp_path / "p.s", "--gen", "maverick")
+    assert rc == 0
+    assert f"{tmp_path / 'p.s'}:2: warning: descriptor 0 is refused:" in err
+    assert f"{tmp_path / 'p.s'}:3: warning: descriptor 1 is refused:" in err
+    rc, _, err = _tensore("asm", tmp_path / "p.s", "--gen", "maverick", "--strict")
+    assert rc == 1 and ": error: descriptor 0 is refused:" in err
+
+
+def test_cli_conventions(tmp_path):
+    (tmp_path / "p.s").write_text(PROG)
+    rc, out, _ = _tensore("asm", tmp_path / "p.s", "--gen", "maverick", "-o", "-", cwd=tmp_path)
+    assert rc == 0 and len(out) == 128 and not (tmp_path / "-").exists()
+    rc, out, _ = _tensore("--version")
+    assert rc == 0 and out.decode().startswith("tensore ")
+    rc, _, err = _tensore("run", tmp_path / "p.s", "--gen", "trn9")
+    assert rc == 2 and "invalid choice: 'trn9' (choose from" in err and "maverick" in err
+    rc, out, _ = _tensore("run", tmp_path / "p.s", "--gen", "maverick", "-o", tmp_path / "out2")
+    assert rc == 0 and f"wrote {tmp_path / 'out2.npz'}" in out.decode() and (tmp_path / "out2.npz").exists()
+
+
+def test_broken_pipe_is_quiet(tmp_path):
+    import subprocess
+    import sys
+    cmd = f"'{sys.executable}' -m tensore.cli dtypes --gen maverick | head -1"
+    res = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
+    assert res.stdout.startswith("NEURON_ISA_TPB_DTYPE") and "Broken pipe" not in res.stderr and res.stderr == ""

@@ -167,6 +167,11 @@ def parse_line(text: str, lineno: int = 1):
     return op.text.lower(), fields, op.col, cols
 
 
+def descriptor_lines(text: str) -> list[int]:
+    """The source line of each descriptor of an assembled program (1-based)."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if parse_line(line, n) is not None]
+
+
 def assemble(text: str, gen, source: str = "<asm>") -> bytes:
     """Assemble a program; errors carry line and column."""
     gen = Gen.parse(gen)
