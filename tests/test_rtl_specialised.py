@@ -35,7 +35,7 @@ def test_specialised_pe_is_smaller():
 def test_specialised_engine_runs_and_refuses():
     bf16 = parse_dtypes("cayman", ["bf16"])
     prog = P.accumulate_group("cayman", rows=4, cols=4, n=8)
-    res = hdl.run(prog, dtypes=bf16, pack=1)
+    res = hdl.run(prog, dtypes=bf16, pack=1, opt="-O0")
     assert res.mismatch is None and res.checks > res.cycles
     other = P.single("cayman", "fp16", rows=4, cols=4, n=4)
     with pytest.raises(ValueError, match="does not carry"):
@@ -44,6 +44,6 @@ def test_specialised_engine_runs_and_refuses():
     lk = Lockstep(other, pack=1)
     cfg = hdl.Config.of(other, pack=1, dtypes=bf16)
     from cosim import harness
-    built = harness.build(hdl.export_cached(cfg, log=lambda *a: None), log=lambda *a: None)
+    built = harness.build(hdl.export_cached(cfg, log=lambda *a: None), opt="-O0", log=lambda *a: None)
     bad = harness.simulate_many([lk], built)[0].mismatch
     assert bad is not None and "unsupported" in bad.where
