@@ -185,7 +185,7 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
         check_seconds = time.perf_counter() - t0
         wave = str(waves_to) if waves_to else None
         if bad is not None and wave is None:
-            traced = build(built["exported"], trace=True, log=log)
+            traced = build(built["exported"], trace=True, opt="-O0", log=log)     # for the waveform only
             wave = str(Path(traced["dir"]) / f"mismatch_{lk.program.name}.vcd")
             _execute([lk], traced, wave)
         if bad is not None:
