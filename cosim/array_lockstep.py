@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 from amaranth.sim import Simulator
 
-from rtl.array import Array
-from rtl.pe import SPARSE_FMAPS
+from tensore.rtl.array import Array
+from tensore.rtl.pe import SPARSE_FMAPS
 
 
 @dataclass

@@ -12,7 +12,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from cosim.lockstep import bench
+from tensore.cosim.lockstep import bench
 
 
 class CocotbPort:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim import toolchain
-from cosim.hdl import COSIM_TOP, VERILATOR_FLAGS, HdlResult, _locked, _wrapper
-from rtl.rowport import MV_ELEMS
+from tensore.cosim import toolchain
+from tensore.cosim.hdl import COSIM_TOP, VERILATOR_FLAGS, HdlResult, _locked, _wrapper
+from tensore.rtl.rowport import MV_ELEMS
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).with_name("harness.cpp")

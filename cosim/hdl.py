@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cosim import toolchain
-from cosim.lockstep import Lockstep, Mismatch, one_array
-from model.dtypes import Dtype
+from tensore.cosim import toolchain
+from tensore.cosim.lockstep import Lockstep, Mismatch, one_array
+from tensore.model.dtypes import Dtype
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMS = ("verilator", "icarus")
@@ -50,7 +50,7 @@ class Config:
 
     @property
     def label(self) -> str:
-        from rtl.fp.pe_mac import dtypes_suffix
+        from tensore.rtl.fp.pe_mac import dtypes_suffix
         return (f"{self.gen.lower()}_{self.rows}x{self.cols}_p{self.pack}_l{self.sbuf_latency}"
                 f"_ps{self.psum_partitions}{dtypes_suffix(self.dtypes)}")
 
@@ -84,7 +84,7 @@ def export_cached(cfg: Config, *, log=print) -> dict:
     with _locked(out):
         info_file = out / "engine.json"
         if not info_file.exists():
-            from rtl.export import export_engine
+            from tensore.rtl.export import export_engine
             log(f"exporting Verilog for {cfg.label} ...")
             t0 = time.perf_counter()
             export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
@@ -265,7 +265,7 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None)
            "COCOTB_LOG_LEVEL": "WARNING"}
     log = work / "sim.log"
     with open(log, "w") as logf, _redirect(logf):
-        runner.test(test_module="cosim.cocotb_bench", hdl_toplevel=built["top"], hdl_toplevel_lang="verilog", build_dir=Path(built["dir"]) / "obj",
+        runner.test(test_module="tensore.cosim.cocotb_bench", hdl_toplevel=built["top"], hdl_toplevel_lang="verilog", build_dir=Path(built["dir"]) / "obj",
                     test_dir=work, extra_env=env, waves=built["waves"], timescale=("1ns", "1ps"))
     if not result.exists():
         raise RuntimeError(f"the {built['sim']} simulation did not finish; see {log}")
@@ -343,7 +343,7 @@ def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=No
     check_dtypes(lks, cfg)
     exported = export_cached(cfg, log=log)
     if _harness(sim, harness) == "compiled":
-        from cosim import harness as compiled
+        from tensore.cosim import harness as compiled
         built = compiled.build(exported, trace=bool(waves), opt=opt, log=log)
         return compiled.simulate_many(lks, built, waves_to=waves_to, log=log)
     built = build_cached(exported, sim, waves=waves, opt=opt, log=log)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from model.arr_seq_regs import REGISTERS
-from model.engine import Engine as GoldenEngine
-from model.isa.asm import assemble
-from rtl.top import MV_ELEMS
+from tensore.model.arr_seq_regs import REGISTERS
+from tensore.model.engine import Engine as GoldenEngine
+from tensore.model.isa.asm import assemble
+from tensore.rtl.top import MV_ELEMS
 
 MV_BITS = 32 * MV_ELEMS                 # one row of mv_resp_data
 MV_MASK = (1 << MV_BITS) - 1
@@ -298,8 +298,8 @@ class AmaranthPort:
 
 def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, stop_at=None, stats=None, tamper=None):
     """Simulate `program` (cosim.programs.Program) in Amaranth; None when everything matches, else a Mismatch."""
-    from cosim.array_lockstep import simulate
-    from rtl.top import Engine
+    from tensore.cosim.array_lockstep import simulate
+    from tensore.rtl.top import Engine
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions,
                   stop_at=stop_at, tamper=tamper)
     dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, sbuf_latency=sbuf_latency,
@@ -329,8 +329,8 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     The engine has the largest elements per PE any of them needs."""
     from amaranth.hdl import ClockDomain, Module
 
-    from cosim.array_lockstep import simulate
-    from rtl.top import Engine
+    from tensore.cosim.array_lockstep import simulate
+    from tensore.rtl.top import Engine
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     build_pack = max(lk.pack for lk in lks)

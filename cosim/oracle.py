@@ -16,8 +16,8 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from model.dtypes import Dtype, Gen
-from model.isa.enums import FP32Mode, MXPerfMode
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import FP32Mode, MXPerfMode
 
 CANONICAL_NAN = 0x7FC00000
 MX_BLOCK = 32                    # contraction elements per E8M0 scale (D-21)

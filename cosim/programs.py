@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from cosim.oracle import add_f32, decode, matmul
-from model import addrmap
-from model import dtypes as dt
-from model.arr_seq_regs import REGISTERS
-from model.dtypes import Dtype, Gen
-from model.isa import ErrorCode
-from model.psum import SR_STATE_BASE
+from tensore.cosim.oracle import add_f32, decode, matmul
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.arr_seq_regs import REGISTERS
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa import ErrorCode
+from tensore.model.psum import SR_STATE_BASE
 
 SBUF_BYTES = 0x4000          # bytes per partition the library uses (the model is not limited to it)
 
@@ -38,7 +38,7 @@ class Program:
     note: str = ""
 
     def sbuf_model(self):
-        from model.sbuf import Sbuf
+        from tensore.model.sbuf import Sbuf
         return Sbuf(self.sbuf.copy())
 
 

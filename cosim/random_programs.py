@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.programs import (COLUMN_KINDS, VECTOR_KINDS, Program, _Builder, _put_mx, _reg_value, _special_matrix,
+from tensore.cosim.programs import (COLUMN_KINDS, VECTOR_KINDS, Program, _Builder, _put_mx, _reg_value, _special_matrix,
                             _t3)
-from model import addrmap
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
-from model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code, opcodes_of
-from model.isa.asm import AsmError, assemble, disassemble
-from model.isa.check import matmul_input_dtypes
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code, opcodes_of
+from tensore.model.isa.asm import AsmError, assemble, disassemble
+from tensore.model.isa.check import matmul_input_dtypes
 
 FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
@@ -281,7 +281,7 @@ def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8) -
 
 def run_golden(program: Program):
     """The golden engine's run of a program: (engine, trace)."""
-    from model.engine import Engine
+    from tensore.model.engine import Engine
     eng = Engine(program.gen, rows=program.rows, cols=program.cols, sbuf=program.sbuf_model())
     for reg, value in program.regs.items():
         eng.write_reg(reg, value)

@@ -4,7 +4,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from model.dtypes import xorshift32
+from tensore.model.dtypes import xorshift32
 
 SEEDS = [0x9E3779B9, 0x00000001, 0xDEADBEEF, 0x00000000]
 STEPS = 300

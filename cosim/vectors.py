@@ -15,7 +15,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
-from cosim import toolchain
+from tensore.cosim import toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "vectors"

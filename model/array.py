@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas as _blas
 
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
-from model.fp import two_sum
-from model.isa.enums import FP32Mode, MXPerfMode
-from model.mac import canonical_nan, fused_sum
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.fp import two_sum
+from tensore.model.isa.enums import FP32Mode, MXPerfMode
+from tensore.model.mac import canonical_nan, fused_sum
 
 MX_BLOCK = 32                                   # elements sharing one E8M0 scale (D-21)
 PACK = {None: 1, "double_row": 2, MXPerfMode.NONE: 1,
@@ -434,7 +434,7 @@ def _finish(result):
 
 
 def _validate(in_dtype, st_dtype, gen, fp32_mode, perf, mx):
-    from model.isa.check import matmul_input_dtypes
+    from tensore.model.isa.check import matmul_input_dtypes
     for name, d in (("in_dtype", in_dtype), ("stationary_dtype", st_dtype)):
         if not dt.is_in_enum(d, gen):
             raise ValueError(f"{name} {d.name} does not exist on {gen.name}")

@@ -11,20 +11,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from model import addrmap
-from model import dtypes as dt
-from model.array import PACK, column_chain, sig_bits_of
-from model.dtypes import Dtype, Gen
-from model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
-from model.isa.check import Violation, active_cols
-from model.isa.enums import (AccumulateMode, FP32Mode, LoadOrder, MXPerfMode, PeReg, PerfOpt,
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.array import PACK, column_chain, sig_bits_of
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
+from tensore.model.isa.check import Violation, active_cols
+from tensore.model.isa.enums import (AccumulateMode, FP32Mode, LoadOrder, MXPerfMode, PeReg, PerfOpt,
                              PsumAccumulate, PsumRound, ScalarMode, SeedMode, TagWeightMode,
                              TileColSize, TileRowSize)
-from model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from model.psum import Psum
-from model.regs import RegisterFile
-from model.sbuf import Sbuf
-from model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, ArrayTiming, counter_index
+from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.psum import Psum
+from tensore.model.regs import RegisterFile
+from tensore.model.sbuf import Sbuf
+from tensore.model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, ArrayTiming, counter_index
 
 E = ErrorCode
 PACK_SLOTS = 8
@@ -718,7 +718,7 @@ class Engine:
     def _sparse_chain(self, w, a, fmap, partials=False):
         """MatmulSparse chain: PE (r, c) multiplies by moving[r, fmap[r, c], n]; a fmap beyond the
         F sent contributes nothing (D-T26).  Products are <= 22 bits: the float64 add is exact."""
-        from model.mac import canonical_nan
+        from tensore.model.mac import canonical_nan
         rows, fm, n = a.shape
         psum = np.zeros((w.shape[1], n), np.float32)
         steps = []

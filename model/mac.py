@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from model.fp import Flag, Rounding, fma, round_pair, two_sum  # noqa: F401  (re-exported)
+from tensore.model.fp import Flag, Rounding, fma, round_pair, two_sum  # noqa: F401  (re-exported)
 
 VECTOR_BITS = 512
 WVEC_ENTRIES = 4

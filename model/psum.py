@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from model import addrmap
-from model.dtypes import Dtype, sr_bf16, xorshift32
-from model.isa.enums import PsumRound
-from model.mac import canonical_nan
+from tensore.model import addrmap
+from tensore.model.dtypes import Dtype, sr_bf16, xorshift32
+from tensore.model.isa.enums import PsumRound
+from tensore.model.mac import canonical_nan
 
 SR_STATE_BASE = 0x9E3779B9        # D-09
 SR_SLOTS = 2
@@ -29,7 +29,7 @@ def sr_reset_states(partitions: int = addrmap.PARTITIONS, banks: int = addrmap.P
 
 def bf16_round(values: np.ndarray, mode: PsumRound, states: np.ndarray | None = None):
     """fp32 values -> bf16 codes with RNE or SR; SR returns the advanced states too."""
-    from model.dtypes import from_fp32, Gen
+    from tensore.model.dtypes import from_fp32, Gen
     if mode == PsumRound.SR:
         new_states = xorshift32(states)
         return sr_bf16(values.view(np.uint32), new_states & 0xFFFF), new_states

@@ -2,7 +2,7 @@
 (model/arr_seq_regs.py from rtl/regs/arr_seq.rdl).  Accesses: rw, ro, wo, rw1c, pulse."""
 from __future__ import annotations
 
-from model.arr_seq_regs import REGISTERS
+from tensore.model.arr_seq_regs import REGISTERS
 
 
 class RegisterFile:

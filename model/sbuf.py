@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model import addrmap
-from model.dtypes import Gen, format_of
+from tensore.model import addrmap
+from tensore.model.dtypes import Gen, format_of
 
 
 class Sbuf:

@@ -16,10 +16,10 @@ from amaranth.hdl import Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dtypes import Gen
-from rtl.blackbox import instance_of
-from rtl.fp.pe_mac import dtypes_suffix
-from rtl.pe import PE, PEBlackBox, act_layout, weight_layout
+from tensore.model.dtypes import Gen
+from tensore.rtl.blackbox import instance_of
+from tensore.rtl.fp.pe_mac import dtypes_suffix
+from tensore.rtl.pe import PE, PEBlackBox, act_layout, weight_layout
 
 
 def row_module_name(gen, cols: int, pack: int, dtypes=None) -> str:

@@ -8,8 +8,8 @@ The next values go to shadow arrays and are committed together at the end of the
 PE sees its neighbours' values of the previous cycle, as the flip-flops of the structural form do."""
 from __future__ import annotations
 
-from rtl.loopform import Netlist, yosys_netlist
-from rtl.pe import COL_BITS, PE, act_layout, weight_layout
+from tensore.rtl.loopform import Netlist, yosys_netlist
+from tensore.rtl.pe import COL_BITS, PE, act_layout, weight_layout
 
 PREFIX = "pe_n"
 

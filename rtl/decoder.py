@@ -13,19 +13,19 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from model import addrmap
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
-from model.isa.check import (FP8, LUT_ENTRY_DTYPES, MX_BLOCK_P_F_DIM, SEED_IDENTITY_DTYPES, SEED_SAVE_PATTERN,
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.check import (FP8, LUT_ENTRY_DTYPES, MX_BLOCK_P_F_DIM, SEED_IDENTITY_DTYPES, SEED_SAVE_PATTERN,
                              elem_bytes, matmul_input_dtypes)
-from model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, MXPerfMode, Opcode, PeReg, PerfOpt,
+from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, MXPerfMode, Opcode, PeReg, PerfOpt,
                              PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize,
                              TileRowSize, XposeMode)
-from model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
+from tensore.model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
                                layout_of, opcodes_of)
-from model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
-from model.timing import bucket, counter_index
-from rtl.isa import struct_layout
+from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
+from tensore.model.timing import bucket, counter_index
+from tensore.rtl.isa import struct_layout
 
 E = ErrorCode
 NCODES = max(ErrorCode) + 1

@@ -18,14 +18,14 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib.wiring import In
 
-from model.addrmap import PARTITIONS
-from model.dtypes import Gen
-from rtl.array import array_module_name, row_module_name
-from rtl.array_loop import array_header, loop_array_verilog
-from rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
-from rtl.psum import PsumPartition, psum_module_name
-from rtl.psum_xbar import xbar_module_name, xbar_verilog
-from rtl.rowport import RowPort, rowport_module_name
+from tensore.model.addrmap import PARTITIONS
+from tensore.model.dtypes import Gen
+from tensore.rtl.array import array_module_name, row_module_name
+from tensore.rtl.array_loop import array_header, loop_array_verilog
+from tensore.rtl.pe import COL_BITS, PE, act_layout, pe_module_name, weight_layout
+from tensore.rtl.psum import PsumPartition, psum_module_name
+from tensore.rtl.psum_xbar import xbar_module_name, xbar_verilog
+from tensore.rtl.rowport import RowPort, rowport_module_name
 
 ENGINE_TOP = "tensore_engine"
 
@@ -108,7 +108,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     file that makes the PE, row, PSUM partition and row port hierarchical blocks, lint.vlt (the
     waivers of `verilator --lint-only -Wall`, rtl/lint.vlt) and engine.json (configuration, ports,
     timings)."""
-    from rtl.top import Engine
+    from tensore.rtl.top import Engine
     eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
                  black_box=True, dtypes=dtypes)
     pe_name, row_name = pe_module_name(gen, eng.pack, dtypes), row_module_name(gen, eng.cols, eng.pack, dtypes)

@@ -10,9 +10,9 @@ import functools
 from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
-from model.dtypes import Gen
-from model.isa.layouts import layout_of, opcodes_of
-from model.isa.struct import Array, Bits, EnumByte, Ignored, Int, Reserved, StructDef, Sub, Union
+from tensore.model.dtypes import Gen
+from tensore.model.isa.layouts import layout_of, opcodes_of
+from tensore.model.isa.struct import Array, Bits, EnumByte, Ignored, Int, Reserved, StructDef, Sub, Union
 
 
 def _shape(kind):

@@ -8,9 +8,9 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.isa.enums import FP32Mode
-from rtl.blackbox import instance_of
-from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac, dtypes_suffix
+from tensore.model.isa.enums import FP32Mode
+from tensore.rtl.blackbox import instance_of
+from tensore.rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac, dtypes_suffix
 
 COL_BITS = 9
 SPARSE_FMAPS = 4                # MatmulSparse sends up to 4 fmaps: the moving value has >= 4 code slots
@@ -147,7 +147,7 @@ class PE(wiring.Component):
 
 
 def pe_module_name(gen, pack: int, dtypes=None) -> str:
-    from model.dtypes import Gen
+    from tensore.model.dtypes import Gen
     return f"tensore_pe_{Gen.parse(gen).name.lower()}_p{pack}{dtypes_suffix(dtypes)}"
 
 

@@ -17,11 +17,11 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from model.addrmap import PSUM_BANK_BYTES, PSUM_BANKS, PSUM_PARTITION_BYTES
-from model.psum import SR_STATE_BASE
-from rtl.blackbox import instance_of
-from rtl.fp.fused_add import FusedAdd
-from rtl.rng import xorshift32_next
+from tensore.model.addrmap import PSUM_BANK_BYTES, PSUM_BANKS, PSUM_PARTITION_BYTES
+from tensore.model.psum import SR_STATE_BASE
+from tensore.rtl.blackbox import instance_of
+from tensore.rtl.fp.fused_add import FusedAdd
+from tensore.rtl.rng import xorshift32_next
 
 EPOCH_BITS = 32
 

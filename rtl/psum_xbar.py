@@ -18,8 +18,8 @@ from amaranth.hdl import Const, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.isa.enums import SeedMode
-from rtl.blackbox import instance_of
+from tensore.model.isa.enums import SeedMode
+from tensore.rtl.blackbox import instance_of
 
 PART_BITS = 16                  # a column's partition number, before the range check
 FIELDS = ("valid", "offset", "value", "bf16", "accumulate", "raw", "sr")       # a PSUM partition's write port

@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from model.arr_seq_regs import REGISTERS
+from tensore.model.arr_seq_regs import REGISTERS
 
 
 def port_name(reg: str) -> str:

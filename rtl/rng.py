@@ -3,7 +3,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dtypes import XORSHIFT_SHIFTS
+from tensore.model.dtypes import XORSHIFT_SHIFTS
 
 
 def xorshift32_next(state):

@@ -12,10 +12,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from model.dtypes import Gen
-from model.isa.enums import SeedMode
-from rtl.blackbox import instance_of
-from rtl.pe import SPARSE_FMAPS, act_layout
+from tensore.model.dtypes import Gen
+from tensore.model.isa.enums import SeedMode
+from tensore.rtl.blackbox import instance_of
+from tensore.rtl.pe import SPARSE_FMAPS, act_layout
 
 MV_ELEMS = SPARSE_FMAPS         # elements per moving request: the fmaps of a MatmulSparse vector
 

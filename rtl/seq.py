@@ -12,12 +12,12 @@ from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from model.arr_seq_regs import REGISTERS
-from model.isa.enums import PeReg
-from model.isa.layouts import EVENT_NONE, NUM_EVENTS
-from model.timing import FIFO_DEPTH, MAX_IN_FLIGHT
-from rtl.decoder import Decoder, Kind, MmKind, uop_layout
-from rtl.regs import RegisterBlock, port_name
+from tensore.model.arr_seq_regs import REGISTERS
+from tensore.model.isa.enums import PeReg
+from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
+from tensore.model.timing import FIFO_DEPTH, MAX_IN_FLIGHT
+from tensore.rtl.decoder import Decoder, Kind, MmKind, uop_layout
+from tensore.rtl.regs import RegisterBlock, port_name
 
 BANKS = ("weight_load", "matmul", "pe_regwrite")
 COUNTERS = 49

@@ -38,16 +38,16 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from model.addrmap import PARTITIONS, PSUM_BANK_BYTES
-from model.dtypes import Dtype, Gen
-from model.isa.layouts import LUT_ENTRIES, NUM_EVENTS
-from rtl.array import Array, ArrayBlackBox
-from rtl.decoder import Kind, _or, uop_layout
-from rtl.pe import code_layout
-from rtl.psum import WORDS, PsumPartition, PsumPartitionBlackBox
-from rtl.psum_xbar import FIELDS as XBAR_FIELDS, PsumWriteXbar, PsumWriteXbarBlackBox
-from rtl.rowport import MV_ELEMS, REC_LAYOUT, WREC_LAYOUT, RowPort, RowPortBlackBox, pattern_step
-from rtl.seq import T, Sequencer
+from tensore.model.addrmap import PARTITIONS, PSUM_BANK_BYTES
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.layouts import LUT_ENTRIES, NUM_EVENTS
+from tensore.rtl.array import Array, ArrayBlackBox
+from tensore.rtl.decoder import Kind, _or, uop_layout
+from tensore.rtl.pe import code_layout
+from tensore.rtl.psum import WORDS, PsumPartition, PsumPartitionBlackBox
+from tensore.rtl.psum_xbar import FIELDS as XBAR_FIELDS, PsumWriteXbar, PsumWriteXbarBlackBox
+from tensore.rtl.rowport import MV_ELEMS, REC_LAYOUT, WREC_LAYOUT, RowPort, RowPortBlackBox, pattern_step
+from tensore.rtl.seq import T, Sequencer
 
 def _wire(m, value, name, shape=None):
     """`value` through a named comb signal: an expression used in many statements is then built once

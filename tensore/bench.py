@@ -11,7 +11,7 @@ from pathlib import Path
 import ml_dtypes as md
 import numpy as np
 
-from model import dtypes as dt
+from tensore.model import dtypes as dt
 
 
 def best_of(fn, repeat: int = 5) -> float:
@@ -42,7 +42,7 @@ def bench_from_fp32(n: int = 1 << 22) -> list[dict]:
 
 def bench_golden_matmul() -> list[dict]:
     """A 128 x 128 x 512 bf16 matmul in the functional model against np.matmul float32."""
-    from model.array import matmul
+    from tensore.model.array import matmul
     rng = np.random.default_rng(11)
     w32 = rng.standard_normal((128, 128)).astype(np.float32)
     a32 = rng.standard_normal((128, 512)).astype(np.float32)
@@ -65,9 +65,9 @@ def bench_golden_matmul() -> list[dict]:
 
 def bench_golden_engine() -> list[dict]:
     """The same matmul as a Ldweights + Matmul program through the cycle-level engine."""
-    from model.engine import Engine
-    from model.isa.asm import assemble
-    from model.sbuf import Sbuf
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+    from tensore.model.sbuf import Sbuf
     rng = np.random.default_rng(12)
     sbuf = Sbuf(np.zeros((128, 0x1000), np.uint8))
     w = dt.from_fp32(rng.standard_normal((128, 128)).astype(np.float32), dt.Dtype.BFLOAT16, dt.Gen.MAVERICK)
@@ -93,9 +93,9 @@ def bench_golden_engine() -> list[dict]:
 
 def bench_amaranth_array() -> list[dict]:
     """Amaranth simulator speed of the RTL array on a bf16 matmul (lockstep checks off)."""
-    from cosim import array_lockstep, programs
-    from model.engine import Engine
-    from model.isa.asm import assemble
+    from tensore.cosim import array_lockstep, programs
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
     rows = []
     for size in (4, 8):
         prog = programs.single("mariana", "bf16", rows=size, cols=size, n=64)
@@ -114,7 +114,7 @@ def bench_amaranth_array() -> list[dict]:
 
 def bench_amaranth_engine() -> list[dict]:
     """Amaranth simulator speed of the whole engine RTL in lockstep with the golden engine (small)."""
-    from cosim import lockstep, programs
+    from tensore.cosim import lockstep, programs
     rows = []
     for size in (4, 8):
         prog = programs.single("mariana", "bf16", rows=size, cols=size, n=64)
@@ -148,9 +148,9 @@ BASELINE_MAX_ROWS = 16       # the cocotb testbench on the structural array (the
 
 def _engine_run(prog, *, pack, parts, dtypes, harness="compiled", array_form="loop"):
     """(exported, built, checked HdlResult, seconds with the checks, unchecked seconds)."""
-    from cosim import harness as compiled
-    from cosim import hdl
-    from cosim.lockstep import Lockstep
+    from tensore.cosim import harness as compiled
+    from tensore.cosim import hdl
+    from tensore.cosim.lockstep import Lockstep
     cfg = hdl.Config.of(prog, pack=pack, psum_partitions=parts, dtypes=dtypes)
     exported = hdl.export_cached(cfg, log=print)
     if harness == "compiled":
@@ -174,8 +174,8 @@ def bench_verilator_engine(sizes=SIZES) -> list[dict]:
     elements per PE (FP8 double row, MX quad; 1 for a bf16-only build) and max(16, rows) PSUM
     partitions: the 128 x 128 and 128 x 256 builds are the ones `make cosim-full` uses.  Up to 16 x 16
     the same program also runs the former path (cocotb, a hierarchical block per PE) as the baseline."""
-    from cosim import programs
-    from rtl.fp.pe_mac import parse_dtypes
+    from tensore.cosim import programs
+    from tensore.rtl.fp.pe_mac import parse_dtypes
     rows = []
     for spec in sizes:
         size, _, dnames = spec.partition(":")
@@ -212,8 +212,8 @@ PE_CELLS_BEFORE = {"mariana p1": 470, "mariana p4": 1011, "mariana p8": 1473,
 def bench_pe_cells() -> list[dict]:
     """The PE's size in Yosys cells (pack 1, 4, 8), and how many of them the loop form computes
     unconditionally (the rest only in the branch that uses them, rtl/loopform.py)."""
-    from rtl.loopform import Netlist, yosys_netlist
-    from rtl.pe import PE
+    from tensore.rtl.loopform import Netlist, yosys_netlist
+    from tensore.rtl.pe import PE
     rows = []
     for key, before in PE_CELLS_BEFORE.items():
         gen, pack = key.split(" p")

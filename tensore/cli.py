@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from model import dtypes as dt
+from tensore.model import dtypes as dt
 
 
 def _version() -> str:
@@ -50,7 +50,7 @@ def cmd_dtypes(args) -> int:
 def cmd_demo(args) -> int:
     """The main job: library programs through the engine RTL in Verilator, each checked every cycle
     against the golden engine and its PSUM against the library's independent expectation."""
-    from cosim import programs
+    from tensore.cosim import programs
     gen = dt.Gen.parse(args.gen)
     print(dtype_table(gen))
     cols = args.cols or args.rows
@@ -74,14 +74,14 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     import time
     t0 = time.perf_counter()
     if sim == "amaranth":
-        from cosim import lockstep
+        from tensore.cosim import lockstep
         stats: dict = {}
         bad = lockstep.check(prog, psum_partitions=psum_partitions, sbuf_latency=sbuf_latency, stats=stats,
                              vcd_dir=str(Path(waves).parent) if waves else "build/lockstep")
         lk, cycles, checks, seconds = stats["lockstep"], stats["cycles"], stats["checks"], stats["seconds"]
         wave_file = bad.vcd if bad else None
     else:
-        from cosim import hdl
+        from tensore.cosim import hdl
         res = hdl.run(prog, sim=sim, waves=bool(waves), waves_to=waves, psum_partitions=psum_partitions,
                       sbuf_latency=sbuf_latency, opt=opt, harness=harness, dtypes=dtypes,
                       log=lambda m: print(f"  {m}", flush=True))
@@ -118,7 +118,7 @@ def full_size_programs(gen, n: int, n_small: int) -> list:
     row, E8M0 block scales) and, where the generation has it (not MAVERICK), FP8 double row.
     MAVERICK's MX pattern (MXTensorV2) holds at most 255 elements per dimension and the RTL runs
     one-dimension MX patterns (D-T40): 4 x 60 elements, so its MX program is 128 x 60 x 60."""
-    from cosim import programs
+    from tensore.cosim import programs
     gen = dt.Gen.parse(gen)
     kw = {"rows": 128, "cols": 128}
     mx_cols = 60 if gen.layout == dt.Gen.MAVERICK else 128
@@ -136,8 +136,8 @@ def cmd_cosim_full(args) -> int:
     summary.  Exports and builds are cached, so a second run only simulates."""
     import json
     import time
-    from cosim import hdl
-    from cosim.lockstep import Lockstep
+    from tensore.cosim import hdl
+    from tensore.cosim.lockstep import Lockstep
     report, failures = [], 0
     for gen in args.gen:
         rows, cols = FULL_SIZE[gen]
@@ -146,7 +146,7 @@ def cmd_cosim_full(args) -> int:
         t0 = time.perf_counter()
         lks = [Lockstep(p, pack=4, psum_partitions=128) for p in progs]
         golden = time.perf_counter() - t0
-        from rtl.fp.pe_mac import parse_dtypes
+        from tensore.rtl.fp.pe_mac import parse_dtypes
         cfg = hdl.Config(dt.Gen.parse(gen).name, rows, cols, 4, psum_partitions=128,
                          dtypes=parse_dtypes(gen, args.dtypes))
         if cfg.dtypes is not None:              # a specialised build runs the programs it carries
@@ -158,7 +158,7 @@ def cmd_cosim_full(args) -> int:
         say = lambda m: print(f"  {m}", flush=True)       # noqa: E731
         exported = hdl.export_cached(cfg, log=say)
         if args.harness == "compiled":
-            from cosim import harness
+            from tensore.cosim import harness
             built = harness.build(exported, opt=args.opt, log=say)
         else:
             built = hdl.build_cached(exported, "verilator", opt=args.opt, log=say)
@@ -194,8 +194,8 @@ def cmd_cosim_full(args) -> int:
 
 def cmd_verilog(args) -> int:
     """Export the engine RTL as Verilog (rtl/export.py)."""
-    from rtl.export import export_engine
-    from rtl.fp.pe_mac import parse_dtypes
+    from tensore.rtl.export import export_engine
+    from tensore.rtl.fp.pe_mac import parse_dtypes
     res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
                         psum_partitions=args.psum_partitions, out_dir=args.output,
                         dtypes=parse_dtypes(args.gen, args.dtypes))
@@ -211,8 +211,8 @@ def cmd_verilog(args) -> int:
 
 def cmd_cosim(args) -> int:
     """Run a program on the engine RTL in lockstep with the golden engine."""
-    from cosim.programs import Program
-    from model import addrmap
+    from tensore.cosim.programs import Program
+    from tensore.model import addrmap
     src = Path(args.program)
     gen = dt.Gen.parse(args.gen)
     cols = args.cols or (2 * args.rows if gen.layout == dt.Gen.MAVERICK else args.rows)
@@ -220,13 +220,13 @@ def cmd_cosim(args) -> int:
     if args.sbuf:
         sbuf = np.load(args.sbuf)["sbuf"].astype(np.uint8)
     prog = Program(src.stem, gen, args.rows, cols, src.read_text(), sbuf)
-    from rtl.fp.pe_mac import parse_dtypes
+    from tensore.rtl.fp.pe_mac import parse_dtypes
     return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
                   harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes))
 
 
 def _check_expectations(prog, engine) -> int:
-    from model import addrmap
+    from tensore.model import addrmap
     bad = 0
     for (part, bank), (off, bits) in prog.expect_fp32.items():
         start = (bank * addrmap.PSUM_BANK_BYTES + off) // 4
@@ -240,8 +240,8 @@ def _check_expectations(prog, engine) -> int:
 def cmd_asm(args) -> int:
     """Assemble; every descriptor the ISA checks refuse is reported with its source line and reasons
     (an error with --strict)."""
-    from model.isa import check
-    from model.isa.asm import assemble, descriptor_lines
+    from tensore.model.isa import check
+    from tensore.model.isa.asm import assemble, descriptor_lines
     src = Path(args.source)
     text = src.read_text()
     data = assemble(text, args.gen, source=str(src))
@@ -264,7 +264,7 @@ def cmd_asm(args) -> int:
 
 
 def cmd_disasm(args) -> int:
-    from model.isa.asm import disassemble
+    from tensore.model.isa.asm import disassemble
     data = Path(args.binary).read_bytes()
     text = disassemble(data, args.gen)
     sys.stdout.write(text)
@@ -288,9 +288,9 @@ def run_summary(engine, trace) -> str:
 
 def cmd_run(args) -> int:
 
-    from model.engine import Engine
-    from model.isa.asm import assemble
-    from model.sbuf import Sbuf
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+    from tensore.model.sbuf import Sbuf
     src = Path(args.program)
     data = src.read_bytes() if src.suffix == ".bin" else assemble(src.read_text(), args.gen, source=str(src))
     sbuf = Sbuf.from_npz(args.sbuf) if args.sbuf else Sbuf()

@@ -36,7 +36,7 @@ def _positive(args, names):
 
 
 def _kw(args) -> dict:
-    from model.dtypes import Dtype
+    from tensore.model.dtypes import Dtype
     fp32 = Dtype.parse(args.dtype) == Dtype.FP32
     return dict(dtype=args.dtype, gen=args.gen, rows=args.rows, cols=args.cols, out_dtype=args.out_dtype,
                 rounding=args.rounding, fp32_mode=args.fp32_mode if fp32 else None, double_row=args.double_row,
@@ -80,7 +80,7 @@ def _run_and_report(prog, args) -> int:
     print(format_report(rep))
     status = 0 if rep["bit_exact"] else 1
     if args.rtl:
-        from cosim import lockstep
+        from tensore.cosim import lockstep
         bad = lockstep.run(prog, psum_partitions=max(16, prog.half))
         print("RTL lockstep (Amaranth): " + ("every PSUM write matches" if bad is None else f"MISMATCH {bad}"))
         status |= bad is not None

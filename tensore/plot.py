@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 
-from model.isa.enums import Opcode  # noqa: E402
-from model.timing import DEFAULT_SBUF_LATENCY  # noqa: E402
+from tensore.model.isa.enums import Opcode  # noqa: E402
+from tensore.model.timing import DEFAULT_SBUF_LATENCY  # noqa: E402
 from tensore.kernels import estimate as est  # noqa: E402
 
 UNITS = ("weight port", "moving port", "array -> PSUM")

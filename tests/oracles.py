@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 import softfloatpy as sf
 
-from cosim.oracle import rne_fp32  # noqa: F401  (re-exported for the tests)
+from tensore.cosim.oracle import rne_fp32  # noqa: F401  (re-exported for the tests)
 
 
 def fused_chain_oracle(w, a, scales=None, psum0=None):

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from model import dtypes as dt
-from model.array import matmul
-from model.dtypes import Dtype, Gen
+from tensore.model import dtypes as dt
+from tensore.model.array import matmul
+from tensore.model.dtypes import Dtype, Gen
 from tests.oracles import fused_chain_oracle, softfloat_chain
 
 SEED = 20261130

@@ -3,8 +3,8 @@ against SoftFloat and Fraction oracles; partial sums of 1-row / 1-column / 1-vec
 import numpy as np
 import pytest
 
-from model import dtypes as dt
-from model.array import _exact_f64, _wide_ok, matmul
+from tensore.model import dtypes as dt
+from tensore.model.array import _exact_f64, _wide_ok, matmul
 from tests.oracles import fused_chain_oracle, softfloat_chain
 
 

@@ -1,7 +1,7 @@
 """The `tensore` command line: asm / disasm round trip, clear errors, exit codes."""
 import pytest
 
-from model.dtypes import Gen
+from tensore.model.dtypes import Gen
 from tensore.cli import dtype_table, main
 
 PROG = """\
@@ -48,8 +48,8 @@ def test_docs_examples_assemble_and_are_valid():
     import re
     from pathlib import Path
 
-    from model.isa import check
-    from model.isa.asm import assemble
+    from tensore.model.isa import check
+    from tensore.model.isa.asm import assemble
     text = (Path(__file__).resolve().parent.parent / "docs" / "isa.md").read_text()
     blocks = re.findall(r"```\n(.*?)```", text, re.S)
     for gen, block in (("maverick", blocks[0]), ("mariana", blocks[1])):
@@ -62,7 +62,7 @@ def test_docs_examples_assemble_and_are_valid():
 def test_run_prints_summary_and_writes_psum(tmp_path, capsys):
     import numpy as np
 
-    from cosim import programs
+    from tensore.cosim import programs
     p = programs.accumulate_group("mariana")
     (tmp_path / "acc.s").write_text(p.text)
     np.savez(tmp_path / "in.npz", sbuf=p.sbuf)
@@ -90,7 +90,7 @@ def test_full_size_programs_have_independent_expectations():
     """make cosim-full's programs: full-array engines, the issue's 128 x 128 x 512 bf16 accumulate
     group and SR drain, MX on every generation, FP8 double row where the generation has it; each
     with PSUM expectations computed without the engine, which the golden engine meets."""
-    from cosim.lockstep import golden
+    from tensore.cosim.lockstep import golden
     from tensore.cli import FULL_SIZE, _check_expectations, full_size_programs
     for gen, (rows, cols) in FULL_SIZE.items():
         progs = full_size_programs(gen, 512, 32)
@@ -160,3 +160,17 @@ def test_broken_pipe_is_quiet(tmp_path):
     cmd = f"'{sys.executable}' -m tensore.cli dtypes --gen maverick | head -1"
     res = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
     assert res.stdout.startswith("NEURON_ISA_TPB_DTYPE") and "Broken pipe" not in res.stderr and res.stderr == ""
+
+
+def test_own_model_py_does_not_shadow_the_package(tmp_path):
+    """The packages import as tensore.model / tensore.rtl / tensore.cosim: a user's own model.py,
+    rtl.py or cosim.py in the working directory is not picked up."""
+    import subprocess
+    import sys
+    for name in ("model", "rtl", "cosim"):
+        (tmp_path / f"{name}.py").write_text("raise SystemExit('shadowed by the user file')\n")
+    code = "import tensore.model.engine, tensore.rtl.top, tensore.cosim.hdl, tensore.cli; print('ok')"
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout == "ok\n", res.stderr
+    rc, out, _ = _tensore("--version", cwd=tmp_path)
+    assert rc == 0 and out.decode().startswith("tensore ")

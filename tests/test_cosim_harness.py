@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from cosim import hdl
-from cosim import programs as P
+from tensore.cosim import hdl
+from tensore.cosim import programs as P
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cayman")]
 PACK = 2                                    # the library's CAYMAN build (tests/test_cosim_hdl.py)

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from cosim import hdl, toolchain
-from cosim import programs as P
+from tensore.cosim import hdl, toolchain
+from tensore.cosim import programs as P
 
 # `make test`: the whole library of every generation on 8 x 8 arrays (cosim/programs.py; MAVERICK's
 # `cols` is half the array), one Verilator build per generation with the most elements per PE its

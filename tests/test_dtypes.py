@@ -5,8 +5,8 @@ import ml_dtypes as md
 import numpy as np
 import pytest
 
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
 
 SEED = 20261130
 ALL_GENS = list(Gen)

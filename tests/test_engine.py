@@ -3,12 +3,12 @@ expectations computed without the engine; trace consistency; sequencer and regis
 import numpy as np
 import pytest
 
-from cosim import programs
-from model import addrmap
-from model.dtypes import Gen
-from model.engine import Engine
-from model.isa import ErrorCode
-from model.isa.asm import assemble
+from tensore.cosim import programs
+from tensore.model import addrmap
+from tensore.model.dtypes import Gen
+from tensore.model.engine import Engine
+from tensore.model.isa import ErrorCode
+from tensore.model.isa.asm import assemble
 
 CASES = [(g, p.name, i) for g in Gen for i, p in enumerate(programs.library(g))]
 
@@ -128,7 +128,7 @@ def _bank_bf16(eng, bank, n=12, parts=8):
 
 def test_pe_manage_seed_save_perturb_load_replay():
     """MARIANA: save the reset seeds, run an SR matmul, reload the seeds, replay: same bits."""
-    from model.psum import sr_reset_states
+    from tensore.model.psum import sr_reset_states
     p, regw, lw, mm = _seed_setup("mariana")
     eng = Engine("mariana", rows=8, cols=8, sbuf=p.sbuf_model())
     save = ("pe_manage_seed mode=save_seed rows=16 cols=128 identity_dtype=bf16 "
@@ -155,7 +155,7 @@ def test_pe_manage_seed_save_perturb_load_replay():
 
 def test_maverick_seed_micro_ops():
     """MAVERICK: seed_mode SAVE / LOAD matmuls move one bank's 2 x half states."""
-    from model.psum import sr_reset_states
+    from tensore.model.psum import sr_reset_states
     p, regw, lw, mm = _seed_setup("maverick")
     eng = Engine("maverick", rows=8, cols=16, sbuf=p.sbuf_model())
     seed_op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "

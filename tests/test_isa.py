@@ -4,12 +4,12 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from model.addrmap import psum_addr, sbuf_addr
-from model.dtypes import Dtype, Gen
-from model.isa import (DESCRIPTOR_BYTES, ErrorCode, Opcode, check, decode, encode, error_code,
+from tensore.model.addrmap import psum_addr, sbuf_addr
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa import (DESCRIPTOR_BYTES, ErrorCode, Opcode, check, decode, encode, error_code,
                        layout_of, opcodes_of)
-from model.isa.asm import AsmError, assemble, disassemble
-from model.isa.struct import EncodeError, walk
+from tensore.model.isa.asm import AsmError, assemble, disassemble
+from tensore.model.isa.struct import EncodeError, walk
 
 SEED = 20261130
 GENS = list(Gen)
@@ -117,7 +117,7 @@ def test_seed_offsets(op, gen, field, off, size):
 
 
 def test_sub_struct_sizes_and_flag_bits():
-    from model.isa import layouts as L
+    from tensore.model.isa import layouts as L
     assert [L.TENSOR1D.size, L.TENSOR2D.size, L.TENSOR3D.size, L.TENSOR4D.size] == [8, 12, 16, 20]
     assert L.MXTENSOR_V2.size == 16 and L.MEM_PATTERN3D.size == 16 and L.HEADER.size == 4 and L.EVENTS.size == 8
     b = encode("matmul", "maverick", flags=dict(scalar_mode=3, seed_mode=2, accumulate_flag=1, xpose_mode=1))
@@ -437,7 +437,7 @@ def test_text_errors_have_line_and_column():
 
 
 def test_rtl_layouts_match_the_model():
-    from rtl.isa import descriptor_layouts
+    from tensore.rtl.isa import descriptor_layouts
     for gen in GENS:
         for op, layout in descriptor_layouts(gen).items():
             sd = layout_of(op, gen)

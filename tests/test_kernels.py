@@ -4,7 +4,7 @@ lockstep at small sizes, numerics report and cycle estimate."""
 import numpy as np
 import pytest
 
-from model.isa.enums import Opcode
+from tensore.model.isa.enums import Opcode
 from tensore.kernels import conv as Cv
 from tensore.kernels import gemm as G
 from tensore.kernels import numerics as Nm
@@ -234,7 +234,7 @@ def test_numerics_report():
 def test_gemm_on_the_rtl_in_lockstep():
     """The same program, unchanged, on the engine RTL (Amaranth simulator) cycle by cycle: three K
     tiles, two N tiles, bf16 cells with stochastic rounding."""
-    from cosim import lockstep
+    from tensore.cosim import lockstep
     A, B = _operands(8, 9, 10, 6)
     prog = G.gemm(A, B, gen="mariana", rows=4, cols=4, out_dtype="bf16", rounding="sr")
     assert lockstep.run(prog) is None
@@ -243,7 +243,7 @@ def test_gemm_on_the_rtl_in_lockstep():
 @pytest.mark.cosim
 def test_more_kernels_on_the_rtl_in_lockstep():
     """Direct convolution (3-D patterns), MAVERICK c256, FP8 double row, MX oct row, 2:4 sparse."""
-    from cosim import lockstep
+    from tensore.cosim import lockstep
     A, B = _operands(8, 9, 10, 6)
     assert lockstep.run(G.gemm(A, B, gen="cayman", rows=4, cols=4)) is None
     rng = np.random.default_rng(9)

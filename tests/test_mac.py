@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import softfloatpy as sf
 
-from model import mac
-from model.fp import Flag, Rounding, fma
+from tensore.model import mac
+from tensore.model.fp import Flag, Rounding, fma
 
 SEED = 20261130
 

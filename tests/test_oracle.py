@@ -5,18 +5,19 @@ column chain in the engine fails the library."""
 import numpy as np
 import pytest
 
-import model.array
-import model.dtypes
-import model.engine
-import model.fp
-import model.mac
-from cosim import oracle, programs
-from model import addrmap
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
-from model.engine import Engine
-from model.isa.asm import assemble
-from model.isa.check import matmul_input_dtypes
+import tensore.model.array
+import tensore.model.dtypes
+import tensore.model.engine
+import tensore.model.fp
+import tensore.model.mac
+from tensore import model
+from tensore.cosim import oracle, programs
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.engine import Engine
+from tensore.model.isa.asm import assemble
+from tensore.model.isa.check import matmul_input_dtypes
 from tests.oracles import fused_chain_oracle, softfloat_chain
 
 SPECIAL_F32 = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.17e-38, 3.4e38, -3.4e38,

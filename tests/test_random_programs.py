@@ -6,14 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import model.engine
-from cosim import lockstep
-from cosim import random_programs as R
-from model import addrmap
-from model.dtypes import Gen
-from model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_code, opcodes_of
-from model.isa.asm import assemble
-from model.sbuf import Sbuf
+import tensore.model.engine
+from tensore import model
+from tensore.cosim import lockstep
+from tensore.cosim import random_programs as R
+from tensore.model import addrmap
+from tensore.model.dtypes import Gen
+from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_code, opcodes_of
+from tensore.model.isa.asm import assemble
+from tensore.model.sbuf import Sbuf
 
 SEEDS = range(12)
 

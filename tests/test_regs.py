@@ -1,6 +1,6 @@
 """The register map: generated artefacts are fresh, and the seed's fields are where it says."""
 
-from model.arr_seq_regs import REGISTERS
+from tensore.model.arr_seq_regs import REGISTERS
 from tensore import regs
 
 

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from cosim import array_lockstep, programs
-from model.engine import Engine
-from model.isa.asm import assemble
+from tensore.cosim import array_lockstep, programs
+from tensore.model.engine import Engine
+from tensore.model.isa.asm import assemble
 
 CASES = [
     ("cayman", lambda: programs.single("cayman", "bf16", rows=4, cols=4, n=6), 1),

@@ -7,14 +7,14 @@ import random
 import numpy as np
 import pytest
 
-from cosim.programs import library
-from model.dtypes import Gen
-from model.engine import Engine
-from model.isa import ErrorCode, check, decode, error_code
-from model.isa.asm import assemble
-from rtl.decoder import Decoder
+from tensore.cosim.programs import library
+from tensore.model.dtypes import Gen
+from tensore.model.engine import Engine
+from tensore.model.isa import ErrorCode, check, decode, error_code
+from tensore.model.isa.asm import assemble
+from tensore.rtl.decoder import Decoder
 from tests.test_isa import BOUNDARIES, SEED, _mutants, valid
-from cosim.vectors import VectorRunner
+from tensore.cosim.vectors import VectorRunner
 
 LAYOUT_GENS = [Gen.CAYMAN, Gen.MARIANA, Gen.MAVERICK]
 

@@ -3,9 +3,9 @@ the Amaranth array, and the full-size configurations export."""
 import numpy as np
 import pytest
 
-from cosim.vectors import VectorRunner
-from rtl.array import Array
-from rtl.export import export_array
+from tensore.cosim.vectors import VectorRunner
+from tensore.rtl.array import Array
+from tensore.rtl.export import export_array
 
 pytestmark = pytest.mark.verilator
 SEED = 20261130
@@ -61,7 +61,7 @@ def test_full_size_array_elaborates(gen, rows, cols):
 def test_psum_xbar_verilog_equals_amaranth(parts, cols, ports):
     """The exported crossbar (behavioural Verilog, D-T42) computes what the Amaranth one does,
     including collisions (several columns naming one partition) and partitions out of range."""
-    from rtl.psum_xbar import PsumWriteXbar, xbar_module_name, xbar_verilog
+    from tensore.rtl.psum_xbar import PsumWriteXbar, xbar_module_name, xbar_verilog
     name = xbar_module_name(parts, cols, ports)
     amaranth = VectorRunner(PsumWriteXbar(parts, cols, ports), f"{name}_amaranth", cflags="-O0")
     behavioural = VectorRunner(PsumWriteXbar(parts, cols, ports), name, cflags="-O0",
@@ -93,7 +93,7 @@ def _top_cells(gen, rows, cols, parts, pack):
     from amaranth.hdl import Fragment, _ast, _ir
     from amaranth.lib import wiring
 
-    from rtl.top import Engine
+    from tensore.rtl.top import Engine
     eng = Engine(gen, rows, cols, pack=pack, psum_partitions=parts, black_box=True)
     ports = {}
     for path, member, value in eng.signature.flatten(eng):

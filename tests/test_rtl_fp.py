@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from cosim.vectors import VectorRunner
-from model import dtypes as dt
-from model.dtypes import Dtype
-from model.mac import canonical_nan, fused_sum
-from rtl.fp.fused_add import FusedAdd
-from rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
+from tensore.cosim.vectors import VectorRunner
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype
+from tensore.model.mac import canonical_nan, fused_sum
+from tensore.rtl.fp.fused_add import FusedAdd
+from tensore.rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
 
 pytestmark = pytest.mark.verilator
 SEED = 20261130

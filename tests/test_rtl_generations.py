@@ -7,11 +7,11 @@ simulator (make cosim)."""
 import numpy as np
 import pytest
 
-from cosim import lockstep
-from cosim import programs as P
-from model.dtypes import Gen
-from model.engine import Engine
-from model.isa.asm import assemble
+from tensore.cosim import lockstep
+from tensore.cosim import programs as P
+from tensore.model.dtypes import Gen
+from tensore.model.engine import Engine
+from tensore.model.isa.asm import assemble
 
 TWINS = [(Gen.SUNDA, Gen.CAYMAN), (Gen.MARIANA_PLUS, Gen.MARIANA)]
 IDS = [t.name for t, _ in TWINS]
@@ -49,9 +49,9 @@ def test_twin_golden_traces_are_equal(twin, base):
 
 def _rtlil(gen, pack):
     from amaranth.back import rtlil
-    from rtl.pe import PE
-    from rtl.rowport import RowPort
-    from rtl.top import Engine as RtlEngine
+    from tensore.rtl.pe import PE
+    from tensore.rtl.rowport import RowPort
+    from tensore.rtl.top import Engine as RtlEngine
     parts = [rtlil.convert(PE(gen, pack), name="pe", emit_src=False),
              rtlil.convert(RowPort(gen, pack, 2), name="rowport", emit_src=False),
              rtlil.convert(RtlEngine(gen, 2, 2, pack=pack, psum_partitions=2, black_box=True), name="top",

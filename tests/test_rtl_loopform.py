@@ -4,11 +4,11 @@ own Verilog backend."""
 import numpy as np
 import pytest
 
-from cosim.vectors import VectorRunner
-from model.dtypes import Dtype
-from rtl.array import Array
-from rtl.array_loop import loop_array_verilog
-from rtl.pe import act_layout, weight_layout
+from tensore.cosim.vectors import VectorRunner
+from tensore.model.dtypes import Dtype
+from tensore.rtl.array import Array
+from tensore.rtl.array_loop import loop_array_verilog
+from tensore.rtl.pe import act_layout, weight_layout
 
 pytestmark = pytest.mark.verilator
 SEED = 20261201

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from model.dtypes import Dtype
-from model.isa.enums import PsumRound
-from model.psum import Psum
-from rtl.psum import PsumPartition
+from tensore.model.dtypes import Dtype
+from tensore.model.isa.enums import PsumRound
+from tensore.model.psum import Psum
+from tensore.rtl.psum import PsumPartition
 
 SEED = 20261130
 PART = 5

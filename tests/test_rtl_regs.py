@@ -3,9 +3,9 @@ traffic (rw, rw1c, pulse, hardware-written status and counters)."""
 import numpy as np
 from amaranth.sim import Simulator
 
-from model.arr_seq_regs import REGISTERS
-from model.regs import RegisterFile
-from rtl.regs import RegisterBlock, port_name
+from tensore.model.arr_seq_regs import REGISTERS
+from tensore.model.regs import RegisterFile
+from tensore.rtl.regs import RegisterBlock, port_name
 
 SEED = 20261130
 

@@ -3,12 +3,12 @@ them like the universal engine, refuses other programs before building, and its 
 `unsupported` on a weight load or matmul of another dtype."""
 import pytest
 
-from cosim import hdl
-from cosim import programs as P
-from cosim.lockstep import Lockstep
-from rtl.fp.pe_mac import PeMac, element_dtypes, parse_dtypes
-from rtl.loopform import yosys_netlist
-from rtl.pe import PE
+from tensore.cosim import hdl
+from tensore.cosim import programs as P
+from tensore.cosim.lockstep import Lockstep
+from tensore.rtl.fp.pe_mac import PeMac, element_dtypes, parse_dtypes
+from tensore.rtl.loopform import yosys_netlist
+from tensore.rtl.pe import PE
 
 
 def test_parse_dtypes():
@@ -43,7 +43,7 @@ def test_specialised_engine_runs_and_refuses():
     # the RTL's own refusal: skip the Python check and run the fp16 program on the bf16 build
     lk = Lockstep(other, pack=1)
     cfg = hdl.Config.of(other, pack=1, dtypes=bf16)
-    from cosim import harness
+    from tensore.cosim import harness
     built = harness.build(hdl.export_cached(cfg, log=lambda *a: None), opt="-O0", log=lambda *a: None)
     bad = harness.simulate_many([lk], built)[0].mismatch
     assert bad is not None and "unsupported" in bad.where

@@ -3,8 +3,8 @@ cycle (cosim/lockstep.py): PSUM writes of every partition, error status every cy
 status registers at the end."""
 import pytest
 
-from cosim import lockstep
-from cosim import programs as P
+from tensore.cosim import lockstep
+from tensore.cosim import programs as P
 
 # The program library at a small size (CAYMAN 4 x 4, MARIANA 8 x 4, MAVERICK 8 x 4), each generation's
 # in two groups on one elaborated engine each (cosim.lockstep.run_many) with the most elements per PE

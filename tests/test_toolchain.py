@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from amaranth.back import verilog
 
-from cosim import toolchain
-from rtl.rng import Xorshift32
+from tensore.cosim import toolchain
+from tensore.rtl.rng import Xorshift32
 
 BUILD = Path(__file__).resolve().parent.parent / "build" / "test_toolchain"
 
@@ -22,7 +22,7 @@ def test_verilator_cocotb_runner():
     src.write_text(verilog.convert(Xorshift32(reset=0x1234ABCD), name="xorshift32"))
     runner = get_runner("verilator")
     runner.build(sources=[src], hdl_toplevel="xorshift32", build_dir=BUILD / "sim", always=True)
-    results = runner.test(hdl_toplevel="xorshift32", test_module="cosim.tb_rng",
+    results = runner.test(hdl_toplevel="xorshift32", test_module="tensore.cosim.tb_rng",
                           build_dir=BUILD / "sim", test_dir=BUILD)
     from cocotb_tools.check_results import get_results
     total, failed = get_results(results)

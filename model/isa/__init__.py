@@ -5,13 +5,13 @@
 """
 from __future__ import annotations
 
-from model.dtypes import Gen
-from model.isa.enums import (AccumulateGroup, AccumulateMode, ErrorCode, FP32Mode, LoadOrder,
+from tensore.model.dtypes import Gen
+from tensore.model.isa.enums import (AccumulateGroup, AccumulateMode, ErrorCode, FP32Mode, LoadOrder,
                              MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
                              ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
                              XposeMode, ZeroRegion)
-from model.isa.layouts import EVENT_NONE, layout_of, opcodes_of
-from model.isa.struct import EncodeError, Record, decode_struct, encode_struct
+from tensore.model.isa.layouts import EVENT_NONE, layout_of, opcodes_of
+from tensore.model.isa.struct import EncodeError, Record, decode_struct, encode_struct
 
 DESCRIPTOR_BYTES = 64
 
@@ -80,4 +80,4 @@ def decode(data, gen) -> Descriptor:
     return Descriptor(op, gen, layout, decode_struct(layout, data, gen), data)
 
 
-from model.isa.check import Violation, check, error_code  # noqa: E402  (check uses Descriptor)
+from tensore.model.isa.check import Violation, check, error_code  # noqa: E402  (check uses Descriptor)

@@ -10,12 +10,12 @@ import enum
 import re
 from dataclasses import dataclass
 
-from model import addrmap
-from model.dtypes import Gen
-from model.isa import DESCRIPTOR_BYTES, decode, encode
-from model.isa.check import check, error_code
-from model.isa.enums import AccumulateGroup
-from model.isa.struct import (Array, Bits, EncodeError, EnumByte, Ignored, Int, Reserved, Sub,
+from tensore.model import addrmap
+from tensore.model.dtypes import Gen
+from tensore.model.isa import DESCRIPTOR_BYTES, decode, encode
+from tensore.model.isa.check import check, error_code
+from tensore.model.isa.enums import AccumulateGroup
+from tensore.model.isa.struct import (Array, Bits, EncodeError, EnumByte, Ignored, Int, Reserved, Sub,
                               Union)
 
 ALIASES = {"rows": "num_active_rows", "cols": "num_active_cols", "src": "src_mem_pattern",

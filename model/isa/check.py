@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model import addrmap
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
-from model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate,
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate,
                              PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
                              XposeMode)
-from model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
+from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
 
@@ -507,7 +507,7 @@ def check(desc, gen=None, *, stationary_dtype=None, array_cols=None) -> list[Vio
 
     `stationary_dtype` is the engine's loaded weight dtype, for the fp32/tf32 no-mix rule;
     `array_cols` the width of a scaled-down array (MAVERICK's num_active_cols 0 = all of them)."""
-    from model.isa import Descriptor, decode
+    from tensore.model.isa import Descriptor, decode
     if not isinstance(desc, Descriptor):
         desc = decode(desc, gen)
     if not isinstance(desc.op, Opcode):

@@ -4,11 +4,11 @@ Offsets the seed gives (seed 000 sections 3-5, 7, 9, 11) are tested in tests/tes
 bytes the seed leaves open are placed as docs/decisions.md D-T14..D-T21 record."""
 from __future__ import annotations
 
-from model.dtypes import Dtype, Gen
-from model.isa.enums import (FP32Mode, LoadOrder, MXPerfMode, Opcode, PeReg, PerfOpt, ScalarMode,
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import (FP32Mode, LoadOrder, MXPerfMode, Opcode, PeReg, PerfOpt, ScalarMode,
                              SeedMode, AccumulateMode, TagWeightMode, TileColSize, TileRowSize,
                              XposeMode, ZeroRegion)
-from model.isa.struct import Array, Bits, EnumByte, Ignored, Int, Reserved, Sub, Union, struct
+from tensore.model.isa.struct import Array, Bits, EnumByte, Ignored, Int, Reserved, Sub, Union, struct
 
 U8, U16, I16, U32 = Int(1), Int(2), Int(2, True), Int(4)
 DTYPE = EnumByte(Dtype)

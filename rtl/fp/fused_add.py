@@ -23,7 +23,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.fp.shifts import normalize, shift_right_sticky
+from tensore.rtl.fp.shifts import normalize, shift_right_sticky
 
 CANONICAL_NAN = 0x7FC00000
 EXP_WIDTH = 12                       # signed exponents: products and MX scales stay within +-1024

@@ -9,10 +9,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from model import dtypes as dt
-from model.dtypes import Dtype, Gen
-from rtl.fp.fused_add import EXP_WIDTH, FusedAdd
-from rtl.fp.shifts import shift_left
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.rtl.fp.fused_add import EXP_WIDTH, FusedAdd
+from tensore.rtl.fp.shifts import shift_left
 
 SIG = 24                                     # unpacked significand width (fp32's)
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from model import dtypes as dt
+from tensore.model import dtypes as dt
 from tensore.bench import best_of
 
 PATHS = {   # name -> matmul keyword arguments (codes are made from the same fp32 operands)
@@ -23,7 +23,7 @@ def golden_ratios(k=128, m=128, n=512, repeat=3, seed=11) -> dict:
     """{path: {"seconds", "ratio_vs_np_matmul"}} for a k x m x n matmul, plus the baseline.
     Run with OPENBLAS_NUM_THREADS=1 on a shared machine: a multi-threaded np.matmul baseline swings
     by orders of magnitude under load."""
-    from model.array import matmul
+    from tensore.model.array import matmul
     rng = np.random.default_rng(seed)
     w32, a32 = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     ref = best_of(lambda: np.matmul(w32.T, a32), 20 * repeat)

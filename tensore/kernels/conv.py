@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model import addrmap
-from model.dtypes import Dtype, Gen
+from tensore.model import addrmap
+from tensore.model.dtypes import Dtype, Gen
 from tensore.kernels import gemm as G
 
 STEP_MAX = 0x7FFF                   # TENSOR3D step_elem is int16 (D-20)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.isa.enums import Opcode
+from tensore.model.isa.enums import Opcode
 
 MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
 

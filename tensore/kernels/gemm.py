@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cosim.programs import Program
-from model import addrmap
-from model import dtypes as dt
-from model.array import FP32_PASSES
-from model.dtypes import Dtype, Gen
-from model.isa.enums import FP32Mode
+from tensore.cosim.programs import Program
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.array import FP32_PASSES
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import FP32Mode
 
 FP8 = (Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 _UINT = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -231,7 +231,7 @@ def _fp32_mode(dtype: Dtype, fp32_mode):
 
 
 def _check_dtype(dtype: Dtype, gen: Gen):
-    from model.isa.check import matmul_input_dtypes
+    from tensore.model.isa.check import matmul_input_dtypes
     if dtype not in matmul_input_dtypes(gen):
         names = ", ".join(sorted(d.name.lower() for d in matmul_input_dtypes(gen)))
         raise ValueError(f"dtype {dtype.name.lower()} is not a matmul input on {gen.name} ({names})")
@@ -365,8 +365,8 @@ def _schedule(txt: _Text, g: Geometry, m, k, n, es, offs, psum_banks) -> list:
 
 def run(prog: KernelProgram, *, record_pe=False):
     """Run on the golden engine: (C [M, N] float32, trace, engine)."""
-    from model.engine import Engine
-    from model.isa.asm import assemble
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
     eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=record_pe)
     for reg, value in prog.regs.items():
         eng.write_reg(reg, value)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from model import dtypes as dt
-from model.array import MX_BLOCK
+from tensore.model import dtypes as dt
+from tensore.model.array import MX_BLOCK
 
 E8M0_BIAS = 127
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from model import dtypes as dt
-from model.array import matmul
-from model.dtypes import Dtype
-from model.mac import canonical_nan
-from model.psum import sr_reset_states
+from tensore.model import dtypes as dt
+from tensore.model.array import matmul
+from tensore.model.dtypes import Dtype
+from tensore.model.mac import canonical_nan
+from tensore.model.psum import sr_reset_states
 
 ULP_BINS = (0, 1, 2, 3, 4, 8, 16, 64, 256)          # histogram edges: 0, 1, 2, 3, 4-7, ..., >= 256
 
