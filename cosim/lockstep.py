@@ -279,9 +279,9 @@ class AmaranthPort:
     """The port adapter for Amaranth's simulator (testbench context)."""
 
     def __init__(self, dut, ctx):
+        from tensore.rtl.blackbox import ports
         self.ctx = ctx
-        self.ports = {name: (lambda v: v.as_value() if hasattr(v, "as_value") else v)(getattr(dut, name))
-                      for name in dut.signature.members}
+        self.ports = {name: value for name, (value, _) in ports(dut).items()}     # the Verilog port names
 
     def set(self, name, value):
         self.ctx.set(self.ports[name], value)
@@ -364,4 +364,23 @@ def check(program, *, vcd_dir="build/lockstep", **kw):
     path = str(Path(vcd_dir) / f"{program.name}_{program.gen.name.lower()}.vcd")
     run(program, vcd=path, stop_at=bad.cycle + 2, **kw)
     bad.vcd = path
+    return bad
+
+
+def run_waves(program, waves_to, *, depth: int = 0, stats=None, **kw):
+    """Run with a waveform written to `waves_to` whether or not the run passes (D-T66): Amaranth's
+    VCD, converted to the format the file's suffix names (.fst / .vcd) and cut to `depth` levels
+    (0: everything).  None when everything matches, else the Mismatch, which names the file."""
+    import tempfile
+
+    from tensore.cosim.wave_request import Trace, convert_vcd
+    Trace.of(waves_to, depth)
+    dest = Path(waves_to).resolve()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        raw = Path(tmp) / "amaranth.vcd"
+        bad = run(program, vcd=str(raw), stats=stats, **kw)
+        convert_vcd(raw, dest, depth)
+    if bad is not None:
+        bad.vcd = str(dest)
     return bad

@@ -13,6 +13,14 @@ PSUM_END = PSUM_BASE + PARTITIONS * PSUM_PARTITION_BYTES        # 0x0220_0000
 PSUM_BANKS = 8
 PSUM_BANK_BYTES = 0x800                    # 2 KiB = 512 fp32 cells (D-16)
 PSUM_BANK_CELLS = PSUM_BANK_BYTES // 4
+PSUM_SR_SLOTS = 2                          # stochastic-rounding states per bank and partition (D-16)
+
+# ADDR4 bit fields: partition = addr[OFFSET_BITS : OFFSET_BITS + PARTITION_BITS], offset = addr[:OFFSET_BITS]
+PARTITION_BITS = (PARTITIONS - 1).bit_length()                  # 7
+SBUF_OFFSET_BITS = (SBUF_PARTITION_BYTES - 1).bit_length()      # 18
+PSUM_OFFSET_BITS = (PSUM_PARTITION_BYTES - 1).bit_length()      # 14
+PSUM_BANK_BITS = (PSUM_BANKS - 1).bit_length()                  # bank = offset[OFFSET - BANK_BITS:]
+assert SBUF_BASE == 0 and PSUM_BASE % (PARTITIONS * PSUM_PARTITION_BYTES) == 0     # the splits need no subtraction
 
 
 @dataclass(frozen=True)
@@ -31,12 +39,21 @@ class Location:
         return (self.offset % PSUM_BANK_BYTES) // 4
 
 
+def split(addr, memory: str) -> tuple:
+    """(partition, offset) of an address in `memory` ("sbuf" or "psum"), for ints and for Amaranth
+    values alike (a value is sliced, so the RTL reads the same bit fields)."""
+    bits = SBUF_OFFSET_BITS if memory == "sbuf" else PSUM_OFFSET_BITS
+    if isinstance(addr, int):
+        return (addr >> bits) & (PARTITIONS - 1), addr & ((1 << bits) - 1)
+    return addr[bits:bits + PARTITION_BITS], addr[:bits]
+
+
 def locate(addr: int) -> Location | None:
     """Where an address points, or None when it is in neither window."""
     if SBUF_BASE <= addr < SBUF_END:
-        return Location("sbuf", (addr - SBUF_BASE) >> 18, addr & (SBUF_PARTITION_BYTES - 1))
+        return Location("sbuf", *split(addr, "sbuf"))
     if PSUM_BASE <= addr < PSUM_END:
-        return Location("psum", (addr >> 14) & 0x7F, addr & (PSUM_PARTITION_BYTES - 1))
+        return Location("psum", *split(addr, "psum"))
     return None
 
 

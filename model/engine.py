@@ -13,22 +13,23 @@ import numpy as np
 
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
-from tensore.model.array import PACK, column_chain, sig_bits_of
+from tensore.model.array import column_chain, sig_bits_of
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
-from tensore.model.isa.check import Violation, active_cols
-from tensore.model.isa.enums import (AccumulateMode, FP32Mode, LoadOrder, MXPerfMode, PeReg, PerfOpt,
-                             PsumAccumulate, PsumRound, ScalarMode, SeedMode, TagWeightMode,
-                             TileColSize, TileRowSize)
+from tensore.model.isa.check import Violation
+from tensore.model.isa.enums import PeReg, PsumRound, SeedMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.isa.microop import (ARRAY_ROWS, GROUPS, KIND_OF, MAX_PACK, MX_BLOCK, MX_TILE, SEED_COLS,
+                                       SEED_STATES, Kind, MicroOp, MmKind, MxOrder, Pattern, full_cols, microop,
+                                       pack_of, psum_half, region_of, seed_mode, transposes)
 from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
-from tensore.model.timing import DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, ArrayTiming, counter_index
+from tensore.model.timing import (DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS, PERF_COUNTERS,
+                                  ArrayTiming, in_rhythm, load_complete, load_port_free, mm_port_free,
+                                  seed_transpose_issue, sparse_end, weights_swapped)
 
 E = ErrorCode
-PACK_SLOTS = 8
-MX_BLOCK = 32
 
 
 @dataclass
@@ -50,6 +51,7 @@ class OpRecord:
     t_issue: int | None = None
     t_complete: int | None = None
     psum_writes: int = 0
+    uop: MicroOp | None = None          # what the engine ran (None for a refused descriptor)
 
     @property
     def name(self) -> str:
@@ -167,8 +169,8 @@ class Weights:
     """One plane of PE weight registers (active or shadow): values and codes per pack slot."""
 
     def __init__(self, rows: int, cols: int):
-        self.val = np.zeros((rows, cols, PACK_SLOTS))
-        self.code = np.zeros((rows, cols, PACK_SLOTS), np.uint32)
+        self.val = np.zeros((rows, cols, MAX_PACK))
+        self.code = np.zeros((rows, cols, MAX_PACK), np.uint32)
         self.dtype = np.zeros((rows, cols), np.int16)          # Dtype code of the load, 0 = never loaded
         self.pack = np.ones((rows, cols), np.int8)
         self.scale = np.zeros((rows, cols))                    # E8M0 exponent of the MX block (NaN: NaN scale)
@@ -181,18 +183,19 @@ class Weights:
 class Engine:
     """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256)."""
 
-    def __init__(self, gen, *, rows: int = 128, cols: int | None = None, sbuf: Sbuf | None = None,
+    def __init__(self, gen, *, rows: int = ARRAY_ROWS, cols: int | None = None, sbuf: Sbuf | np.ndarray | None = None,
                  sbuf_latency: int = DEFAULT_SBUF_LATENCY, e4m3: str | None = None, record_pe: bool = False):
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
-        full_cols = 256 if self.maverick else 128
-        cols = full_cols if cols is None else cols
-        if not (4 <= rows <= 128 and rows % 4 == 0 and 4 <= cols <= full_cols and cols % (8 if self.maverick else 4) == 0):
-            raise ValueError(f"array {rows}x{cols}: rows must be a multiple of 4 up to 128, columns a multiple "
-                             f"of {8 if self.maverick else 4} up to {full_cols}")
+        full = full_cols(self.gen)
+        cols = full if cols is None else cols
+        step = 2 * GROUPS if self.maverick else GROUPS     # MAVERICK: whole groups in each column half
+        if not (GROUPS <= rows <= ARRAY_ROWS and rows % GROUPS == 0 and GROUPS <= cols <= full and cols % step == 0):
+            raise ValueError(f"array {rows}x{cols}: rows must be a multiple of {GROUPS} up to {ARRAY_ROWS}, "
+                             f"columns a multiple of {step} up to {full}")
         self.rows, self.cols = rows, cols
-        self.full_cols = full_cols
-        self.sbuf = sbuf if sbuf is not None else Sbuf()
+        self.full_cols = full
+        self.sbuf = sbuf if isinstance(sbuf, Sbuf) else Sbuf(sbuf)          # None: zeros; an ndarray: its bytes
         self.sbuf_latency = sbuf_latency
         self.e4m3 = e4m3
         self.record_pe = record_pe
@@ -209,15 +212,20 @@ class Engine:
 
     # -- host interface -------------------------------------------------------------------------
     def write_reg(self, reg, value: int):
+        """A host write of the 32-bit `value` to an arr_seq register, named ("queue_cfg") or by byte
+        offset (docs/regs/arr_seq.md), as the register bus does it (D-T37): rw1c bits clear, pulse
+        fields fire (perf_cntr_cfg.cntr_rst clears every perf counter)."""
         offset = reg if isinstance(reg, int) else self.regs.offset_of(reg)
         pulses = self.regs.write(offset, value)
         if pulses.get("cntr_rst"):
-            for bank in ("weight_load", "matmul", "pe_regwrite"):
-                for i in range(49):
+            for bank in PERF_BANKS:
+                for i in range(PERF_COUNTERS):
                     self.regs.set(f"{bank}[{i}].instr_cnt_lsb", "value", 0)
                     self.regs.set(f"{bank}[{i}].instr_cnt_msb", "value", 0)
 
     def read_reg(self, reg) -> int:
+        """A host read of an arr_seq register, named or by byte offset: its 32-bit value as the bus
+        returns it (write-only and pulse fields read as 0)."""
         return self.regs.read(reg if isinstance(reg, int) else self.regs.offset_of(reg))
 
     def schedule_event(self, event: int, cycle: int):
@@ -227,34 +235,21 @@ class Engine:
         self.external_events.setdefault(event, []).append(cycle)
 
     # -- geometry ---------------------------------------------------------------------------------
-    def _scaled(self, n: int, full: int, size: int) -> int:
-        return n * size // full
-
     def region(self, d: Descriptor):
         """(row0, rows, col0, cols) of a descriptor on this array (physical PEs)."""
-        f = d.fields
-        rows = f.get("num_active_rows", 0)
-        cols = active_cols(d, self.cols)
-        if self.maverick:
-            ts, sel = f["tile_size"], f["tile_sel"]
-            row0 = sel["row_sel"] * self.rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else 0
-            col0 = sel["col_sel"] * self.cols // 2 if ts["col_size_log2"] == TileColSize.C128 else 0
-        else:
-            row0 = f.get("row_grp", 0) * self.rows // 4
-            col0 = f.get("col_grp", 0) * self.cols // 4
-        return row0, rows, col0, cols
+        return region_of(d, self.rows, self.cols)
+
+    def microop(self, d: Descriptor) -> MicroOp:
+        """The micro-op a valid descriptor runs as on this array (model.isa.microop, D-T69)."""
+        return microop(d, self.rows, self.cols)
 
     def fits(self, d: Descriptor) -> list:
         """Array-size rule on top of model.isa.check: the active block must fit this array."""
-        if d.op not in (Opcode.LDWEIGHTS, Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.LDTAGS,
-                        Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX, Opcode.PE_MANAGE_SEED):
+        if KIND_OF.get(d.op) not in (Kind.LOAD, Kind.MATMUL):
             return []
-        if d.op == Opcode.PE_MANAGE_SEED:       # scaled arrays: min(16, rows) identity rows, their columns
-            return []
-        else:
-            row0, rows, col0, cols = self.region(d)
+        row0, rows, col0, cols = self.region(d)
         out = []
-        if self.maverick and d.op != Opcode.PE_MANAGE_SEED:     # tiles scale with the array
+        if self.maverick:                       # tiles scale with the array
             ts = d.fields["tile_size"]
             trows = self.rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else self.rows
             tcols = self.cols // 2 if ts["col_size_log2"] == TileColSize.C128 else self.cols
@@ -272,62 +267,27 @@ class Engine:
                                  f"columns {col0}..{col0 + cols - 1} do not fit this {self.cols}-column array"))
         return out
 
-    def _physical_cols(self, d, col0, cols) -> np.ndarray:
+    def _physical_cols(self, u: MicroOp, col0, cols) -> np.ndarray:
         """Physical column of each logical stationary column m (D-14 load order)."""
-        f = d.fields
-        order = f.get("flags", {}).get("load_order", f.get("load_order", LoadOrder.LAST_COL_FIRST))
         m = np.arange(cols)
-        return col0 + (m if order == LoadOrder.FIRST_COL_FIRST else cols - 1 - m)
+        return col0 + (cols - 1 - m if u.lcf else m)
 
     # -- SBUF reads ---------------------------------------------------------------------------------
-    def _pack_of(self, d) -> int:
-        f = d.fields
-        if d.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX):
-            return PACK[MXPerfMode(f["perf_mode"])]
-        if self.maverick:
-            src = f.get("src_mem_pattern", {})
-            if src.get("kind") == "mxtensor_v2":
-                return PACK[MXPerfMode(f["perf_mode"])]
-            return 1
-        return 2 if f.get("perf_opt") == PerfOpt.DOUBLE_ROW else 1
-
-    def _is_mx(self, d) -> bool:
-        if d.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX):
-            return True
-        return d.fields.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
-
-    def _perf_mode(self, d):
-        return MXPerfMode(d.fields.get("perf_mode", 0)) if self._is_mx(d) else None
-
-    def _element_order(self, d, vectors: int, pack: int) -> np.ndarray:
+    def _element_order(self, u: MicroOp, vectors: int) -> np.ndarray:
         """Pattern element index of (vector v, slot j): [vectors, pack] (D-T25)."""
         v = np.arange(vectors)[:, None]
-        j = np.arange(pack)[None, :]
-        mode = self._perf_mode(d)
-        if mode in (MXPerfMode.QUAD_ROW_INTERLEAVE, MXPerfMode.OCT_ROW_INTERLEAVE):
+        j = np.arange(u.pack)[None, :]
+        if u.mxmode == MxOrder.INTERLEAVE:
             return j * vectors + v
-        if mode in (MXPerfMode.QUAD_ROW_TILED, MXPerfMode.OCT_ROW_TILED):
-            t = min(32, vectors)
-            return (v // t) * t * pack + j * t + v % t
-        return v * pack + j
+        if u.mxmode == MxOrder.TILED:
+            t = min(MX_TILE, vectors)
+            return (v // t) * t * u.pack + j * t + v % t
+        return v * u.pack + j
 
-    def _read_codes(self, d, partitions: int, count: int, esize_bits: int):
-        """The src pattern's codes: [partitions, count] (4-bit codes one per element)."""
-        f = d.fields
-        src = f["src_mem_pattern"]
-        if "data_addr" in src:                     # MXTENSOR_V2 / MXMEM_PATTERN1D
-            addr = src["data_addr"]
-            if "index_addr" in src:                # MARIANA 1D
-                offs = np.arange(src["num_elem"]) * src["step_elem"]
-            else:
-                n0, n1 = src["num_elem"]
-                offs = (np.arange(n1)[:, None] * src["step_elem_data_1"] + np.arange(n0)[None, :]).reshape(-1)
-        else:
-            addr = src["start_addr"]
-            offs = np.zeros(1, np.int64)
-            for s, n in zip(src["step_elem"], src["num_elem"]):
-                offs = (np.arange(n, dtype=np.int64)[:, None] * s + offs[None, :]).reshape(-1)
-        loc = addrmap.locate(addr)
+    def _read_codes(self, pat: Pattern, partitions: int, count: int, esize_bits: int):
+        """A pattern's codes: [partitions, count] (4-bit codes one per element), and its first partition."""
+        offs = pat.elements()
+        loc = addrmap.locate(pat.addr)
         parts = loc.partition + np.arange(partitions)
         if esize_bits == 4:
             nib = loc.offset * 2 + offs
@@ -337,27 +297,32 @@ class Engine:
             codes = self.sbuf.gather(parts, loc.offset + offs * (esize_bits // 8), esize_bits // 8)
         return codes[:, :count], loc.partition
 
-    def _read_scales(self, d, first_partition: int, blocks: int, pack: int, count: int) -> np.ndarray:
+    def _read_scales(self, pat: Pattern, first_partition: int, blocks: int, pack: int, count: int) -> np.ndarray:
         """E8M0 exponents [blocks, count]: block b's scales are bytes at scale_addr in partition
-        first + b * (32 / pack), one per vector or column (D-T25).  scale_dtype 0: no scales."""
-        src = d.fields["src_mem_pattern"]
-        if src.get("scale_dtype", Dtype.SFP8_E8) != Dtype.SFP8_E8:
+        first + b * (32 / pack), one per vector or column (D-T25).  No scales: every exponent 0."""
+        if pat.scale_addr is None:
             return np.zeros((blocks, count))
-        loc = addrmap.locate(src["scale_addr"])
+        loc = addrmap.locate(pat.scale_addr)
         parts = first_partition + np.arange(blocks) * (MX_BLOCK // pack)
-        raw = self.sbuf.gather(parts, loc.offset + np.arange(count), 1).astype(np.int64)
-        return np.where(raw == 0xFF, np.nan, raw - 127.0)
+        return dt.e8m0_exponents(self.sbuf.gather(parts, loc.offset + np.arange(count), 1))
 
-    def _to_values(self, codes: np.ndarray, dtype, scalar_mode):
+    def _to_values(self, codes: np.ndarray, dtype, lut: bool):
         """(values, codes as stored, dtype of the values) with the LUT mode applied (D-T15)."""
-        if scalar_mode == ScalarMode.LUT:
+        if lut:
             idx = codes.astype(np.intp)
             return self.lut[idx], self.lut_codes[idx], self.lut_dtype
         vals = dt.to_fp32(codes, dtype, self.gen, e4m3=self.e4m3).astype(np.float64)
         return vals, codes.astype(np.uint32), Dtype(dtype)
 
+    def _width(self, dtype) -> int:
+        return dt.format_of(dtype, self.gen).width
+
     # -- running a program ---------------------------------------------------------------------------
     def run(self, program: bytes) -> Trace:
+        """Run a program (a whole number of 64-byte descriptors) from the engine's current state
+        (registers, weights, PSUM, SBUF, scheduled events) and return its Trace; the state is left
+        as the program leaves it.  A refused descriptor changes only the error status (SPEC D-23);
+        a wait for an event nothing sets stops the run (Trace.stalled)."""
         if len(program) % 64:
             raise ValueError(f"a program is a whole number of 64-byte descriptors, got {len(program)} bytes")
         descs = [decode(program[i:i + 64], self.gen) for i in range(0, len(program), 64)]
@@ -380,10 +345,11 @@ class Engine:
             v = check(op.desc, stationary_dtype=stationary, array_cols=self.cols)
             if not v:
                 v = self.fits(op.desc) + self._runtime_rules(op.desc)
-            op.violations, op.error = v, error_code(v)
+            op.violations, op.error = sorted(v, key=lambda x: x.code), error_code(v)   # [0]: the code's reason
             if op.error != E.NONE:
                 self._refuse(op)
                 continue
+            op.uop = self.microop(op.desc)
             t = self._earliest_issue(op)
             if t is None:
                 stalled = f"descriptor {i} ({op.name}) waits for event {op.desc.events.wait_event}, which is never set"
@@ -395,7 +361,7 @@ class Engine:
             self._state["last_issue"] = t
             self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
             self._state["completions"].append(op.t_complete)
-            if self._is_barrier(op.desc):
+            if op.uop.barrier:
                 self._state["barrier_complete"] = op.t_complete
             self._complete(op)
         events = sorted(self._events, key=lambda e: e.cycle)
@@ -421,26 +387,15 @@ class Engine:
         se = op.desc.events.set_event
         if se != EVENT_NONE:
             self.external_events.setdefault(se, []).append(op.t_complete)
-        bank = {Opcode.LDWEIGHTS: "weight_load", Opcode.LDWEIGHTS_MX: "weight_load", Opcode.LDTAGS: "weight_load",
-                Opcode.MATMUL: "matmul", Opcode.MATMUL_SPARSE: "matmul", Opcode.MATMUL_MX: "matmul",
-                Opcode.PE_REG_WRITE: "pe_regwrite"}.get(op.desc.op)
         if self.regs.get("perf_cntr_cfg", "cntr_en"):
-            if op.desc.op == Opcode.PE_MANAGE_SEED:
-                for b in ("weight_load", "matmul"):
-                    self.regs.count64(b, counter_index(16, 128))
-            elif bank:
-                f = op.desc.fields
-                idx = counter_index(f.get("num_active_rows", 1),
-                                    active_cols(op.desc, self.cols) if "num_active_cols" in f else 1)
-                self.regs.count64(bank, idx)
+            for bank in op.uop.banks:
+                self.regs.count64(bank, op.uop.counter)
 
     def _stationary_dtype(self, d):
         """The dtype the loaded weights of a matmul's region hold (for the fp32 no-mix rule)."""
         if d.op not in (Opcode.MATMUL, Opcode.MATMUL_SPARSE) or d.layout is None:
             return None
-        f = d.fields
-        if f.get("flags", {}).get("xpose_mode", f.get("transpose_mode", 0)) or \
-                f.get("flags", {}).get("seed_mode", 0):
+        if transposes(d) or seed_mode(d):
             return None
         row0, rows, col0, cols = self.region(d)
         if row0 + rows > self.rows or col0 + cols > self.cols:
@@ -461,17 +416,16 @@ class Engine:
         return w
 
     def _runtime_rules(self, d) -> list:
-        """Rules that need engine state: weights loaded in the matmul's pump mode (BAD_MX),
+        """Rules that need engine state (D-T31): weights loaded in the matmul's pump mode (BAD_MX),
         the PeRegWrite value fetched from SBUF (BAD_REGISTER)."""
         out = []
-        if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX) and not d.fields.get("flags", {}).get("xpose_mode", 0) \
-                and not d.fields.get("flags", {}).get("seed_mode", 0) and not d.fields.get("transpose_mode", 0):
+        if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX) and not transposes(d) and not seed_mode(d):
             row0, rows, col0, cols = self.region(d)
             w = self._current_weights()
             packs = np.unique(w.pack[row0:row0 + rows, col0:col0 + cols][w.dtype[row0:row0 + rows, col0:col0 + cols] != 0])
-            if packs.size and (packs.size > 1 or int(packs[0]) != self._pack_of(d)):
+            if packs.size and (packs.size > 1 or int(packs[0]) != pack_of(d)):
                 out.append(Violation(E.BAD_MX, "perf_mode", f"weights were loaded {int(packs[0])} per PE, "
-                                     f"the matmul streams {self._pack_of(d)}"))
+                                     f"the matmul streams {pack_of(d)}"))
         if d.op == Opcode.PE_REG_WRITE and not self.regs.get("queue_cfg", "bypass_peregwrite_instr"):
             value = self._reg_value(d)
             if d.fields["reg"] == PeReg.PSUM_ROUND and value not in (0, 1):
@@ -487,25 +441,24 @@ class Engine:
 
     # -- scheduling (docs/timing.md) --------------------------------------------------------------
     def _earliest_issue(self, op: OpRecord):
-        st, d = self._state, op.desc
+        st, d, u = self._state, op.desc, op.uop
         t = op.t_decode + 1
         if self.regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
             t = max(t, st["last_issue"] + 1 + self.regs.get("arr_cluster_cfg", "inter_instr_dly_cnt"))
         t = max(t, st["barrier_complete"] + 1)      # nothing overtakes a barrier
-        serial = self.regs.get("queue_cfg", "disable_dependency_check") or self._is_barrier(d)
+        serial = self.regs.get("queue_cfg", "disable_dependency_check") or u.barrier
+        mm = st["last_mm"]
         if serial:
             t = max(t, st["all_complete"] + 1)
-        elif d.op in (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS):
+        elif u.kind == Kind.LOAD:
             t = max(t, st["lw_port"])
-            mm = st["last_mm"]
             if mm is not None:           # every PE of the last matmul has swapped before a shadow write
-                t = max(t, mm["t_data"] + mm["passes"] * (self.rows + self.cols) - self.sbuf_latency)
+                t = max(t, weights_swapped(mm["t_data"], mm["passes"], self.rows, self.cols) - self.sbuf_latency)
             if d.op == Opcode.LDTAGS:
                 t = max(t, st["last_sparse_end"])
         else:                            # matmuls
             t = max(t, st["mm_port"], st["last_lw"] + 1, st["last_ldtags"] + 1)
-            mm = st["last_mm"]
-            if mm is not None and (mm["passes"] != self._passes(d) or mm["kind"] != self._mm_kind(d)):
+            if mm is not None and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
                 t = max(t, mm["t_complete"] + 1)
         done = sorted(st["completions"])
         if len(done) >= MAX_IN_FLIGHT:          # at most 16 micro-ops in flight (D-T38)
@@ -517,82 +470,55 @@ class Engine:
             if not sets:
                 return None
             t = max(t, min(sets) + 1)
-        mm = st["last_mm"]
-        passes = self._passes(d) if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX, Opcode.MATMUL_SPARSE) else 1
-        if passes > 1 and mm is not None:       # one advance rhythm in the array (D-T38)
-            while t <= mm["t_complete"] and (t - mm["t_issue"]) % passes:
+        if u.passes > 1 and mm is not None:     # one advance rhythm in the array (D-T38)
+            while t <= mm["t_complete"] and not in_rhythm(t, mm["t_issue"], u.passes):
                 t += 1
         if we != EVENT_NONE:
             st["consumed"][we] = t
         return t
 
-    def _is_barrier(self, d) -> bool:
-        f = d.fields
-        return d.op in (Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MANAGE_SEED) or \
-            bool(f.get("flags", {}).get("seed_mode", 0))
-
-    def _passes(self, d) -> int:
-        mode = d.fields.get("fp32_mode", FP32Mode.NONE)
-        return 4 if mode in (FP32Mode.HIGH, FP32Mode.LOW_HIGH) and not self._xpose(d) else 1
-
-    def _xpose(self, d) -> bool:
-        f = d.fields
-        return bool(f.get("flags", {}).get("xpose_mode", 0) or f.get("transpose_mode", 0))
-
-    def _mm_kind(self, d) -> str:
-        return "xpose" if self._xpose(d) else "sparse" if d.op == Opcode.MATMUL_SPARSE else "mm"
-
     # -- execution ---------------------------------------------------------------------------------
     def _execute(self, op: OpRecord):
-        d = op.desc
-        handler = {Opcode.LDWEIGHTS: self._ldweights, Opcode.LDWEIGHTS_MX: self._ldweights,
-                   Opcode.MATMUL: self._matmul, Opcode.MATMUL_MX: self._matmul,
-                   Opcode.MATMUL_SPARSE: self._matmul, Opcode.LDTAGS: self._ldtags,
-                   Opcode.PE_REG_WRITE: self._pe_reg_write, Opcode.CONV_LUT_LOAD: self._conv_lut_load,
-                   Opcode.PE_MANAGE_SEED: self._pe_manage_seed}[d.op]
+        handler = {Kind.LOAD: self._ldtags if op.desc.op == Opcode.LDTAGS else self._ldweights,
+                   Kind.MATMUL: self._matmul, Kind.REGWRITE: self._pe_reg_write, Kind.LUT: self._conv_lut_load,
+                   Kind.SEED: self._pe_manage_seed}[op.uop.kind]
         handler(op)
 
     def _ldweights(self, op: OpRecord, identity=None):
-        d, f, t = op.desc, op.desc.fields, op.t_issue
+        t, u = op.t_issue, op.uop
         L = self.sbuf_latency
-        row0, rows, col0, cols = self.region(d) if identity is None else \
-            (0, min(16, self.rows), 0, min(128, self.cols))
-        pack = self._pack_of(d) if identity is None else 1
-        phys = self._physical_cols(d, col0, cols) if identity is None else np.arange(cols)
+        row0, rows, col0, cols = u.block
+        pack = u.pack
+        phys = self._physical_cols(u, col0, cols) if identity is None else np.arange(cols)
         sl = slice(row0, row0 + rows)
         if identity is not None:
             codes, dtype = identity
             grid = np.zeros((rows, cols, 1), np.uint64)
-            diag = np.arange(cols) % 16
+            diag = np.arange(cols) % SEED_STATES
             for k in range(rows):
                 grid[k, diag == k, 0] = codes[k]
-            vals, stored, vdtype = self._to_values(grid, dtype, ScalarMode.NONE)
+            vals, stored, vdtype = self._to_values(grid, dtype, False)
             scales = np.zeros((rows, cols))
         else:
-            flags = f.get("flags", {})
-            xpose = flags.get("xpose_mode", f.get("transpose_mode", 0))
-            scalar = flags.get("scalar_mode", ScalarMode.NONE)
-            dtype = Dtype(f["in_dtype"])
-            tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
-            bits = 32 if tagw else dt.format_of(dtype, self.gen).width
-            if xpose:
-                codes, first = self._read_codes(d, cols, rows * pack, bits)        # [cols, rows]
+            dtype = u.dtype
+            bits = 32 if u.tagw else self._width(dtype)
+            if u.xpose:
+                codes, first = self._read_codes(u.src, cols, rows * pack, bits)      # [cols, rows]
                 grid = codes.T.reshape(rows, pack, cols).transpose(0, 2, 1)
             else:
-                codes, first = self._read_codes(d, rows, cols * pack, bits)
-                order = self._element_order(d, cols, pack)                           # [cols, pack]
-                grid = codes[:, order]                                               # [rows, cols, pack]
-            if tagw:
+                codes, first = self._read_codes(u.src, rows, cols * pack, bits)
+                grid = codes[:, self._element_order(u, cols)]                         # [rows, cols, pack]
+            if u.tagw:
                 self.tags[row0:row0 + rows, phys] = (grid[:, :, 0] >> 16).astype(np.uint8) & 0xF
                 if self.record_pe:
                     self._pe_log.append({"kind": "tags", "op": op.index, "t": t, "latency": L, "row0": row0,
                                          "rows": rows, "phys": phys, "tags": self.tags[sl, phys].copy()})
                 grid = grid & 0xFFFF
-            vals, stored, vdtype = self._to_values(grid, dtype, scalar)
+            vals, stored, vdtype = self._to_values(grid, dtype, u.lut)
             scales = np.zeros((rows, cols))
-            if self._is_mx(d):
+            if u.mx:
                 blocks = rows * pack // MX_BLOCK
-                s = self._read_scales(d, first, blocks, pack, cols)                  # [blocks, cols]
+                s = self._read_scales(u.src, first, blocks, pack, cols)                 # [blocks, cols]
                 scales = s[(np.arange(rows) * pack) // MX_BLOCK]
         sh = self.shadow
         sh.val[sl, phys, :pack] = vals
@@ -609,25 +535,25 @@ class Engine:
                                  "pack": pack, "scales": scales})
         for k in range(rows):
             self._emit(t + k + L, "shadow_write", op.index, row=row0 + k)
-        op.t_complete = t + rows - 1 + L
+        op.t_complete = load_complete(t, rows, L)
         st = self._state
-        st["lw_port"] = t + rows
+        st["lw_port"] = load_port_free(t, rows)
         st["last_lw"] = t
 
     def _ldtags(self, op: OpRecord):
-        d, f, t = op.desc, op.desc.fields, op.t_issue
-        row0, rows, col0, cols = self.region(d)
-        words, _ = self._read_codes(d, rows, (cols + 3) // 4, 16)
+        d, t, u = op.desc, op.t_issue, op.uop
+        row0, rows, col0, cols = u.block
+        words, _ = self._read_codes(u.src, rows, (cols + 3) // 4, 16)
         m = np.arange(cols)
         nib = (words[:, m // 4] >> ((3 - m % 4) * 4).astype(np.uint64)) & 0xF        # LSB = larger column
-        phys = col0 + (cols - 1 - m)                                                # LAST_COL_FIRST
-        self.tags[row0:row0 + rows, phys] = (nib | f["force_tag_bits"]).astype(np.uint8) & 0xF
+        phys = self._physical_cols(u, col0, cols)                                   # LAST_COL_FIRST
+        self.tags[row0:row0 + rows, phys] = (nib | d.fields["force_tag_bits"]).astype(np.uint8) & 0xF
         if self.record_pe:
             self._pe_log.append({"kind": "tags", "op": op.index, "t": t, "latency": self.sbuf_latency,
                                  "row0": row0, "rows": rows, "phys": phys,
                                  "tags": self.tags[row0:row0 + rows, phys].copy()})
-        op.t_complete = t + rows - 1 + self.sbuf_latency
-        self._state["lw_port"] = t + rows
+        op.t_complete = load_complete(t, rows, self.sbuf_latency)
+        self._state["lw_port"] = load_port_free(t, rows)
         self._state["last_ldtags"] = t
 
     def _pe_reg_write(self, op: OpRecord):
@@ -640,46 +566,40 @@ class Engine:
         op.t_complete = when
 
     def _conv_lut_load(self, op: OpRecord):
-        f = op.desc.fields
-        n = f["num_entries"]
-        dtype = Dtype(f["in_dtype"])
-        codes, _ = self._read_codes(op.desc, 1, n, dt.format_of(dtype, self.gen).width)
+        u = op.uop
+        n = op.desc.fields["num_entries"]
+        codes, _ = self._read_codes(u.src, 1, n, self._width(u.dtype))
         self.lut_codes[:n] = codes[0]
-        self.lut[:n] = dt.to_fp32(codes[0], dtype, self.gen).astype(np.float64)
-        self.lut_dtype = dtype
+        self.lut[:n] = dt.to_fp32(codes[0], u.dtype, self.gen).astype(np.float64)
+        self.lut_dtype = u.dtype
         op.t_complete = op.t_issue + self.sbuf_latency
         self._emit(op.t_complete, "lut", op.index, entries=n)
 
     def _matmul(self, op: OpRecord):
-        d, f, t = op.desc, op.desc.fields, op.t_issue
-        flags = f.get("flags", {})
-        row0, rows, col0, cols = self.region(d)
-        if flags.get("seed_mode", SeedMode.NONE):
-            return self._seed_matmul(op, SeedMode(flags["seed_mode"]), row0, col0)
-        passes = self._passes(d)
-        timing = ArrayTiming(t + self.sbuf_latency, self.rows, passes)
+        d, f, t, u = op.desc, op.desc.fields, op.t_issue, op.uop
+        row0, rows, col0, cols = u.block
+        if u.seed:
+            return self._seed_matmul(op, u.seed)
+        timing = ArrayTiming(t + self.sbuf_latency, self.rows, u.passes)
         self._swap(op, row0, rows, col0, cols, timing)
-        xpose = self._xpose(d)
-        if xpose:
-            dtype = Dtype(f["in_dtype"])
-            codes, _ = self._read_codes(d, rows, self._src_count(d), dt.format_of(dtype, self.gen).width)
+        dtype = u.dtype
+        if u.xpose:
+            codes, _ = self._read_codes(u.src, rows, u.src.count, self._width(dtype))
             bits = codes.astype(np.uint32).T                                    # [N, K]: partition n, element k
             if self.record_pe:
                 self._pe_log.append({"kind": "xpose", "op": op.index, "timing": timing, "bits": bits})
             self._write_results(op, timing, raw=bits, vectors=bits.shape[1], ncols=bits.shape[0], col0=0)
             return
-        pack = self._pack_of(d)
-        n_vec = self._src_count(d) // pack
-        scalar = flags.get("scalar_mode", ScalarMode.NONE)
-        dtype = Dtype(f["in_dtype"])
+        pack = u.pack
+        n_vec = u.src.count // pack
         w = self.active
         wsl = (slice(row0, row0 + rows), slice(col0, col0 + cols))
         w_vals = w.val[wsl[0], wsl[1], :pack].transpose(0, 2, 1)                # [rows, pack, cols]
         st_dtypes = [Dtype(c) for c in np.unique(w.dtype[wsl]).tolist() if c]
         if d.op == Opcode.MATMUL_SPARSE:
-            fm = f["src_mem_pattern"]["num_elem"][3]
-            codes, _ = self._read_codes(d, rows, n_vec, dt.format_of(dtype, self.gen).width)
-            a_vals, a_codes, a_dtype = self._to_values(codes.reshape(rows, fm, n_vec // fm), dtype, scalar)
+            fm = u.src.nums[3]
+            codes, _ = self._read_codes(u.src, rows, n_vec, self._width(dtype))
+            a_vals, a_codes, a_dtype = self._to_values(codes.reshape(rows, fm, n_vec // fm), dtype, u.lut)
             result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3, partials=self.record_pe)
             n_vec //= fm
             if self.record_pe:
@@ -690,16 +610,15 @@ class Engine:
                                      "fp32_mode": 0, "mx": False, "sa": np.zeros((rows, n_vec)), "fmaps": fm,
                                      "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         else:
-            bits = 4 if self._is_mx(d) and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else \
-                dt.format_of(dtype, self.gen).width
-            codes, first = self._read_codes(d, rows, n_vec * pack, bits)
-            order = self._element_order(d, n_vec, pack)
-            a_vals, a_codes, a_dtype = self._to_values(codes[:, order].transpose(0, 2, 1), dtype, scalar)  # [rows, pack, N]
+            bits = 4 if u.mx and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else self._width(dtype)
+            codes, first = self._read_codes(u.src, rows, n_vec * pack, bits)
+            order = self._element_order(u, n_vec)
+            a_vals, a_codes, a_dtype = self._to_values(codes[:, order].transpose(0, 2, 1), dtype, u.lut)  # [rows, pack, N]
             scales = None
             sa_rows = np.zeros((rows, n_vec))
-            if self._is_mx(d):
+            if u.mx:
                 blocks = rows * pack // MX_BLOCK
-                sa = self._read_scales(d, first, blocks, pack, n_vec)
+                sa = self._read_scales(u.src, first, blocks, pack, n_vec)
                 blk = (np.arange(rows) * pack) // MX_BLOCK
                 scales = (w.scale[wsl], sa[blk])
                 sa_rows = sa[blk]
@@ -711,7 +630,7 @@ class Engine:
                 self._pe_log.append({"kind": "mm", "op": op.index, "timing": timing, "row0": row0, "col0": col0,
                                      "rows": rows, "cols": cols, "pack": pack, "steps": steps, "a": a_vals,
                                      "a_codes": np.asarray(a_codes, np.uint32), "a_dtype": int(a_dtype),
-                                     "fp32_mode": int(f.get("fp32_mode", 0)), "mx": self._is_mx(d), "sa": sa_rows,
+                                     "fp32_mode": int(f.get("fp32_mode", 0)), "mx": u.mx, "sa": sa_rows,
                                      "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         self._write_results(op, timing, values=result, vectors=n_vec, ncols=cols, col0=col0)
 
@@ -732,16 +651,6 @@ class Engine:
                 steps.append(canonical_nan(psum))
         return (canonical_nan(psum), steps) if partials else canonical_nan(psum)
 
-    def _src_count(self, d) -> int:
-        src = d.fields["src_mem_pattern"]
-        if "data_addr" in src:
-            n = src["num_elem"]
-            return n if isinstance(n, int) else n[0] * n[1]
-        count = 1
-        for n in src["num_elem"]:
-            count *= n
-        return count
-
     def _swap(self, op, row0, rows, col0, cols, timing):
         region = np.zeros((self.rows, self.cols), bool)
         region[row0:row0 + rows, col0:col0 + cols] = True
@@ -753,42 +662,29 @@ class Engine:
             self._emit(timing.pe_cycle(row0, col0, 0), "swap", op.index, rows=(row0, row0 + rows),
                        cols=(col0, col0 + cols))
 
-    def _dst_offsets(self, d, count: int) -> tuple[int, np.ndarray, int]:
+    def _dst_offsets(self, u: MicroOp, count: int) -> tuple[int, np.ndarray, int]:
         """(first partition, byte offsets of the dst elements, cell bytes)."""
-        f = d.fields
-        dst = f["dst_mem_pattern"]
-        esize = 2 if f.get("out_dtype") == Dtype.BFLOAT16 else 4
-        loc = addrmap.locate(dst["start_addr"])
-        offs = loc.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], esize)
+        esize = 2 if u.out_bf16 else 4
+        loc = addrmap.locate(u.dst.addr)
+        offs = loc.offset + u.dst.elements() * esize
         return loc.partition, offs[:count], esize
-
-    def _accumulate_mode(self, d):
-        """(accumulate?, begins a group?) for CAYMAN/MARIANA flags or MAVERICK accumulate_flag."""
-        f = d.fields
-        if "psum_accumulate_flags" in f:
-            acc = f["psum_accumulate_flags"]
-            begin = bool(acc & PsumAccumulate.BEGIN_MATMUL_GROUP)
-            return not begin, begin
-        return f["flags"]["accumulate_flag"] == AccumulateMode.ACCUMULATE, False
 
     def _write_results(self, op, timing, *, values=None, raw=None, vectors, ncols, col0):
         """Apply the PSUM writes of one matmul in cycle order and emit them."""
-        d, f = op.desc, op.desc.fields
-        p0, offs, esize = self._dst_offsets(d, vectors * (2 if ncols > self._half() and self.maverick else 1))
-        out_dtype = Dtype.BFLOAT16 if f.get("out_dtype") == Dtype.BFLOAT16 else Dtype.FP32
-        accumulate, begin = self._accumulate_mode(d)
-        if raw is not None:
-            accumulate = False
+        d, u = op.desc, op.uop
         half = self._half()
+        p0, offs, esize = self._dst_offsets(u, vectors * (2 if ncols > half and self.maverick else 1))
+        out_dtype = Dtype.BFLOAT16 if u.out_bf16 else Dtype.FP32
+        accumulate = u.accumulate and raw is None
         c = np.arange(ncols)
         slot = c // half if self.maverick else np.zeros(ncols, int)
         part = p0 + (c % half if self.maverick else c)
         first_write = timing.write_cycle(col0, 0)
-        if begin and "psum_zero_region" in f:
-            count = 1 << int(f["psum_zero_region"])
-            self.psum.zero_banks(np.unique(part), (offs[0] // addrmap.PSUM_BANK_BYTES) if offs.size else 0, count)
+        if u.zero_banks:
+            bank = (offs[0] // addrmap.PSUM_BANK_BYTES) if offs.size else 0
+            self.psum.zero_banks(np.unique(part), bank, u.zero_banks)
             self._emit(first_write, "psum_zero", op.index, partitions=(int(part.min()), int(part.max())),
-                       bank=int(offs[0] // addrmap.PSUM_BANK_BYTES), banks=count)
+                       bank=int(offs[0] // addrmap.PSUM_BANK_BYTES), banks=u.zero_banks)
         last = first_write
         # cycle of (column c, vector v): t_data + passes*(v + R + col0 + c) + 1; walk the diagonals in order
         for step in range(vectors + ncols - 1):
@@ -815,39 +711,40 @@ class Engine:
         self._emit(done_at, "matmul_done", op.index)
         self.regs.add("matmul_done_count", "count")
         op.t_complete = last
-        self._state["mm_port"] = op.t_issue + vectors * timing.passes
+        self._state["mm_port"] = mm_port_free(op.t_issue, vectors, timing.passes)
         self._state["last_mm"] = {"t_data": timing.t_data, "passes": timing.passes, "t_complete": last,
-                                  "kind": self._mm_kind(d), "t_issue": op.t_issue}
+                                  "kind": u.mmkind, "t_issue": op.t_issue}
         if d.op == Opcode.MATMUL_SPARSE:
-            self._state["last_sparse_end"] = op.t_issue + vectors + self.cols
+            self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)
 
     def _half(self) -> int:
-        return self.cols // 2 if self.maverick else self.cols
+        return psum_half(self.gen, self.cols)
 
     # -- seeds (seed 000 section 5) -----------------------------------------------------------------
     def _pe_manage_seed(self, op: OpRecord):
         """MARIANA: a Ldweights of the identity (rows 0-15) then a transposing seed Matmul."""
-        f = op.desc.fields
+        f, u, L = op.desc.fields, op.uop, self.sbuf_latency
         ident = f["identity_mem_pattern"]
         idt = Dtype(f["identity_dtype"])
         loc = addrmap.locate(ident["start_addr"])
-        esize = max(1, dt.format_of(idt, self.gen).width // 8)
-        codes = self.sbuf.gather([loc.partition], loc.offset + np.arange(16) * ident["step_elem"][0] * esize, esize)[0]
+        esize = max(1, self._width(idt) // 8)
+        offs = loc.offset + np.arange(SEED_STATES) * ident["step_elem"][0] * esize
+        codes = self.sbuf.gather([loc.partition], offs, esize)[0]
         self._ldweights(op, identity=(codes, idt))
-        t_mm = op.t_complete + 1
-        timing = ArrayTiming(t_mm + self.sbuf_latency, self.rows, 1)
-        self._swap(op, 0, min(16, self.rows), 0, min(128, self.cols), timing)
-        parts = min(128, self.cols)
+        t_mm = seed_transpose_issue(op.t_issue, u.rows, L)
+        timing = ArrayTiming(t_mm + L, self.rows, 1)
+        self._swap(op, *u.block, timing)
+        parts = u.cols
         if f["mode"] == SeedMode.LOAD_SEED:
             src = f["src_seed_mem_pattern"]
             sl = addrmap.locate(src["start_addr"])
             offs = sl.offset + self.sbuf.offsets(src["step_elem"], src["num_elem"], 4)
-            seeds = self.sbuf.gather(np.arange(16) + sl.partition, offs[:128], 4).astype(np.uint32)   # [16, 128]
+            seeds = self.sbuf.gather(np.arange(SEED_STATES) + sl.partition, offs[:SEED_COLS], 4).astype(np.uint32)
             last = t_mm
-            for s in range(16):
+            for s in range(SEED_STATES):
                 for p in range(parts):
                     cyc = timing.write_cycle(p, s)
-                    self.psum.sr_state[p, s // 2, s % 2] = seeds[s, p]
+                    self.psum.sr_state[p, s // addrmap.PSUM_SR_SLOTS, s % addrmap.PSUM_SR_SLOTS] = seeds[s, p]
                     self._emit(cyc, "state_write", op.index, partition=p, state=s, value=int(seeds[s, p]))
                     last = max(last, cyc)
             op.t_complete = last
@@ -858,9 +755,9 @@ class Engine:
             offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
             raw = rows[:parts].astype(np.uint32)                                   # [partition, state]
             self._write_seed_cells(op, timing, raw, offs, parts)
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": op.t_complete, "kind": "xpose",
-                                  "t_issue": t_mm}
-        self._state["mm_port"] = t_mm + 16
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": op.t_complete,
+                                  "kind": MmKind.XPOSE, "t_issue": t_mm}
+        self._state["mm_port"] = mm_port_free(t_mm, SEED_STATES, 1)
 
     def _write_seed_cells(self, op, timing, raw, offs, parts):
         last = 0
@@ -873,18 +770,17 @@ class Engine:
                 last = max(last, cyc)
         op.t_complete = last
 
-    def _seed_matmul(self, op: OpRecord, mode: SeedMode, row0: int, col0: int):
+    def _seed_matmul(self, op: OpRecord, mode: SeedMode):
         """MAVERICK seed micro-op (seed 000 section 5.1 contract): bank = dst bank, slot j = column half,
         partition = column mod half.  LOAD takes 2 x half INT32 from SBUF; SAVE writes the 1x1x2 dst."""
-        d, f = op.desc, op.desc.fields
+        u = op.uop
         timing = ArrayTiming(op.t_issue + self.sbuf_latency, self.rows, 1)
         half = self._half()
-        dst = f["dst_mem_pattern"]
-        dl = addrmap.locate(dst["start_addr"])
+        dl = addrmap.locate(u.dst.addr)
         bank = dl.offset // addrmap.PSUM_BANK_BYTES
         last = timing.write_cycle(0, 0)
         if mode == SeedMode.LOAD_SEED:
-            codes, _ = self._read_codes(d, 1, 2 * half, 32)
+            codes, _ = self._read_codes(u.src, 1, 2 * half, 32)
             for c in range(2 * half):
                 p, j = c % half, c // half
                 cyc = timing.write_cycle(c, 0)
@@ -893,7 +789,7 @@ class Engine:
                            value=int(codes[0, c]))
                 last = max(last, cyc)
         else:
-            offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
+            offs = dl.offset + u.dst.elements() * 4
             for c in range(2 * half):
                 p, j = c % half, c // half
                 cyc = timing.write_cycle(c, 0)
@@ -904,6 +800,6 @@ class Engine:
                 op.psum_writes += 1
                 last = max(last, cyc)
         op.t_complete = last
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": last, "kind": "xpose",
+        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": last, "kind": MmKind.XPOSE,
                                   "t_issue": op.t_issue}
-        self._state["mm_port"] = op.t_issue + 1
+        self._state["mm_port"] = mm_port_free(op.t_issue, 1, 1)

@@ -16,7 +16,7 @@ from tensore.model.isa.enums import PsumRound
 from tensore.model.mac import canonical_nan
 
 SR_STATE_BASE = 0x9E3779B9        # D-09
-SR_SLOTS = 2
+SR_SLOTS = addrmap.PSUM_SR_SLOTS
 
 
 def sr_reset_states(partitions: int = addrmap.PARTITIONS, banks: int = addrmap.PSUM_BANKS) -> np.ndarray:
@@ -37,7 +37,9 @@ def bf16_round(values: np.ndarray, mode: PsumRound, states: np.ndarray | None = 
 
 
 class Psum:
-    """The PSUM array of one engine."""
+    """The PSUM array of one engine: `mem` is [partitions, 16384] raw bytes (cells(4) / cells(2)
+    view it as fp32 / bf16 cells, fp32_view one bank as float32), `sr_state` the [partitions, 8, 2]
+    stochastic-rounding states."""
 
     def __init__(self, partitions: int = addrmap.PARTITIONS):
         self.partitions = partitions
@@ -122,6 +124,7 @@ class Psum:
         self.sr_state = rows.reshape(self.partitions, addrmap.PSUM_BANKS, SR_SLOTS).copy()
 
     def fp32_view(self, partition: int, bank: int) -> np.ndarray:
+        """One bank of one partition as 512 float32 values (a view: writes show through)."""
         cells = self.cells(4)[partition]
         n = addrmap.PSUM_BANK_CELLS
         return cells[bank * n:(bank + 1) * n].view(np.float32)

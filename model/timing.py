@@ -1,14 +1,72 @@
 """The timing contract of the engine (docs/timing.md): the numbers and formulas the golden cycle
-model and the RTL share.  Cycles count from the engine's first clock after reset (cycle 0)."""
+model and the RTL share.  Cycles count from the engine's first clock after reset (cycle 0).
+
+The formulas are written once for both (D-T70): they use only `+`, `-`, `&` and shifts, so they
+take Python ints (model/engine.py) and Amaranth values (rtl/seq.py) alike; `passes` is 1 or 4."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tensore.model.arr_seq_regs import REGISTERS
 
 DECODE_CYCLES = 1          # a descriptor at the FIFO head is decoded and checked in one cycle
 PSUM_RMW_CYCLES = 1        # column output -> PSUM cell written one cycle later (read, add, write)
 FIFO_DEPTH = {0: 16, 1: 1}  # queue_cfg.fifo_size_sel
 DEFAULT_SBUF_LATENCY = 2   # cycles from an SBUF read request to its data
 MAX_IN_FLIGHT = 16         # issued micro-ops not yet complete (D-T38)
+
+# perf counters (D-22, D-T30): the banks and their counters as the register map declares them
+_LSB = "].instr_cnt_lsb"
+PERF_BANKS = tuple(dict.fromkeys(n.split("[")[0] for n in REGISTERS if n.endswith(_LSB)))
+PERF_COUNTERS = sum(1 for n in REGISTERS if n.startswith(PERF_BANKS[0] + "[") and n.endswith(_LSB))
+BUCKETS = 7                # active counts 2, 4, ..., 128 (columns beyond 128 in the last)
+assert PERF_COUNTERS == BUCKETS * BUCKETS
+
+
+def times_passes(x, passes):
+    """x * passes for passes 1 or 4: a shift by passes // 2 (on Amaranth values a 2-bit shifter)."""
+    return x << (passes >> 1)
+
+
+def write_cycle(t_data, rows, passes, c, v):
+    """The PSUM write of column c, vector v of a matmul whose first vector arrives at t_data on an
+    array of `rows` rows: the sum leaves the bottom at t_data + passes * (v + rows + c) (D-15, D-T29)."""
+    return t_data + times_passes(v + rows + c, passes) + PSUM_RMW_CYCLES
+
+
+def load_complete(t, rows, latency):
+    """A weight or tag load issued at t: its last row's shadow write (row k at t + k + latency)."""
+    return t + rows - 1 + latency
+
+
+def load_port_free(t, rows):
+    """A load issued at t has sent its last row request at t + rows - 1."""
+    return t + rows
+
+
+def sparse_end(t, vectors, cols):
+    """A MatmulSparse issued at t has used the tags of every column by t + vectors + cols (LdTags waits)."""
+    return t + vectors + cols
+
+
+def weights_swapped(t_data, passes, rows, cols):
+    """The cycle by which every PE of a matmul has taken its first vector (and swapped)."""
+    return t_data + times_passes(rows + cols, passes)
+
+
+def mm_port_free(t, vectors, passes):
+    """A matmul issued at t streams its last vector into the array at t + passes * (vectors - 1)."""
+    return t + times_passes(vectors, passes)
+
+
+def in_rhythm(t, t_issue, passes):
+    """A `passes`-pass matmul may issue at t only in step with the matmul issued at t_issue (D-T38)."""
+    return ((t - t_issue) & (passes - 1)) == 0
+
+
+def seed_transpose_issue(t, rows, latency):
+    """PeManageSeed issued at t: its seed transpose issues after the `rows`-row identity load."""
+    return load_complete(t, rows, latency) + 1
 
 
 @dataclass(frozen=True)
@@ -26,22 +84,25 @@ class ArrayTiming:
     rows: int                  # physical rows R of the array (fixed latency: the sum always runs to the bottom)
     passes: int = 1
 
+    def __post_init__(self):
+        assert self.passes in (1, 4), self.passes
+
     def pe_cycle(self, r: int, c: int, v: int) -> int:
-        return self.t_data + self.passes * (v + r + c)
+        return self.t_data + times_passes(v + r + c, self.passes)
 
     def output_cycle(self, c: int, v: int) -> int:
         """The cycle the (c, v) sum is in the bottom register of column c."""
-        return self.t_data + self.passes * (v + self.rows + c)
+        return self.write_cycle(c, v) - PSUM_RMW_CYCLES
 
     def write_cycle(self, c: int, v: int) -> int:
-        return self.output_cycle(c, v) + PSUM_RMW_CYCLES
+        return write_cycle(self.t_data, self.rows, self.passes, c, v)
 
 
 def bucket(n: int) -> int:
     """Perf-counter bucket of an active row / column count: 2,4,...,128 -> 0..6 (D-22)."""
-    n = max(1, min(int(n), 128))
+    n = max(1, min(int(n), 1 << BUCKETS))
     return max(0, (n - 1).bit_length() - 1)
 
 
 def counter_index(rows: int, cols: int) -> int:
-    return bucket(rows) * 7 + bucket(cols)
+    return bucket(rows) * BUCKETS + bucket(cols)

@@ -10,24 +10,21 @@ cycle t_data + k + n; rows without a moving value pass it down, so it leaves the
 cycle docs/timing.md gives for its PSUM write.
 
 Structure: Array -> ArrayRow (one row block: cols PEs) -> PE.  With black_box=True each level
-instantiates the separately exported module below it, so the Verilog of a 128 x 256 array holds one
-PE and one row definition."""
+instantiates the separately exported module below it (rtl/blackbox.py), so the Verilog of a
+128 x 256 array holds one PE and one row definition.  The row and the array are pure wiring: their
+Verilog (`verilog()`) is written here as structural Verilog from the same port layouts, because
+Amaranth's backend needs minutes for the ~30,000 instance connections of a 128 x 256 array (D-T35)."""
+from functools import cached_property
+
 from amaranth.hdl import Module
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
-from tensore.rtl.blackbox import instance_of
+from tensore.rtl.array_loop import array_header
+from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.fp.pe_mac import dtypes_suffix
-from tensore.rtl.pe import PE, PEBlackBox, act_layout, weight_layout
-
-
-def row_module_name(gen, cols: int, pack: int, dtypes=None) -> str:
-    return f"tensore_row_{Gen.parse(gen).name.lower()}_c{cols}_p{pack}{dtypes_suffix(dtypes)}"
-
-
-def array_module_name(gen, rows: int, cols: int, pack: int, dtypes=None) -> str:
-    return f"tensore_array_{Gen.parse(gen).name.lower()}_r{rows}_c{cols}_p{pack}{dtypes_suffix(dtypes)}"
+from tensore.rtl.pe import COL_BITS, PE, act_layout, weight_layout
 
 
 def _row_signature(cols: int, pack: int) -> dict:
@@ -44,11 +41,24 @@ def _row_signature(cols: int, pack: int) -> dict:
 class ArrayRow(wiring.Component):
     """One row of PEs: the moving value passes right, each PE's sum goes down to the next row."""
 
+    repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
+
     def __init__(self, gen, cols: int, pack: int = 1, *, black_box_pe: bool = False, dtypes=None):
-        self.gen, self.cols, self.pack = gen, cols, pack
+        self.gen, self.cols, self.pack, self.dtypes = gen, cols, pack, dtypes
+        self.black_box_pe = black_box_pe
         super().__init__(_row_signature(cols, pack))
-        make = PEBlackBox if black_box_pe else PE
-        self.pes = [make(gen, pack, dtypes=dtypes) for _ in range(cols)]
+
+    @property
+    def module_name(self) -> str:
+        return f"tensore_row_{Gen.parse(self.gen).name.lower()}_c{self.cols}_p{self.pack}{dtypes_suffix(self.dtypes)}"
+
+    def blocks(self) -> list:
+        """The separately exported block it instantiates."""
+        return [prototype(PE(self.gen, self.pack, dtypes=self.dtypes))]
+
+    @cached_property
+    def pes(self) -> list:
+        return [black_box(PE(self.gen, self.pack, dtypes=self.dtypes), self.black_box_pe) for _ in range(self.cols)]
 
     def elaborate(self, platform):
         m = Module()
@@ -64,18 +74,28 @@ class ArrayRow(wiring.Component):
             ]
         return m
 
-
-class ArrayRowBlackBox(ArrayRow):
-    """An instance of the exported row module (`row_module_name`)."""
-
-    def __init__(self, gen, cols: int, pack: int = 1, *, dtypes=None):
-        wiring.Component.__init__(self, _row_signature(cols, pack))
-        self.gen, self.cols, self.pack, self.pes, self.dtypes = gen, cols, pack, [], dtypes
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.row = instance_of(self, row_module_name(self.gen, self.cols, self.pack, self.dtypes))
-        return m
+    def verilog(self) -> str:
+        """The row as structural Verilog: `cols` instances of the PE module."""
+        a, w, cols = act_layout(self.pack).size, weight_layout(self.pack).size, self.cols
+        pe = self.blocks()[0].module_name
+        lines = [f"// {cols} PEs: moving values pass right, sums go down (rtl/array.py ArrayRow).",
+                 f"module {self.module_name}(clk, rst, act_in, psum_in, psum_valid_in, psum_out, psum_valid_out, advance, "
+                 + "phase,", "    wl_valid, wl_cols, wl_data, tag_valid, tag_cols, tag_data);",
+                 "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
+                 f"  input [{a - 1}:0] act_in;", f"  input [{32 * cols - 1}:0] psum_in;",
+                 f"  input [{cols - 1}:0] psum_valid_in, wl_cols, tag_cols;",
+                 f"  output [{32 * cols - 1}:0] psum_out;", f"  output [{cols - 1}:0] psum_valid_out;",
+                 f"  input [{w * cols - 1}:0] wl_data;", f"  input [{4 * cols - 1}:0] tag_data;",
+                 f"  wire [{a - 1}:0] act [0:{cols}];", "  assign act[0] = act_in;",
+                 "  genvar c;", f"  generate for (c = 0; c < {cols}; c = c + 1) begin : pe",
+                 "    wire [31:0] w_code;",
+                 f"    {pe} u(.clk(clk), .rst(rst), .col_index({COL_BITS}'(c)), .act_in(act[c]), .act_out(act[c + 1]),",
+                 "      .psum_in(psum_in[32*c +: 32]), .psum_valid_in(psum_valid_in[c]),",
+                 "      .psum_out(psum_out[32*c +: 32]), .psum_valid_out(psum_valid_out[c]),",
+                 "      .advance(advance), .phase(phase), .wl_valid(wl_valid & wl_cols[c]),",
+                 f"      .wl(wl_data[{w}*c +: {w}]), .tag_valid(tag_valid & tag_cols[c]), .tag_in(tag_data[4*c +: 4]),",
+                 "      .w_code(w_code));", "  end endgenerate", "endmodule", ""]
+        return "\n".join(lines)
 
 
 def _array_signature(rows: int, cols: int, pack: int) -> dict:
@@ -95,12 +115,29 @@ class Array(wiring.Component):
     def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False, dtypes=None):
         """black_box: rows are instances of the exported row module (Verilog for large arrays);
         the default elaborates everything in Amaranth (for Amaranth's simulator, which reads an
-        Instance as zeros)."""
-        self.gen, self.rows, self.cols, self.pack = gen, rows, cols, pack
+        Instance as zeros).  As a black box itself (rtl/blackbox.py), the engine's netlist holds one
+        array instance, not rows instances each on the weight bus and two column-wide sum buses."""
+        self.gen, self.rows, self.cols, self.pack, self.dtypes = gen, rows, cols, pack, dtypes
+        self.black_box_rows = black_box
         super().__init__(_array_signature(rows, cols, pack))
-        self.row_blocks = [ArrayRowBlackBox(gen, cols, pack, dtypes=dtypes) if black_box
-                           else ArrayRow(gen, cols, pack, dtypes=dtypes) for _ in range(rows)]
-        self.pes = [row.pes for row in self.row_blocks]
+
+    @property
+    def module_name(self) -> str:
+        g = Gen.parse(self.gen).name.lower()
+        return f"tensore_array_{g}_r{self.rows}_c{self.cols}_p{self.pack}{dtypes_suffix(self.dtypes)}"
+
+    def blocks(self) -> list:
+        """The separately exported block it instantiates."""
+        return [prototype(ArrayRow(self.gen, self.cols, self.pack, dtypes=self.dtypes))]
+
+    @cached_property
+    def row_blocks(self) -> list:
+        return [black_box(ArrayRow(self.gen, self.cols, self.pack, dtypes=self.dtypes), self.black_box_rows)
+                for _ in range(self.rows)]
+
+    @property
+    def pes(self) -> list:
+        return [row.pes for row in self.row_blocks]
 
     def elaborate(self, platform):
         m = Module()
@@ -122,18 +159,20 @@ class Array(wiring.Component):
         m.d.comb += [self.out_psum.eq(bottom.psum_out), self.out_valid.eq(bottom.psum_valid_out)]
         return m
 
-
-class ArrayBlackBox(wiring.Component):
-    """An instance of the whole exported array (`array_module_name`: rtl/export.py writes its rows
-    as structural Verilog): the engine's netlist then holds one instance, not rows instances each
-    connected to the weight bus and two column-wide sum buses (D-T42)."""
-
-    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, dtypes=None):
-        self.gen, self.rows, self.cols, self.pack, self.dtypes = gen, rows, cols, pack, dtypes
-        super().__init__(_array_signature(rows, cols, pack))
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.array = instance_of(self, array_module_name(self.gen, self.rows, self.cols, self.pack,
-                                                                 self.dtypes))
-        return m
+    def verilog(self, name: str | None = None) -> str:
+        """The array as structural Verilog: `rows` instances of the row module."""
+        a, rows = act_layout(self.pack).size, self.rows
+        row = self.blocks()[0].module_name
+        rb = max(1, (rows - 1).bit_length())
+        lines = [f"// {rows} x {self.cols} weight-stationary array (rtl/array.py Array), rows of {row}.",
+                 *array_header(name or self.module_name, rows, self.cols, self.pack),
+                 f"  wire [{32 * self.cols - 1}:0] psum [0:{rows}];", f"  wire [{self.cols - 1}:0] valid [0:{rows}];",
+                 "  assign psum[0] = top_psum;", "  assign valid[0] = top_valid;",
+                 "  genvar r;", f"  generate for (r = 0; r < {rows}; r = r + 1) begin : row",
+                 f"    {row} u(.clk(clk), .rst(rst), .act_in(row_in[{a}*r +: {a}]), .psum_in(psum[r]),",
+                 "      .psum_valid_in(valid[r]), .psum_out(psum[r + 1]), .psum_valid_out(valid[r + 1]),",
+                 f"      .advance(advance), .phase(phase), .wl_valid(wl_valid && wl_row == {rb}'(r)), .wl_cols(wl_cols),",
+                 f"      .wl_data(wl_data), .tag_valid(tag_valid && tag_row == {rb}'(r)), .tag_cols(tag_cols),",
+                 "      .tag_data(tag_data));", "  end endgenerate",
+                 f"  assign out_psum = psum[{rows}];", f"  assign out_valid = valid[{rows}];", "endmodule", ""]
+        return "\n".join(lines)

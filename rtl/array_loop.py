@@ -11,7 +11,7 @@ from __future__ import annotations
 from tensore.rtl.loopform import Netlist, yosys_netlist
 from tensore.rtl.pe import COL_BITS, PE, act_layout, weight_layout
 
-PREFIX = "pe_n"
+PREFIX = "cell_"        # the temporaries of the PE's cells (the state arrays are pe_<register>)
 
 
 def array_header(name: str, rows: int, cols: int, pack: int) -> list:
@@ -33,10 +33,11 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
     net = Netlist(yosys_netlist(PE(gen, pack, dtypes=dtypes), "pe"), PREFIX)
     a, w = act_layout(pack).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
-    here = [f"q{k}[r][c]" for k in range(len(net.regs))]
-    left = [f"q{k}[r][c == 0 ? 0 : c - 1]" for k in range(len(net.regs))]
-    above = [f"q{k}[r == 0 ? 0 : r - 1][c]" for k in range(len(net.regs))]
-    bottom = [f"q{k}[{rows - 1}][c]" for k in range(len(net.regs))]
+    q = [f"pe_{n}" for n in net.reg_names]         # one array per PE register, named after it
+    here = [f"{x}[r][c]" for x in q]
+    left = [f"{x}[r][c == 0 ? 0 : c - 1]" for x in q]
+    above = [f"{x}[r == 0 ? 0 : r - 1][c]" for x in q]
+    bottom = [f"{x}[{rows - 1}][c]" for x in q]
     inputs = {"col_index": f"{COL_BITS}'(c)", "act_in": "x_act", "psum_in": "x_psum", "psum_valid_in": "x_pvalid",
               "advance": "advance", "phase": "phase", "wl_valid": "x_wl_valid", "wl": "x_wl",
               "tag_valid": "x_tag_valid", "tag_in": "x_tag"}
@@ -46,7 +47,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
              "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
              *array_header(name, rows, cols, pack)]
     for reg in net.regs:
-        lines.append(f"  logic [{reg.width - 1}:0] q{reg.index} [0:{rows - 1}][0:{cols - 1}];")
+        lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
         lines.append(f"  logic [{reg.width - 1}:0] d{reg.index};")
     lines += [f"  logic [{a - 1}:0] x_act;", "  logic [31:0] x_psum;", "  logic x_pvalid, x_wl_valid, x_tag_valid;",
               f"  logic [{w - 1}:0] x_wl;", "  logic [3:0] x_tag;", f"  logic [31:0] o_psum [0:{cols - 1}];",
@@ -64,7 +65,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
               f"        x_tag_valid = tag_valid && tag_row == {rb}'(r) && tag_cols[c];",
               "        if (x_tag_valid) x_tag = tag_data[4*c +: 4];",
               *net.step(inputs, here, [f"d{k}" for k in range(len(net.regs))], "rst", " " * 8),
-              *[f"        q{k}[r][c] = d{k};" for k in range(len(net.regs))],
+              *[f"        {x}[r][c] = d{k};" for k, x in enumerate(q)],
               "      end", "    end",
               f"    for (int c = 0; c < {cols}; c++) begin      // the outputs change after the edge",
               f"      o_psum[c] <= {net.output('psum_out', bottom)};",

@@ -80,6 +80,7 @@ class Netlist:
                     self.driver[b] = ("q", reg.index, i)
                 continue
             self.cells[cname] = cell
+        self.reg_names = self._reg_names(module)
         self.names = {c: f"{prefix}{k}" for k, c in enumerate(self.cells)}
         for cname, cell in self.cells.items():
             for i, b in enumerate(cell["connections"]["Y"]):
@@ -87,6 +88,19 @@ class Netlist:
         self.order = self._order()
         self.position = {c: k for k, c in enumerate(self.order)}
         self.block_of = self._blocks()
+
+    def _reg_names(self, module: dict) -> list:
+        """A source name per register (an output port's name first), `q<k>` where Yosys kept none:
+        the loop form's state arrays carry them, so a waveform shows every PE register by name."""
+        out, used = [], set()
+        for reg in self.regs:
+            q = reg.cell["connections"]["Q"]
+            names = [n for n, v in module["netnames"].items() if v["bits"] == q and n[0] not in "\\$"]
+            names.sort(key=lambda n: (n not in self.ports, len(n)))
+            name = next((n for n in names if n.isidentifier() and n not in used), f"q{reg.index}")
+            used.add(name)
+            out.append(name)
+        return out
 
     def _order(self) -> list:
         """The cells in dependency order (a combinational loop is an error)."""

@@ -8,8 +8,8 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from tensore.model.dtypes import Gen
 from tensore.model.isa.enums import FP32Mode
-from tensore.rtl.blackbox import instance_of
 from tensore.rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac, dtypes_suffix
 
 COL_BITS = 9
@@ -55,6 +55,8 @@ LOW_HIGH_PARTS = ((PART_HI, PART_HI), (PART_HI, PART_LO), (PART_LO, PART_HI), (P
 
 
 class PE(wiring.Component):
+    repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
+
     def __init__(self, gen, pack: int = 1, *, dtypes=None):
         """`dtypes`: a specialised PE that multiplies only those operand dtypes (D-T62)."""
         self.gen, self.pack, self.dtypes = gen, pack, dtypes
@@ -67,6 +69,10 @@ class PE(wiring.Component):
             "tag_valid": In(1), "tag_in": In(4),
             "w_code": Out(32),
         })
+
+    @property
+    def module_name(self) -> str:
+        return f"tensore_pe_{Gen.parse(self.gen).name.lower()}_p{self.pack}{dtypes_suffix(self.dtypes)}"
 
     def elaborate(self, platform):
         m = Module()
@@ -143,19 +149,4 @@ class PE(wiring.Component):
                 m.d.sync += [psum.eq(self.psum_in), pvalid.eq(self.psum_valid_in)]
         m.d.comb += [self.act_out.eq(act), self.psum_out.eq(psum), self.psum_valid_out.eq(pvalid),
                      self.w_code.eq(active.code.s0)]
-        return m
-
-
-def pe_module_name(gen, pack: int, dtypes=None) -> str:
-    from tensore.model.dtypes import Gen
-    return f"tensore_pe_{Gen.parse(gen).name.lower()}_p{pack}{dtypes_suffix(dtypes)}"
-
-
-class PEBlackBox(PE):
-    """The same PE, as an instance of the separately exported module `pe_module_name(gen, pack)`:
-    the Verilog of a large array then holds one PE definition instantiated rows x cols times."""
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.pe = instance_of(self, pe_module_name(self.gen, self.pack, self.dtypes))
         return m

@@ -13,14 +13,16 @@ epochs (D-T41): each bank has a 32-bit epoch register, each half of each word a 
 half is valid while its tag equals its bank's epoch, a write stores the epoch, zeroing a bank (or a
 reset) advances it.  No per-word registers: the simulators see three memories, not 8192 flip-flops."""
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetSignal, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from tensore.model.addrmap import PSUM_BANK_BYTES, PSUM_BANKS, PSUM_PARTITION_BYTES
+from tensore.model.addrmap import (PARTITION_BITS, PSUM_BANK_BITS, PSUM_BANK_BYTES, PSUM_BANKS, PSUM_OFFSET_BITS,
+                                   PSUM_PARTITION_BYTES, PSUM_SR_SLOTS)
 from tensore.model.psum import SR_STATE_BASE
-from tensore.rtl.blackbox import instance_of
-from tensore.rtl.fp.fused_add import FusedAdd
+from tensore.rtl.fp.fused_add import CANONICAL_NAN, FusedAdd, drive_term
+from tensore.rtl.fp.raw import unpack_fp32
+from tensore.rtl.fp.round import bf16_round
 from tensore.rtl.rng import xorshift32_next
 
 EPOCH_BITS = 32
@@ -28,13 +30,20 @@ EPOCH_BITS = 32
 WORDS = PSUM_PARTITION_BYTES // 4
 WORDS_PER_BANK = PSUM_BANK_BYTES // 4
 BANK_SHIFT = WORDS_PER_BANK.bit_length() - 1          # a word address's bank: the bits above
+OFFSET_BITS = PSUM_OFFSET_BITS                          # a byte offset in a partition
+STATES = PSUM_BANKS * PSUM_SR_SLOTS                     # SR states of a partition (D-16)
+
+# One write of a partition's write port, as the crossbar (rtl/psum_xbar.py) presents it and the
+# partition performs it; `save` (SaveSeed) writes the partition's selected SR state, not `value`.
+PSUM_WRITE = data.StructLayout({"valid": 1, "offset": OFFSET_BITS, "value": 32, "bf16": 1, "accumulate": 1,
+                                "raw": 1, "sr": 1, "save": 1})
+# the write a port performs this cycle (the write monitors)
+PSUM_MONITOR = data.StructLayout({"valid": 1, "offset": OFFSET_BITS, "bits": 32})
 
 
-PSUM_MODULE = "tensore_psum_partition"
-
-
-def psum_module_name(ports: int) -> str:
-    return PSUM_MODULE if ports == 1 else f"{PSUM_MODULE}_{ports}w"
+def bank_of(offset):
+    """The bank of a byte offset in a partition."""
+    return offset[OFFSET_BITS - PSUM_BANK_BITS:OFFSET_BITS]
 
 
 class PsumPartition(wiring.Component):
@@ -42,29 +51,29 @@ class PsumPartition(wiring.Component):
     module for every partition of the exported Verilog), and the states then take their values
     while `rst` is high, so the exported engine needs a reset before use.
 
-    `ports` 2 adds a second write path (wr2_* in, mon2_* out; MAVERICK: the upper column half of a
-    c256 matmul meets the lower half's partitions in the same cycle).  The two writes of a cycle act
-    in port order, as the model applies slot 0 before slot 1: an SR write of port 2 with the same
-    state as port 1 continues from port 1's advanced state."""
+    `ports` 2 adds a second write path (`wr[1]` in, `mon[1]` out; MAVERICK: the upper column half of
+    a c256 matmul meets the lower half's partitions in the same cycle).  The two writes of a cycle
+    act in port order, as the model applies slot 0 before slot 1: an SR write of port 2 with the
+    same state as port 1 continues from port 1's advanced state."""
+
+    repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
     def __init__(self, partition: int | None, ports: int = 1):
         self.partition, self.ports = partition, ports
-        index = {} if partition is not None else {"index": In(7)}
-        members = {}
-        for k in range(ports):
-            w, mon = _port_names(k)
-            members |= {f"{w}_valid": In(1), f"{w}_offset": In(14), f"{w}_value": In(32), f"{w}_bf16": In(1),
-                        f"{w}_accumulate": In(1), f"{w}_raw": In(1), f"{w}_sr": In(1),
-                        f"{mon}_valid": Out(1), f"{mon}_offset": Out(14), f"{mon}_bits": Out(32)}  # this cycle's write
-        if ports == 2:
-            members["conflict"] = Out(1)                 # both writes of this cycle hit one word
-        super().__init__(index | members | {
-            "zero_valid": In(1), "zero_bank": In(3), "zero_log2": In(2),
+        index = {} if partition is not None else {"index": In(PARTITION_BITS)}
+        conflict = {"conflict": Out(1)} if ports == 2 else {}        # both writes of this cycle hit one word
+        super().__init__(index | conflict | {
+            "wr": In(data.ArrayLayout(PSUM_WRITE, ports)), "mon": Out(data.ArrayLayout(PSUM_MONITOR, ports)),
+            "zero_valid": In(1), "zero_bank": In(PSUM_BANK_BITS), "zero_log2": In(2),
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
             "host_we": In(1), "host_wdata": In(32),                      # write a word (both halves valid)
-            "state_index": In(4), "state_data": Out(32),                  # SR state read
+            "state_index": In(range(STATES)), "state_data": Out(32),      # SR state read (SaveSeed)
             "state_wr": In(1), "state_wr_value": In(32),                  # LoadSeed
         })
+
+    @property
+    def module_name(self) -> str:
+        return "tensore_psum_partition" + ("" if self.ports == 1 else f"_{self.ports}w")
 
     def elaborate(self, platform):
         m = Module()
@@ -79,12 +88,7 @@ class PsumPartition(wiring.Component):
         host_twp = tags.write_port()
         trps = [tags.read_port(transparent_for=twps + [host_twp]) for _ in range(self.ports)]
         htp = tags.read_port()
-        if self.partition is not None:
-            states = [Signal(32, init=SR_STATE_BASE ^ ((self.partition << 8) | i), name=f"sr{i}") for i in range(16)]
-        else:
-            states = [Signal(32, name=f"sr{i}", reset_less=True) for i in range(16)]
-            with m.If(ResetSignal()):
-                m.d.sync += [states[i].eq(SR_STATE_BASE ^ Cat(Const(i, 8), self.index)) for i in range(16)]
+        states = self._states(m)
 
         # zeroing, presented in the group's first write cycle (stage 2): 1 / 2 / 4 / 8 banks from
         # zero_bank, wrapping; it takes effect before that cycle's write and after earlier ones
@@ -96,19 +100,18 @@ class PsumPartition(wiring.Component):
                          hits[b].eq(self.zero_valid & (dist < (Const(1, 4) << self.zero_log2)))]
         ep = _Epochs(m, hits)
 
-        state_now = None                             # (index, advanced state) of port 1's SR write
         if self.ports == 2:
-            s_words = [Signal(12, name=f"conflict_word{k}") for k in range(2)]
+            s_words = [Signal(range(WORDS), name=f"conflict_word{k}") for k in range(2)]
             s_valids = [Signal(name=f"conflict_valid{k}") for k in range(2)]
-            m.d.sync += [s_words[0].eq(self.wr_offset[2:]), s_words[1].eq(self.wr2_offset[2:]),
-                         s_valids[0].eq(self.wr_valid), s_valids[1].eq(self.wr2_valid)]
+            m.d.sync += [s_words[k].eq(self.wr[k].offset[2:]) for k in range(2)]
+            m.d.sync += [s_valids[k].eq(self.wr[k].valid) for k in range(2)]
             m.d.comb += self.conflict.eq(s_valids[0] & s_valids[1] & (s_words[0] == s_words[1]))
+        state_now = None                             # (index, advanced state) of port 1's SR write
         for k in range(self.ports):
-            w, mon = _port_names(k)
-            port = {f: getattr(self, f"{w}_{f}") for f in ("valid", "offset", "value", "bf16", "accumulate",
-                                                           "raw", "sr")}
-            state_now = _write_path(m, k, port, (rps[k], trps[k]), (wps[k], twps[k]), ep, states, state_now,
-                                    [getattr(self, f"{mon}_{f}") for f in ("valid", "offset", "bits")])
+            wr = Signal(PSUM_WRITE, name=f"wr{k}_in")           # SaveSeed writes the selected state
+            m.d.comb += [wr.eq(self.wr[k]), wr.value.eq(Mux(self.wr[k].save, self.state_data, self.wr[k].value))]
+            state_now = _write_path(m, k, wr, (rps[k], trps[k]), (wps[k], twps[k]), ep, states, state_now,
+                                    self.mon[k])
         # the host writes a whole word (while the engine does not write it: same-cycle order undefined)
         host_epoch = ep.after_of(self.host_addr)
         m.d.comb += [host_wp.addr.eq(self.host_addr), host_wp.data.eq(self.host_wdata), host_wp.en.eq(self.host_we),
@@ -122,16 +125,21 @@ class PsumPartition(wiring.Component):
         hmask = ep.mask(htp.data, h_word, "h")
         m.d.comb += self.host_data.eq(hp.data & hmask)
         with m.Switch(self.state_index):
-            for i in range(16):
+            for i in range(STATES):
                 with m.Case(i):
                     m.d.comb += self.state_data.eq(states[i])
                     with m.If(self.state_wr):
                         m.d.sync += states[i].eq(self.state_wr_value)
         return m
 
-
-def _port_names(k: int) -> tuple[str, str]:
-    return ("wr", "mon") if k == 0 else (f"wr{k + 1}", f"mon{k + 1}")
+    def _states(self, m) -> list:
+        """The SR states (D-09 reset values: fixed, or from `index` while `rst` is high)."""
+        if self.partition is not None:
+            return [Signal(32, init=SR_STATE_BASE ^ ((self.partition << 8) | i), name=f"sr{i}") for i in range(STATES)]
+        states = [Signal(32, name=f"sr{i}", reset_less=True) for i in range(STATES)]
+        with m.If(ResetSignal()):
+            m.d.sync += [states[i].eq(SR_STATE_BASE ^ Cat(Const(i, 8), self.index)) for i in range(STATES)]
+        return states
 
 
 class _Epochs:
@@ -149,7 +157,7 @@ class _Epochs:
                 m.d.sync += now.eq(now + 1)
 
     def _bank(self, word):
-        return word[BANK_SHIFT:BANK_SHIFT + 3]
+        return word[BANK_SHIFT:BANK_SHIFT + PSUM_BANK_BITS]
 
     def after_of(self, word):
         return Array(self.after)[self._bank(word)]
@@ -165,37 +173,35 @@ class _Epochs:
         return Cat(lo.replicate(16), hi.replicate(16))
 
 
-def _write_path(m, k, port, rps, wps, ep, states, before, mon):
+def _write_path(m, k, wr, rps, wps, ep, states, before, mon):
     """One write path: stage 1 reads the word and its tags, stage 2 modifies and writes them.  Returns
     (state index, advanced state) of its SR write for the next port."""
     n = f"p{k}_"
     rp, trp = rps
     wp, twp = wps
-    word = port["offset"][2:]
+    word = wr.offset[2:]
     m.d.comb += [rp.addr.eq(word), trp.addr.eq(word)]
-    s = {f: Signal(len(v), name=n + f) for f, v in port.items()}
-    m.d.sync += [s[f].eq(port[f]) for f in port]
-    s_word = s["offset"][2:]
-    half = s["offset"][1]
+    s = Signal(PSUM_WRITE, name=n + "stage")
+    m.d.sync += s.eq(wr)
+    s_word = s.offset[2:]
+    half = s.offset[1]
     vmask = ep.mask(trp.data, s_word, n + "v")
     old = rp.data & vmask
     old16 = Mux(half, old[16:], old[:16])
-    old32 = Mux(s["bf16"], Cat(Const(0, 16), old16), old)
+    old32 = Mux(s.bf16, Cat(Const(0, 16), old16), old)
     m.submodules[n + "add"] = add = FusedAdd(24)
-    value = s["value"]
-    e, f = value[23:31], value[:23]
-    m.d.comb += [add.psum.eq(Mux(s["accumulate"], old32, 0)), add.t_sign.eq(value[31]),
-                 add.t_mag.eq(Cat(f, e != 0)), add.t_exp.eq(Mux(e == 0, -149, e - 150)),
-                 add.t_nan.eq((e == 0xFF) & (f != 0)), add.t_inf.eq((e == 0xFF) & (f == 0))]
+    value = s.value
+    v = unpack_fp32(value)
+    m.d.comb += [add.psum.eq(Mux(s.accumulate, old32, 0)), *drive_term(add, v)]
     total = Signal(32, name=n + "total")      # exact overwrite (+0 + v would turn -0 into +0), else the sum
-    m.d.comb += total.eq(Mux(s["accumulate"], add.result, Mux((e == 0xFF) & (f != 0), 0x7FC00000, value)))
+    m.d.comb += total.eq(Mux(s.accumulate, add.result, Mux(v.nan, CANONICAL_NAN, value)))
 
     # bf16 rounding with the state of (bank, parity of the in-bank element index)
-    idx = Signal(4, name=n + "state_idx")
-    m.d.comb += idx.eq(Cat(s["offset"][1], s["offset"][11:14]))
+    idx = Signal(range(STATES), name=n + "state_idx")
+    m.d.comb += idx.eq(Cat(s.offset[1], bank_of(s.offset)))
     state = Signal(32, name=n + "state")
     with m.Switch(idx):
-        for i in range(16):
+        for i in range(STATES):
             with m.Case(i):
                 m.d.comb += state.eq(states[i])
     if before is not None:                    # the earlier port advanced the same state this cycle
@@ -203,47 +209,28 @@ def _write_path(m, k, port, rps, wps, ep, states, before, mon):
             m.d.comb += state.eq(before[1])
     nxt = Signal(32, name=n + "next")
     m.d.comb += nxt.eq(xorshift32_next(state))
-    t_nan = (total[23:31] == 0xFF) & (total[:23] != 0)
-    t_inf = (total[23:31] == 0xFF) & (total[:23] == 0)
-    sr_code = Mux(t_inf, total[16:], (total + nxt[:16])[16:32])
-    rne_code = (total + 0x7FFF + total[16])[16:32]
     code16 = Signal(16, name=n + "code16")
-    m.d.comb += code16.eq(Mux(t_nan, Cat(Const(0x7FC0, 15), total[31]), Mux(s["sr"], sr_code, rne_code)))
-    advances = s["valid"] & s["bf16"] & s["sr"] & ~s["raw"]
+    m.d.comb += code16.eq(bf16_round(total, nxt[:16], s.sr))
+    advances = s.valid & s.bf16 & s.sr & ~s.raw
     with m.If(advances):
         with m.Switch(idx):
-            for i in range(16):
+            for i in range(STATES):
                 with m.Case(i):
                     m.d.sync += states[i].eq(nxt)
     # for the next port: this port's state index and its state after this cycle's write
-    after_idx = Signal(5, name=n + "after_idx")          # 16: no SR write
+    after_idx = Signal(5, name=n + "after_idx")          # STATES: no SR write
     after = Signal(32, name=n + "after")
-    m.d.comb += [after_idx.eq(Mux(advances, idx, 16)), after.eq(nxt)]
+    m.d.comb += [after_idx.eq(Mux(advances, idx, STATES)), after.eq(nxt)]
     if before is not None:
         with m.If(~advances):
             m.d.comb += [after_idx.eq(before[0]), after.eq(before[1])]
 
-    data16 = Mux(s["raw"], value[:16], code16)
-    m.d.comb += [mon[0].eq(s["valid"]), mon[1].eq(s["offset"]),
-                 mon[2].eq(Mux(s["bf16"], data16, Mux(s["raw"], value, total)))]
-    m.d.comb += [wp.addr.eq(s_word),
-                 wp.data.eq(Mux(s["bf16"], Cat(data16, data16), Mux(s["raw"], value, total))),
-                 wp.en.eq(Mux(s["valid"], Mux(s["bf16"], Mux(half, 0b10, 0b01), 0b11), 0))]
+    data16 = Mux(s.raw, value[:16], code16)
+    enable = Mux(s.valid, Mux(s.bf16, Mux(half, 0b10, 0b01), 0b11), 0)
+    m.d.comb += [mon.valid.eq(s.valid), mon.offset.eq(s.offset),
+                 mon.bits.eq(Mux(s.bf16, data16, Mux(s.raw, value, total)))]
+    m.d.comb += [wp.addr.eq(s_word), wp.data.eq(Mux(s.bf16, Cat(data16, data16), Mux(s.raw, value, total))),
+                 wp.en.eq(enable)]
     stored = ep.after_of(s_word)
-    m.d.comb += [twp.addr.eq(s_word), twp.data.eq(Cat(stored, stored)),
-                 twp.en.eq(Mux(s["valid"], Mux(s["bf16"], Mux(half, 0b10, 0b01), 0b11), 0))]
+    m.d.comb += [twp.addr.eq(s_word), twp.data.eq(Cat(stored, stored)), twp.en.eq(enable)]
     return after_idx, after
-
-
-class PsumPartitionBlackBox(PsumPartition):
-    """An instance of the exported `PSUM_MODULE`, its `index` tied to the partition number."""
-
-    def __init__(self, partition: int, ports: int = 1):
-        super().__init__(None, ports)
-        self.number = partition
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.p = instance_of(self, psum_module_name(self.ports))
-        m.d.comb += self.index.eq(self.number)
-        return m

@@ -5,11 +5,12 @@ cycle; port k of partition p takes the write of the column of half k (one half o
 that names p.  Where several columns of a half name one partition the last of them is taken, and
 `unsupported` rises, as it does for a partition number past the last partition.  The SR state port
 of a partition (LoadSeed writes a state, SaveSeed reads one) follows the last column to name it; a
-SaveSeed write is marked `save` and the top writes the partition's state word instead of the
-column's value (so no path runs from a partition through the crossbar back into it).
+SaveSeed write is marked `save` and the partition writes its state word instead of the column's
+value (so no path runs from a partition through the crossbar back into it).  Its outputs are
+PSUM_WRITE records (rtl/psum.py), one per port and partition.
 
 The function is a P x C selection.  Amaranth's netlist of it grows with partitions x columns (at
-128 x 256 it dominated the engine's export), so the exported Verilog uses `verilog()` instead: the
+128 x 256 it dominated the engine's export), so the exported Verilog is `verilog()` instead: the
 same function as one combinational block that loops over the columns (O(C) in the simulators), and
 tests/test_rtl_export.py checks the two against each other on random inputs."""
 import itertools
@@ -19,15 +20,9 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.isa.enums import SeedMode
-from tensore.rtl.blackbox import instance_of
+from tensore.rtl.psum import OFFSET_BITS, PSUM_WRITE, STATES
 
 PART_BITS = 16                  # a column's partition number, before the range check
-FIELDS = ("valid", "offset", "value", "bf16", "accumulate", "raw", "sr")       # a PSUM partition's write port
-WIDTHS = {"valid": 1, "offset": 14, "value": 32, "save": 1, "bf16": 1, "accumulate": 1, "raw": 1, "sr": 1}
-
-
-def xbar_module_name(parts: int, cols: int, ports: int) -> str:
-    return f"tensore_psum_xbar_p{parts}_c{cols}_w{ports}"
 
 
 def halves(cols: int, ports: int) -> list:
@@ -39,18 +34,22 @@ def halves(cols: int, ports: int) -> list:
 class PsumWriteXbar(wiring.Component):
     def __init__(self, parts: int, cols: int, ports: int):
         self.parts, self.cols, self.ports = parts, cols, ports
-        members = {
-            "strobe": In(cols), "part": In(data.ArrayLayout(PART_BITS, cols)), "offset": In(data.ArrayLayout(14, cols)),
+        state = range(STATES)
+        super().__init__({
+            "strobe": In(cols), "part": In(data.ArrayLayout(PART_BITS, cols)),
+            "offset": In(data.ArrayLayout(OFFSET_BITS, cols)),
             "value": In(data.ArrayLayout(32, cols)), "seed": In(data.ArrayLayout(2, cols)),
             "bf16": In(cols), "accumulate": In(cols), "raw": In(cols), "sr": In(1),
-            "state": In(data.ArrayLayout(4, cols)), "loaded": In(data.ArrayLayout(32, cols)),
-            "state_index": Out(data.ArrayLayout(4, parts)), "state_wr": Out(parts),
+            "state": In(data.ArrayLayout(state, cols)), "loaded": In(data.ArrayLayout(32, cols)),
+            "state_index": Out(data.ArrayLayout(state, parts)), "state_wr": Out(parts),
             "state_wr_value": Out(data.ArrayLayout(32, parts)),
+            "wr": Out(data.ArrayLayout(data.ArrayLayout(PSUM_WRITE, parts), ports)),   # port k of partition p
             "unsupported": Out(1),
-        }
-        for k in range(ports):
-            members |= {f"wr{k}_{f}": Out(data.ArrayLayout(w, parts) if w > 1 else parts) for f, w in WIDTHS.items()}
-        super().__init__(members)
+        })
+
+    @property
+    def module_name(self) -> str:
+        return f"tensore_psum_xbar_p{self.parts}_c{self.cols}_w{self.ports}"
 
     def elaborate(self, platform):
         m = Module()
@@ -61,11 +60,11 @@ class PsumWriteXbar(wiring.Component):
                 m.d.comb += bad.eq(1)
             for c in cols_k:
                 with m.If(sel[c]):
-                    port = {f: getattr(self, f"wr{k}_{f}")[p] for f in WIDTHS}
-                    m.d.comb += [port["valid"].eq(self.seed[c] != SeedMode.LOAD_SEED), port["offset"].eq(self.offset[c]),
-                                 port["value"].eq(self.value[c]), port["save"].eq(self.seed[c] == SeedMode.SAVE_SEED),
-                                 port["bf16"].eq(self.bf16[c]), port["accumulate"].eq(self.accumulate[c]),
-                                 port["raw"].eq(self.raw[c]), port["sr"].eq(self.sr),
+                    wr = self.wr[k][p]
+                    m.d.comb += [wr.valid.eq(self.seed[c] != SeedMode.LOAD_SEED), wr.offset.eq(self.offset[c]),
+                                 wr.value.eq(self.value[c]), wr.save.eq(self.seed[c] == SeedMode.SAVE_SEED),
+                                 wr.bf16.eq(self.bf16[c]), wr.accumulate.eq(self.accumulate[c]),
+                                 wr.raw.eq(self.raw[c]), wr.sr.eq(self.sr),
                                  self.state_index[p].eq(self.state[c]),
                                  self.state_wr[p].eq(self.seed[c] == SeedMode.LOAD_SEED),
                                  self.state_wr_value[p].eq(self.loaded[c])]
@@ -75,59 +74,48 @@ class PsumWriteXbar(wiring.Component):
         m.d.comb += self.unsupported.eq(bad)
         return m
 
+    def verilog(self) -> str:
+        """The function as behavioural Verilog (ports as rtl/blackbox.py names them)."""
+        P, C, W = self.parts, self.cols, PSUM_WRITE.size
+        names = ["clk", "rst", "strobe", "part", "offset", "value", "seed", "bf16", "accumulate", "raw", "sr",
+                 "state", "loaded", "state_index", "state_wr", "state_wr_value", "wr", "unsupported"]
+        load, save = int(SeedMode.LOAD_SEED), int(SeedMode.SAVE_SEED)
+        lines = [f"// PSUM write crossbar, {P} partitions x {C} columns, {self.ports} port(s) (rtl/psum_xbar.py)",
+                 "// verilator lint_off UNUSEDSIGNAL",      # clk / rst: every exported block has them
+                 f"module {self.module_name}({', '.join(names)});",
+                 "  input clk, rst, sr;",
+                 f"  input [{C - 1}:0] strobe, bf16, accumulate, raw;",
+                 f"  input [{PART_BITS * C - 1}:0] part;", f"  input [{OFFSET_BITS * C - 1}:0] offset;",
+                 f"  input [{32 * C - 1}:0] value, loaded;", f"  input [{2 * C - 1}:0] seed;",
+                 f"  input [{4 * C - 1}:0] state;",
+                 f"  output reg [{4 * P - 1}:0] state_index;", f"  output reg [{P - 1}:0] state_wr;",
+                 f"  output reg [{32 * P - 1}:0] state_wr_value;", "  output reg unsupported;",
+                 f"  output reg [{W * P * self.ports - 1}:0] wr;",
+                 f"  reg [{P - 1}:0] seen;", "  integer c, p;", "  always @* begin",
+                 "    unsupported = 1'b0;", "    state_index = 0; state_wr = 0; state_wr_value = 0; wr = 0;"]
 
-class PsumWriteXbarBlackBox(PsumWriteXbar):
-    """An instance of the exported crossbar (`xbar_module_name`)."""
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.xbar = instance_of(self, xbar_module_name(self.parts, self.cols, self.ports))
-        return m
-
-
-def xbar_verilog(parts: int, cols: int, ports: int) -> str:
-    """PsumWriteXbar's function as behavioural Verilog (ports as the Amaranth export names them)."""
-    P, C = parts, cols
-    name = xbar_module_name(P, C, ports)
-    outs = [f"wr{k}_{f}" for k in range(ports) for f in WIDTHS]
-    names = ["clk", "rst", "strobe", "part", "offset", "value", "seed", "bf16", "accumulate", "raw", "sr",
-             "state", "loaded", "state_index", "state_wr", "state_wr_value", "unsupported", *outs]
-    load, save = int(SeedMode.LOAD_SEED), int(SeedMode.SAVE_SEED)
-    lines = [f"// PSUM write crossbar, {P} partitions x {C} columns, {ports} port(s) (rtl/psum_xbar.py)",
-             "// verilator lint_off UNUSEDSIGNAL",      # clk / rst: every exported block has them
-             f"module {name}({', '.join(names)});",
-             "  input clk, rst, sr;",
-             f"  input [{C - 1}:0] strobe, bf16, accumulate, raw;",
-             f"  input [{PART_BITS * C - 1}:0] part;", f"  input [{14 * C - 1}:0] offset;",
-             f"  input [{32 * C - 1}:0] value, loaded;", f"  input [{2 * C - 1}:0] seed;",
-             f"  input [{4 * C - 1}:0] state;",
-             f"  output reg [{4 * P - 1}:0] state_index;", f"  output reg [{P - 1}:0] state_wr;",
-             f"  output reg [{32 * P - 1}:0] state_wr_value;", "  output reg unsupported;"]
-    for o in outs:
-        w = WIDTHS[o.split("_", 1)[1]]
-        lines.append(f"  output reg [{w * P - 1}:0] {o};")
-    lines += [f"  reg [{P - 1}:0] seen;", "  integer c, p;", "  always @* begin",
-              "    unsupported = 1'b0;", "    state_index = 0; state_wr = 0; state_wr_value = 0;"]
-    lines += [f"    {o} = 0;" for o in outs]
-    for k, cols_k in enumerate(halves(C, ports)):
-        lines += ["    seen = 0;",
-                  f"    for (c = {cols_k.start}; c < {cols_k.stop}; c = c + 1) begin",
-                  f"      p = part[{PART_BITS}*c +: {PART_BITS}];",
-                  f"      if (strobe[c] && p < {P}) begin",
-                  "        if (seen[p]) unsupported = 1'b1;",
-                  "        seen[p] = 1'b1;",
-                  f"        wr{k}_valid[p] = seed[2*c +: 2] != 2'd{load};",
-                  f"        wr{k}_offset[14*p +: 14] = offset[14*c +: 14];",
-                  f"        wr{k}_value[32*p +: 32] = value[32*c +: 32];",
-                  f"        wr{k}_save[p] = seed[2*c +: 2] == 2'd{save};",
-                  f"        wr{k}_bf16[p] = bf16[c]; wr{k}_accumulate[p] = accumulate[c]; wr{k}_raw[p] = raw[c];",
-                  f"        wr{k}_sr[p] = sr;",
-                  "        state_index[4*p +: 4] = state[4*c +: 4];",
-                  f"        state_wr[p] = seed[2*c +: 2] == 2'd{load};",
-                  "        state_wr_value[32*p +: 32] = loaded[32*c +: 32];",
-                  "      end",
-                  "    end"]
-    lines += [f"    for (c = 0; c < {C}; c = c + 1)",
-              f"      if (strobe[c] && part[{PART_BITS}*c +: {PART_BITS}] >= {PART_BITS}'d{P}) unsupported = 1'b1;",
-              "  end", "endmodule", "// verilator lint_on UNUSEDSIGNAL", ""]
-    return "\n".join(lines)
+        def field(k, name, value):
+            f = PSUM_WRITE[name]
+            return f"        wr[{W}*({k * P}+p) + {f.offset} +: {f.width}] = {value};"
+        for k, cols_k in enumerate(halves(C, self.ports)):
+            lines += ["    seen = 0;",
+                      f"    for (c = {cols_k.start}; c < {cols_k.stop}; c = c + 1) begin",
+                      f"      p = part[{PART_BITS}*c +: {PART_BITS}];",
+                      f"      if (strobe[c] && p < {P}) begin",
+                      "        if (seen[p]) unsupported = 1'b1;",
+                      "        seen[p] = 1'b1;",
+                      field(k, "valid", f"seed[2*c +: 2] != 2'd{load}"),
+                      field(k, "offset", f"offset[{OFFSET_BITS}*c +: {OFFSET_BITS}]"),
+                      field(k, "value", "value[32*c +: 32]"),
+                      field(k, "save", f"seed[2*c +: 2] == 2'd{save}"),
+                      field(k, "bf16", "bf16[c]"), field(k, "accumulate", "accumulate[c]"), field(k, "raw", "raw[c]"),
+                      field(k, "sr", "sr"),
+                      "        state_index[4*p +: 4] = state[4*c +: 4];",
+                      f"        state_wr[p] = seed[2*c +: 2] == 2'd{load};",
+                      "        state_wr_value[32*p +: 32] = loaded[32*c +: 32];",
+                      "      end",
+                      "    end"]
+        lines += [f"    for (c = 0; c < {C}; c = c + 1)",
+                  f"      if (strobe[c] && part[{PART_BITS}*c +: {PART_BITS}] >= {PART_BITS}'d{P}) unsupported = 1'b1;",
+                  "  end", "endmodule", "// verilator lint_on UNUSEDSIGNAL", ""]
+        return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""One array row's share of the matmul unit (docs/timing.md; rtl/top.py): the row's stage of the
+"""One array row's share of the matmul path (docs/timing.md; rtl/rows.py): the row's stage of the
 request chain, its moving SBUF request, the response's arrival Lm = L - 1 cycles later, the moving
 value it sends into the row, and the row's stage of the write records that run down beside the sums.
 
@@ -6,34 +6,45 @@ Stage r of the request chain holds the record row r requests with; the chain mov
 request rhythm (`req_shift`), so row r requests P*r cycles after row 0.  Beside it runs a transpose's
 element iterator: row r requests element r of partition v (D-13), one TENSOR3D step per stage.
 Every row is the same module, its row number an input (`index`), so the exported Verilog holds one
-definition instantiated rows times (rtl/export.py).  The ConvLutLoad table stays in the top: a LUT
-operand leaves here as the UINT8 index in code slot 0 with `lut_code` set, and the top replaces it."""
+definition instantiated rows times (rtl/export.py).  The ConvLutLoad table is the load unit's: a LUT
+operand leaves here as the UINT8 index in code slot 0 with `lut_code` set, and rtl/rows.py replaces
+it.  The TENSOR3D iterator (`pattern_step`, `PatternIter`) is here too; the load and launch units use it."""
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from tensore.model.addrmap import PARTITION_BITS, PSUM_OFFSET_BITS, SBUF_OFFSET_BITS
 from tensore.model.dtypes import Gen
 from tensore.model.isa.enums import SeedMode
-from tensore.rtl.blackbox import instance_of
-from tensore.rtl.pe import SPARSE_FMAPS, act_layout
+from tensore.rtl.fp.raw import e8m0_scale
+from tensore.rtl.mx import block_first_row
+from tensore.rtl.pe import SPARSE_FMAPS, act_layout, slot
+from tensore.rtl.wires import wire
 
 MV_ELEMS = SPARSE_FMAPS         # elements per moving request: the fmaps of a MatmulSparse vector
 
+PART, SOFF, POFF = PARTITION_BITS, SBUF_OFFSET_BITS, PSUM_OFFSET_BITS     # address fields (D-19)
 # what a vector carries from its launch to its PSUM write
 REC_LAYOUT = data.StructLayout({
     "valid": 1, "swap": 1, "row0": 8, "rows": 8, "col0": 9, "cols": 9, "dtype": 8, "fp32_mode": 2,
-    "multi": 1, "part": 7, "off0": 18, "off1": 18, "esize": 3,
-    "dst_part": 7, "dst_off": 14, "dst_slot1": 14, "out_bf16": 1, "accumulate": 1, "zero": 1,
+    "multi": 1, "part": PART, "off0": SOFF, "off1": SOFF, "esize": 3,
+    "dst_part": PART, "dst_off": POFF, "dst_slot1": POFF, "out_bf16": 1, "accumulate": 1, "zero": 1,
     "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1,
     "seed": 2, "vidx": 5,
-    "mx": 1, "pack": 4, "maddr": 19, "mstride": signed(20), "nib": 1, "scv": 1, "spart": 7, "soff": 18})
+    "mx": 1, "pack": 4, "maddr": SOFF + 1, "mstride": signed(20), "nib": 1, "scv": 1, "spart": PART, "soff": SOFF})
 # the part of it the write side needs, from the array's top row to the PSUM write
 WREC_FIELDS = ("valid", "col0", "cols", "c256", "dst_part", "dst_off", "dst_slot1", "out_bf16", "accumulate",
                "zero", "zero_log2", "xpose", "seed", "vidx")
 WREC_LAYOUT = data.StructLayout({f: REC_LAYOUT[f].shape for f in WREC_FIELDS})
-XIT_LAYOUT = data.StructLayout({"base": 18, "i": data.ArrayLayout(16, 3), "o": data.ArrayLayout(18, 3),
+XIT_LAYOUT = data.StructLayout({"base": SOFF, "i": data.ArrayLayout(16, 3), "o": data.ArrayLayout(SOFF, 3),
                                 "num": data.ArrayLayout(16, 3), "step": data.ArrayLayout(signed(16), 3),
                                 "esize": 3})
+# One row's moving SBUF request (D-T38 (5), D-T40 (3), (5)): partition and byte offsets of its one
+# to four elements, or with `mx` `count` codes from element address `addr` (bytes, nibbles with
+# `nib`), `stride` apart, and the scale byte at (spart, soff).  The answer: `MV_ELEMS` 32-bit words.
+MV_REQUEST = data.StructLayout({
+    "valid": 1, "part": PART, **{f"off{j}": SOFF for j in range(MV_ELEMS)}, "esize": 3,
+    "mx": 1, "addr": SOFF + 1, "stride": signed(20), "count": 4, "nib": 1, "spart": PART, "soff": SOFF})
 
 
 def pattern_step(i, o, num, step, esize):
@@ -48,24 +59,30 @@ def pattern_step(i, o, num, step, esize):
     return outs_i, outs_o
 
 
-def _signature(pack: int) -> dict:
-    return {
-        "index": In(8), "req_shift": In(1), "advance": In(1),
-        "req_in": In(REC_LAYOUT), "req_out": Out(REC_LAYOUT),
-        "xit_in": In(XIT_LAYOUT), "xit_out": Out(XIT_LAYOUT),
-        "down_in": In(WREC_LAYOUT), "down_out": Out(WREC_LAYOUT),
-        "mv_req_valid": Out(1), "mv_req_part": Out(7),
-        **{f"mv_req_off{j}": Out(18) for j in range(MV_ELEMS)},
-        "mv_req_esize": Out(3), "mv_req_mx": Out(1), "mv_req_addr": Out(19), "mv_req_stride": Out(signed(20)),
-        "mv_req_count": Out(4), "mv_req_nib": Out(1), "mv_req_spart": Out(7), "mv_req_soff": Out(18),
-        "mv_resp": In(32 * MV_ELEMS),
-        "row_in": Out(act_layout(pack)),
-        "lut_code": Out(1), "lut_dtype_sel": Out(1),    # slot 0 is a LUT index / the dtype is the LUT's
-    }
+class PatternIter:
+    """A TENSOR3D element iterator in registers (i[3], o[3] byte offsets, base) for the load and launch
+    units: `go` restarts it at `start`; `offset(o)` is an element's offset, `step(i, o)` the next
+    element's (i, o), `commit` keeps one."""
 
+    def __init__(self, m, name, go, start, num, step, esize, width):
+        self.m, self.num, self.stride, self.esize, self.width = m, num, step, esize, width
+        self.regs_i = [Signal(16, name=f"{name}_ri{d}") for d in range(3)]
+        self.regs_o = [Signal(signed(34), name=f"{name}_ro{d}") for d in range(3)]
+        self.reg_base = Signal(SOFF, name=f"{name}_rbase")
+        self.i = [wire(m, Mux(go, 0, x), f"{name}_i{d}") for d, x in enumerate(self.regs_i)]
+        self.o = [wire(m, Mux(go, 0, x), f"{name}_o{d}") for d, x in enumerate(self.regs_o)]
+        self.base = wire(m, Mux(go, start, self.reg_base), f"{name}_base")
 
-def rowport_module_name(gen, pack: int, sbuf_latency: int) -> str:
-    return f"tensore_rowport_{Gen.parse(gen).name.lower()}_p{pack}_l{sbuf_latency}"
+    def offset(self, o):
+        return (self.base + o[0] + o[1] + o[2])[:self.width]
+
+    def step(self, i, o):
+        return pattern_step(i, o, [self.num[d] for d in range(3)], [self.stride[d] for d in range(3)], self.esize)
+
+    def commit(self, cond, i, o):
+        with self.m.If(cond):
+            self.m.d.sync += [self.reg_base.eq(self.base)] + [self.regs_i[d].eq(i[d]) for d in range(3)] + \
+                [self.regs_o[d].eq(o[d]) for d in range(3)]
 
 
 class RowPort(wiring.Component):
@@ -73,9 +90,23 @@ class RowPort(wiring.Component):
     the moving request, the response Lm cycles later, the row's moving value, and the write-record
     stage (`down_in`: the row above's; row 0 takes its own record, as it enters the array)."""
 
+    repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
+
     def __init__(self, gen, pack: int, sbuf_latency: int):
         self.gen, self.pack, self.L = Gen.parse(gen), pack, sbuf_latency
-        super().__init__(_signature(pack))
+        super().__init__({
+            "index": In(8), "req_shift": In(1), "advance": In(1),
+            "req_in": In(REC_LAYOUT), "req_out": Out(REC_LAYOUT),
+            "xit_in": In(XIT_LAYOUT), "xit_out": Out(XIT_LAYOUT),
+            "down_in": In(WREC_LAYOUT), "down_out": Out(WREC_LAYOUT),
+            "mv_req": Out(MV_REQUEST), "mv_resp": In(32 * MV_ELEMS),
+            "row_in": Out(act_layout(pack)),
+            "lut_code": Out(1), "lut_dtype_sel": Out(1),    # slot 0 is a LUT index / the dtype is the LUT's
+        })
+
+    @property
+    def module_name(self) -> str:
+        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}"
 
     def elaborate(self, platform):
         m = Module()
@@ -98,18 +129,19 @@ class RowPort(wiring.Component):
         in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
         sparse = rec.fmaps != 0         # fmap f of the vector at off0 + f * step_elem[3] * esize
         needs = (rec.seed == 0) | Const(int(not maverick), 1) & (rec.seed == SeedMode.LOAD_SEED)
-        m.d.comb += [self.mv_req_valid.eq(in_block & rec.fresh & needs),
-                     self.mv_req_part.eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
-                     self.mv_req_off0.eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
-                     self.mv_req_off1.eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
-                     self.mv_req_off2.eq(rec.off0 + 2 * rec.fstride),
-                     self.mv_req_off3.eq(rec.off0 + 3 * rec.fstride),
-                     self.mv_req_esize.eq(rec.esize),
-                     self.mv_req_mx.eq(rec.mx), self.mv_req_addr.eq(rec.maddr),
-                     self.mv_req_stride.eq(rec.mstride), self.mv_req_count.eq(rec.pack),
-                     self.mv_req_nib.eq(rec.nib),
-                     self.mv_req_spart.eq(rec.spart + ((r - rec.row0) & Mux(rec.pack == 8, ~3, ~7))),
-                     self.mv_req_soff.eq(Mux(rec.scv, rec.soff, 0))]
+        q = self.mv_req
+        m.d.comb += [q.valid.eq(in_block & rec.fresh & needs),
+                     q.part.eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
+                     q.off0.eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
+                     q.off1.eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
+                     q.off2.eq(rec.off0 + 2 * rec.fstride),
+                     q.off3.eq(rec.off0 + 3 * rec.fstride),
+                     q.esize.eq(rec.esize),
+                     q.mx.eq(rec.mx), q.addr.eq(rec.maddr),
+                     q.stride.eq(rec.mstride), q.count.eq(rec.pack),
+                     q.nib.eq(rec.nib),
+                     q.spart.eq(rec.spart + block_first_row(r - rec.row0, rec.pack)),
+                     q.soff.eq(Mux(rec.scv, rec.soff, 0))]
 
         # the array side: the same record Lm cycles later, with the data
         d = [rec] + [Signal(REC_LAYOUT, name=f"act{i}") for i in range(Lm)]
@@ -130,13 +162,12 @@ class RowPort(wiring.Component):
                      a.lanes.eq(Mux(act.pack == 8, 3, Mux(act.pack == 4, 2, Mux(act.pack == 2, 1, 0)))),
                      a.code.s0.eq(Mux(act.mx, word[:8], word[:32])),
                      self.lut_code.eq(act.lut & ~act.mx), self.lut_dtype_sel.eq(act.lut)]
-        # MX: the codes in bytes 0-7, the block scale in byte 8 (E8M0: value - 127, 0xFF NaN)
-        sbyte = word[64:72]
-        m.d.comb += [a.scaled.eq(act.mx), a.sa.eq(Mux(act.scv, sbyte - 127, 0)),
-                     a.sa_nan.eq(act.scv & (sbyte == 0xFF))]
+        # MX: the codes in bytes 0-7, the block scale in byte 8
+        sa, sa_nan = e8m0_scale(word[64:72])
+        m.d.comb += [a.scaled.eq(act.mx), a.sa.eq(Mux(act.scv, sa, 0)), a.sa_nan.eq(act.scv & sa_nan)]
         for j in range(1, max(PK, MV_ELEMS)):
             other = word[32 * j:32 * j + 16] if j < MV_ELEMS else 0
-            m.d.comb += getattr(a.code, f"s{j}").eq(Mux(act.mx, word[8 * j:8 * j + 8], other))
+            m.d.comb += slot(a.code, j).eq(Mux(act.mx, word[8 * j:8 * j + 8], other))
 
         # the write record, one row down per array stage
         down = Signal(WREC_LAYOUT, name="down")
@@ -148,13 +179,5 @@ class RowPort(wiring.Component):
 
 def narrow(rec):
     """The write-side fields of a REC_LAYOUT record, as the bits of a WREC_LAYOUT value."""
-    return Cat(*(getattr(rec, f) for f in WREC_FIELDS))
+    return Cat(*(rec[f] for f in WREC_FIELDS))
 
-
-class RowPortBlackBox(RowPort):
-    """An instance of the exported row-port module (`rowport_module_name`)."""
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.rowport = instance_of(self, rowport_module_name(self.gen, self.pack, self.L))
-        return m

@@ -209,3 +209,14 @@ def test_barriers_order_around_them():
     reg, lw = trace.ops[0], trace.ops[1]
     assert reg.name == "pe_reg_write" and lw.t_issue > reg.t_complete
     assert_expectations(p, eng, trace)
+
+
+def test_executed_descriptors_carry_their_micro_op():
+    """OpRecord.uop is the micro-op the engine ran (model.isa.microop, D-T69); refused ones have none."""
+    from tensore.model.isa.microop import Kind, MmKind
+    for p in programs.library("mariana"):
+        eng, trace = run_program(p)
+        for o in trace.ops:
+            assert (o.uop is None) == (o.error != ErrorCode.NONE)
+            if o.uop is not None:
+                assert o.uop == eng.microop(o.desc) and o.uop.kind in Kind and o.uop.mmkind in MmKind

@@ -61,11 +61,11 @@ def test_full_size_array_elaborates(gen, rows, cols):
 def test_psum_xbar_verilog_equals_amaranth(parts, cols, ports):
     """The exported crossbar (behavioural Verilog, D-T42) computes what the Amaranth one does,
     including collisions (several columns naming one partition) and partitions out of range."""
-    from tensore.rtl.psum_xbar import PsumWriteXbar, xbar_module_name, xbar_verilog
-    name = xbar_module_name(parts, cols, ports)
+    from tensore.rtl.psum_xbar import PsumWriteXbar
+    xbar = PsumWriteXbar(parts, cols, ports)
+    name = xbar.module_name
     amaranth = VectorRunner(PsumWriteXbar(parts, cols, ports), f"{name}_amaranth", cflags="-O0")
-    behavioural = VectorRunner(PsumWriteXbar(parts, cols, ports), name, cflags="-O0",
-                               sources={f"{name}.v": xbar_verilog(parts, cols, ports)})
+    behavioural = VectorRunner(xbar, name, cflags="-O0", sources={f"{name}.v": xbar.verilog()})
     rng = np.random.default_rng(SEED + parts + ports)
     n = 3000
 

@@ -75,13 +75,13 @@ def test_psum_partition_matches_model(ports):
     async def bench(ctx):
         for t in range(n + 1):
             for k, ops in enumerate(streams):
-                w = "wr" if k == 0 else "wr2"
                 op = ops[t] if t < n else {"valid": False}
-                ctx.set(getattr(dut, f"{w}_valid"), op["valid"])
+                wr = dut.wr[k]
+                ctx.set(wr.valid, op["valid"])
                 if op["valid"]:
                     for f, key in (("offset", "offset"), ("value", "value"), ("bf16", "bf16"),
                                    ("accumulate", "acc"), ("raw", "raw"), ("sr", "sr")):
-                        ctx.set(getattr(dut, f"{w}_{f}"), op[key])
+                        ctx.set(wr[f], op[key])
             z = zeros[t] if t < n else {"zero": False}
             ctx.set(dut.zero_valid, z["zero"])
             if z["zero"]:
@@ -129,12 +129,12 @@ def test_host_port_writes_words():
             await ctx.tick()
         ctx.set(dut.host_we, 0)
         for w, a in zip(words, adds):
-            ctx.set(dut.wr_valid, 1)
-            ctx.set(dut.wr_offset, 4 * w)
-            ctx.set(dut.wr_value, int(np.float32(a).view(np.uint32)))
-            ctx.set(dut.wr_accumulate, 1)
+            ctx.set(dut.wr[0].valid, 1)
+            ctx.set(dut.wr[0].offset, 4 * w)
+            ctx.set(dut.wr[0].value, int(np.float32(a).view(np.uint32)))
+            ctx.set(dut.wr[0].accumulate, 1)
             await ctx.tick()
-        ctx.set(dut.wr_valid, 0)
+        ctx.set(dut.wr[0].valid, 0)
         await ctx.tick()
         got.extend(await _host_read(ctx, dut, words))
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tensore.model import addrmap
 from tensore.model.dtypes import Gen
-from tensore.model.isa import DESCRIPTOR_BYTES, decode, encode
+from tensore.model.isa import DESCRIPTOR_BYTES, decode, encode, layout_of
 from tensore.model.isa.check import check, error_code
 from tensore.model.isa.enums import AccumulateGroup
 from tensore.model.isa.struct import (Array, Bits, EncodeError, EnumByte, Ignored, Int, Reserved, Sub,
@@ -50,14 +50,19 @@ def _tokens(text: str, lineno: int) -> list[_Tok]:
             rest = text[pos:].lstrip()
             raise AsmError(f"unexpected character {rest[:1]!r}", lineno, len(text) - len(rest) + 1)
         kind = m.lastgroup
-        out.append(_Tok(kind, m.group(kind), m.start(kind) + 1))
         pos = m.end()
+        if kind == "num" and re.match(r"[\w.]", text[pos:pos + 1]):      # 4.5, 12abc
+            word = m.group(kind) + re.match(r"[\w.]*", text[pos:]).group()
+            raise AsmError(f"{word!r} is not a value: numbers are integers (decimal or 0x hex)", lineno,
+                           m.start(kind) + 1)
+        out.append(_Tok(kind, m.group(kind), m.start(kind) + 1))
     return out
 
 
 class _Parser:
     def __init__(self, toks, lineno):
         self.toks, self.i, self.line = toks, 0, lineno
+        self.key_cols = {}                   # every key's (alias-resolved) name -> its first column
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -104,6 +109,7 @@ class _Parser:
         while self.peek() is not None and self.peek().text != ")":
             key = self.take(kind="id")
             self.take("=")
+            self.key_cols.setdefault(ALIASES.get(key.text, key.text), key.col)
             _assign(out, ALIASES.get(key.text, key.text), self.value(), self.line, key.col)
             if self.peek() is not None and self.peek().text == ",":
                 self.i += 1
@@ -164,7 +170,67 @@ def parse_line(text: str, lineno: int = 1):
         name = ALIASES.get(key.text, key.text)
         cols[name.split(".")[0]] = key.col
         _assign(fields, name, p.value(), lineno, key.col)
+    for name, col in p.key_cols.items():     # keys inside (...), for errors that name them
+        cols.setdefault(name, col)
     return op.text.lower(), fields, op.col, cols
+
+
+def _no_zero(enum_cls) -> bool:
+    """An enum with no member 0: a field of it left at zero can never be valid (tile_size, D-T64)."""
+    return enum_cls is not None and all(int(m) != 0 for m in enum_cls)
+
+
+def _required_parts(kind) -> list:
+    """(part name, enum) of a Bits field's parts with no valid zero."""
+    return [(p, e) for p, _, e in kind.parts if _no_zero(e)] if isinstance(kind, Bits) else []
+
+
+def _missing_required(layout, fields: dict) -> list:
+    """(field, parts) the text leaves out although zero is not valid for them (D-T64).  A field
+    written explicitly, also as `field=0`, is never missing."""
+    out = []
+    for f in layout.fields:
+        given = fields.get(f.name)
+        parts = _required_parts(f.kind)
+        if parts and not isinstance(given, int):
+            missing = [p for p, _ in parts if p not in (given or {})]
+            if missing:
+                out.append((f, missing))
+        elif isinstance(f.kind, EnumByte) and _no_zero(f.kind.enum) and f.name not in fields:
+            out.append((f, []))
+    return out
+
+
+def _required_message(op: str, gen: Gen, f, missing: list) -> str:
+    """One line: the field, its members and an example (each enum's largest member; for tile_size
+    the whole array)."""
+    name = f.name + (f".{missing[0]}" if len(missing) == 1 and len(_required_parts(f.kind)) > 1 else "")
+    if isinstance(f.kind, Bits):
+        parts = _required_parts(f.kind)
+        example = f"{f.name}=({', '.join(f'{p}={list(e)[-1].name.lower()}' for p, e in parts)})"
+        members = "; ".join(f"{p}: {', '.join(m.name.lower() for m in e)}" for p, e in parts)
+    else:
+        example = f"{f.name}={list(f.kind.enum)[-1].name.lower()}"
+        members = ", ".join(m.name.lower() for m in f.kind.enum)
+    return (f"{op} on {gen.name} needs {name} (no valid zero; {members}): e.g. {example}; "
+            f"{f.name}=0 encodes the zero, which the engine refuses")
+
+
+def _encode_error(message: str, op: str, gen: Gen, cols: dict) -> tuple[str, int | None]:
+    """An encoder error as the assembler reports it, with the column of the field it names: an
+    unknown field's own key, else the top-level field's; `acc` on MAVERICK points to the flags."""
+    unknown = re.match(r"(\S*): unknown (?:bit )?field\(s\) ([\w, ]+);", message)
+    if not unknown:
+        return message, cols.get(re.split(r"[.:\[]", message, 1)[0])
+    message = re.sub(r"^(\S+)\.: ", r"\1: ", message)              # "src_mem_pattern.: " of a sub-struct
+    names = unknown.group(2).split(", ")
+    at = min((cols[n] for n in names if n in cols), default=None)
+    if re.fullmatch(r"[A-Z0-9_]+", unknown.group(1)):       # a layout name: the descriptor's own fields
+        message = re.sub(r"^[A-Z0-9_]+: (.*); [A-Z0-9_]+ has ", rf"{op} on {gen.name}: \1; its fields are ", message)
+    if "psum_accumulate_flags" in names and gen.layout == Gen.MAVERICK:
+        message += ("; MAVERICK has no psum_accumulate_flags (acc=): a matmul adds into PSUM with "
+                    "flags=(accumulate_flag=accumulate) and overwrites with flags=(accumulate_flag=overwrite)")
+    return message, at
 
 
 def descriptor_lines(text: str) -> list[int]:
@@ -201,8 +267,10 @@ def assemble(text: str, gen, source: str = "<asm>") -> bytes:
         try:
             out += encode(op, gen, **fields)
         except EncodeError as exc:
-            field = re.split(r"[.:\[]", str(exc), 1)[0]
-            raise AsmError(str(exc), lineno, cols.get(field, col), source) from None
+            message, at = _encode_error(str(exc), op, gen, cols)
+            raise AsmError(message, lineno, at or col, source) from None
+        for f, missing in _missing_required(layout_of(out[-DESCRIPTOR_BYTES], gen), fields)[:1]:
+            raise AsmError(_required_message(op, gen, f, missing), lineno, cols.get(f.name, col), source)
     return bytes(out)
 
 
@@ -226,12 +294,13 @@ def _fmt(kind, value, name: str):
             return AccumulateGroup(value).name.lower()
         return _fmt_addr(value) if name.endswith("addr") else (f"{value:#x}" if value > 255 else str(value))
     if isinstance(kind, EnumByte):
-        if value == 0:
+        if value == 0 and not _no_zero(kind.enum):
             return None
         return value.name.lower() if isinstance(value, enum.Enum) else str(int(value))
-    if isinstance(kind, Bits):
+    if isinstance(kind, Bits):                  # parts with no valid zero are written even when zero (D-T64)
+        required = {p for p, _ in _required_parts(kind)}
         parts = [f"{p}={v.name.lower() if isinstance(v, enum.Enum) else v}"
-                 for (p, _, _), v in zip(kind.parts, value.values()) if v]
+                 for (p, _, _), v in zip(kind.parts, value.values()) if v or p in required]
         return f"({', '.join(parts)})" if parts else None
     if isinstance(kind, Array):
         return f"[{','.join(str(v) for v in value)}]" if any(value) else None

@@ -13,6 +13,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
                              PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
                              XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.isa.microop import (ARRAY_ROWS, GROUP, GROUPS, MX_BLOCK, PUMP_PACK, SEED_COLS, SEED_STATES,
+                                       active_cols, is_mx, pack_of, psum_half, transposes)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -36,7 +38,8 @@ MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT
 FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 SEED_IDENTITY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 LUT_ENTRY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
-MX_BLOCK_P_F_DIM = 0x23        # F = 2^2 packed elements, P = 2^3 partitions: 32 elements (D-21)
+_QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
+MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
 SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
 
 
@@ -52,14 +55,6 @@ def elem_bytes(dtype) -> int:
     except ValueError:
         return 1
     return max(1, fmt.width // 8)
-
-
-def active_cols(desc, array_cols: int | None = None) -> int:
-    """num_active_cols, with MAVERICK's 0 meaning every column (256 at full size)."""
-    cols = desc.fields.get("num_active_cols", 0)
-    if desc.gen.layout == Gen.MAVERICK and cols == 0:
-        return array_cols or 256
-    return cols
 
 
 class _Checker:
@@ -171,19 +166,19 @@ class _Checker:
 
     def rows_cols(self):
         rows, cols = self.f["num_active_rows"], self.f["num_active_cols"]
-        if not 1 <= rows <= 128:
-            self.bad(E.BAD_ACTIVE_RANGE, "num_active_rows", f"{rows} is not in 1..128")
-        if not self.maverick and not 1 <= cols <= 128:
-            self.bad(E.BAD_ACTIVE_RANGE, "num_active_cols", f"{cols} is not in 1..128")
+        if not 1 <= rows <= ARRAY_ROWS:
+            self.bad(E.BAD_ACTIVE_RANGE, "num_active_rows", f"{rows} is not in 1..{ARRAY_ROWS}")
+        if not self.maverick and not 1 <= cols <= ARRAY_ROWS:
+            self.bad(E.BAD_ACTIVE_RANGE, "num_active_cols", f"{cols} is not in 1..{ARRAY_ROWS}")
         if self.maverick:
             ts, sel = self.f["tile_size"], self.f["tile_sel"]
             if sel["row_sel"] > 1 or sel["col_sel"] > 1:
                 self.bad(E.BAD_TILE, "tile_sel", f"selectors must be <= 1, got {dict(sel)}")
             if isinstance(ts["row_size_log2"], TileRowSize) and isinstance(ts["col_size_log2"], TileColSize):
                 trows, tcols = 1 << ts["row_size_log2"], 1 << ts["col_size_log2"]
-                if sel["row_sel"] == 1 and trows == 128:
+                if sel["row_sel"] == 1 and ts["row_size_log2"] == TileRowSize.R128:
                     self.bad(E.BAD_TILE, "tile_sel.row_sel", "row_sel 1 needs a r64 tile")
-                if sel["col_sel"] == 1 and tcols == 256:
+                if sel["col_sel"] == 1 and ts["col_size_log2"] == TileColSize.C256:
                     self.bad(E.BAD_TILE, "tile_sel.col_sel", "col_sel 1 needs a c128 tile")
                 if rows > trows:
                     self.bad(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a r{trows} tile")
@@ -191,10 +186,10 @@ class _Checker:
                     self.bad(E.BAD_TILE, "num_active_cols", f"{active_cols(self.d, self.array_cols)} columns do not fit a c{tcols} tile")
         else:
             rg, cg = self.f["row_grp"], self.f["col_grp"]
-            if rg > 3 or rg * 32 + rows > 128:
-                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} (rows {rg * 32}..) with {rows} rows leaves the array")
-            if cg > 3 or cg * 32 + cols > 128:
-                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} (columns {cg * 32}..) with {cols} columns leaves the array")
+            if rg >= GROUPS or rg * GROUP + rows > ARRAY_ROWS:
+                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} (rows {rg * GROUP}..) with {rows} rows leaves the array")
+            if cg >= GROUPS or cg * GROUP + cols > ARRAY_ROWS:
+                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} (columns {cg * GROUP}..) with {cols} columns leaves the array")
 
     def fp32_mode(self):
         d, mode = self.f["in_dtype"], self.f["fp32_mode"]
@@ -207,13 +202,12 @@ class _Checker:
         d = self.f["in_dtype"]
         if not dt.is_in_enum(d, self.gen):
             return
-        src = self.f.get("src_mem_pattern", {})
-        if src.get("kind") == "mxtensor_v2":
+        if is_mx(self.d):
             pass                                      # the MX element rule (mx_pattern) applies
         elif scalar_mode == ScalarMode.LUT:
             if d != Dtype.UINT8:
                 self.bad(E.BAD_LUT, "in_dtype", "LUT mode operands are UINT8 table indices")
-        elif xpose == XposeMode.ENABLED:
+        elif xpose:
             if not dt.is_valid_dtype(d, self.gen) or elem_bytes(d) > 4 or dt.is_cptc(d):
                 self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} cannot be transposed (8/16/32-bit data only)")
         elif d not in matmul_input_dtypes(self.gen):
@@ -276,10 +270,10 @@ class _Checker:
 
     # -- per opcode --------------------------------------------------------------------------
     def array_op(self):
-        """The rules Ldweights and Matmul share; returns (flags, xpose mode)."""
+        """The rules Ldweights and Matmul share; returns (flags, transposes?)."""
         f = self.f
         flags = f.get("flags", {})
-        xpose = flags.get("xpose_mode", f.get("transpose_mode", XposeMode.DISABLED))
+        xpose = transposes(self.d)
         self.rows_cols()
         self.compute_dtype(xpose, flags.get("scalar_mode", ScalarMode.NONE))
         self.fp32_mode()
@@ -288,7 +282,7 @@ class _Checker:
             self.out_dtype()
             self.accumulate()
         self.seed_mode(flags)
-        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and f["src_mem_pattern"]["kind"] != "mxtensor_v2":
+        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and not is_mx(self.d):
             self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
         return flags, xpose
 
@@ -305,11 +299,11 @@ class _Checker:
                          "in_dtype must be BFLOAT16 or FP16")
             esize = 4
         rows, cols, pack = f["num_active_rows"], active_cols(self.d, self.array_cols), self.pack()
-        parts, per = (cols, rows * pack) if xpose == XposeMode.ENABLED else (rows, cols * pack)
+        parts, per = (cols, rows * pack) if xpose else (rows, cols * pack)
         n = self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
         if n and n != per:
             self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition; the weight tile needs {per}"
-                     + (" (transposed: rows x pack per column partition)" if xpose == XposeMode.ENABLED else
+                     + (" (transposed: rows x pack per column partition)" if xpose else
                         " (columns x elements per PE)"))
 
     def matmul(self):
@@ -318,7 +312,7 @@ class _Checker:
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
         if self.maverick and flags.get("seed_mode", 0) in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
             self.seed_patterns(flags["seed_mode"], n)
-        elif xpose == XposeMode.ENABLED:
+        elif xpose:
             self.transpose_destination(n)
         elif n % self.pack():
             self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition is not a whole number of "
@@ -327,20 +321,12 @@ class _Checker:
             self.destination(n // self.pack())
 
     def pack(self) -> int:
-        """Elements per PE step: 2 (FP8 double row), 4 / 8 (MX pumps), else 1."""
-        f = self.f
-        if f.get("perf_opt") == PerfOpt.DOUBLE_ROW:
-            return 2
-        mx = self.d.op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX) or \
-            f.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
-        if mx and isinstance(f.get("perf_mode"), MXPerfMode):
-            return {0: 1, 1: 4, 2: 4, 3: 4, 4: 8, 5: 8, 6: 8}[int(f["perf_mode"])]
-        return 1
+        return pack_of(self.d)
 
     def seed_patterns(self, mode, n):
         """MAVERICK seed micro-op: the dst names the bank whose 2 x 128 states move; LoadSeed reads
         one INT32 per active column, SaveSeed writes the 1x1x2 dst in every partition (D-T27)."""
-        half = (self.array_cols or 256) // 2
+        half = psum_half(self.gen, self.array_cols)
         self.pattern("dst_mem_pattern", "psum", 4, rows=half)
         if mode == SeedMode.LOAD_SEED and n and n != 2 * half:
             self.bad(E.BAD_SEED_OP, "src_mem_pattern", f"LoadSeed reads {2 * half} INT32 seeds (one per column), "
@@ -350,13 +336,13 @@ class _Checker:
         """D-13: moving[k, n] lands in PSUM partition n, element k."""
         f = self.f
         rows = f["num_active_rows"]
-        if n > min(active_cols(self.d, self.array_cols), 128):
+        if n > min(active_cols(self.d, self.array_cols), addrmap.PARTITIONS):
             self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one partition per moving element: "
-                     f"{n} elements need {n} active columns (at most 128)")
+                     f"{n} elements need {n} active columns (at most {addrmap.PARTITIONS})")
         if f["out_dtype"] == Dtype.BFLOAT16 and dt.is_in_enum(f["in_dtype"], self.gen) and elem_bytes(f["in_dtype"]) == 4:
             self.bad(E.BAD_OUT_DTYPE, "out_dtype", "32-bit data cannot be transposed into 2-byte BF16 cells")
         out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=max(1, min(n, 128)))
+        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=max(1, min(n, addrmap.PARTITIONS)))
         if m and m != rows:
             self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"a transpose writes {rows} elements (one per row) per "
                      f"partition; dst has {m}")
@@ -364,7 +350,7 @@ class _Checker:
     def destination(self, n):
         f = self.f
         out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        half = (self.array_cols or 256) // 2 if self.maverick else 128     # columns per PSUM slot
+        half = psum_half(self.gen, self.array_cols) if self.maverick else addrmap.PARTITIONS   # columns per PSUM slot
         cols = min(active_cols(self.d, self.array_cols), half)
         dst = f["dst_mem_pattern"]
         m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=cols)
@@ -386,7 +372,7 @@ class _Checker:
         f = self.f
         flags = f.get("flags", {})
         self.rows_cols()
-        self.compute_dtype(XposeMode.DISABLED, flags.get("scalar_mode", ScalarMode.NONE))
+        self.compute_dtype(False, flags.get("scalar_mode", ScalarMode.NONE))
         self.fp32_mode()
         self.out_dtype()
         self.accumulate()
@@ -414,21 +400,21 @@ class _Checker:
         mode = f["mode"]
         if mode not in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
             self.bad(E.BAD_SEED_OP, "mode", "PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)")
-        if f["num_active_rows"] != 16 or f["num_active_cols"] != 128:
-            self.bad(E.BAD_SEED_OP, "num_active_rows", "PE_MANAGE_SEED runs on 16 rows x 128 columns")
+        if f["num_active_rows"] != SEED_STATES or f["num_active_cols"] != SEED_COLS:
+            self.bad(E.BAD_SEED_OP, "num_active_rows", f"PE_MANAGE_SEED runs on {SEED_STATES} rows x {SEED_COLS} columns")
         if f["identity_dtype"] not in SEED_IDENTITY_DTYPES:
             self.bad(E.BAD_SEED_OP, "identity_dtype", "the identity is BF16, FP16, FP32R or FP8")
         ident = f["identity_mem_pattern"]
-        if ident["num_elem"] != [16]:
-            self.bad(E.BAD_SEED_OP, "identity_mem_pattern.num_elem", "the identity diagonal has 16 elements")
+        if ident["num_elem"] != [SEED_STATES]:
+            self.bad(E.BAD_SEED_OP, "identity_mem_pattern.num_elem", f"the identity diagonal has {SEED_STATES} elements")
         else:
-            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(f["identity_dtype"]), rows=16)
+            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(f["identity_dtype"]), rows=SEED_STATES)
         src, dst = f["src_seed_mem_pattern"], f["dst_seed_mem_pattern"]
         if mode == SeedMode.LOAD_SEED:
-            if src["num_elem"][0] * src["num_elem"][1] != 128:
-                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem", "LoadSeed reads 128 INT32 per partition")
+            if src["num_elem"][0] * src["num_elem"][1] != SEED_COLS:
+                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem", f"LoadSeed reads {SEED_COLS} INT32 per partition")
             else:
-                self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=16)
+                self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=SEED_STATES)
                 loc = addrmap.locate(src["start_addr"])
                 if loc and loc.partition != 0:
                     self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.start_addr", "seeds sit in SBUF partitions 0-15")

@@ -23,10 +23,10 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from tensore.rtl.fp.raw import EXP_WIDTH, unpack_fp32
 from tensore.rtl.fp.shifts import normalize, shift_right_sticky
 
 CANONICAL_NAN = 0x7FC00000
-EXP_WIDTH = 12                       # signed exponents: products and MX scales stay within +-1024
 
 
 class FusedAdd(wiring.Component):
@@ -49,20 +49,18 @@ class FusedAdd(wiring.Component):
         wt = self.term_width
         W = max(wt, 24)
         ew = EXP_WIDTH + 2
-        s_a, e_a, f_a = self.psum[31], self.psum[23:31], self.psum[:23]
-        a_nan = (e_a == 0xFF) & (f_a != 0)
-        a_inf = (e_a == 0xFF) & (f_a == 0)
-        a_zero = (e_a == 0) & (f_a == 0)
+        a = unpack_fp32(self.psum, top=True)
+        s_a, a_nan, a_inf, a_zero = a.sign, a.nan, a.inf, a.zero
         t_zero = self.t_mag == 0
 
         # W-bit fields and the exponents of their top bits
         nt, lz_t = normalize(m, self.t_mag, "t")
         top_a, top_t = Signal(signed(ew)), Signal(signed(ew))
-        m.d.comb += [top_a.eq(Mux(e_a == 0, -126, e_a - 127)), top_t.eq(self.t_exp + (wt - 1) - lz_t)]
+        m.d.comb += [top_a.eq(a.exp), top_t.eq(self.t_exp + (wt - 1) - lz_t)]
         f_big, f_small = Signal(W), Signal(W)
         s_big, s_small = Signal(), Signal()
         top, d = Signal(signed(ew)), Signal(ew)
-        fa, ft = Cat(Const(0, W - 24), f_a, e_a != 0), Cat(Const(0, W - wt), nt)
+        fa, ft = Cat(Const(0, W - 24), a.sig), Cat(Const(0, W - wt), nt)
         with m.If(top_a >= top_t):
             m.d.comb += [f_big.eq(fa), f_small.eq(ft), s_big.eq(s_a), s_small.eq(self.t_sign), top.eq(top_a),
                          d.eq(top_a - top_t)]
@@ -119,3 +117,9 @@ class FusedAdd(wiring.Component):
         with m.Else():
             m.d.comb += self.result.eq(finite)
         return m
+
+
+def drive_term(add: FusedAdd, raw) -> list:
+    """Statements presenting a raw float (rtl/fp/raw.py fields) as the fused add's term."""
+    return [add.t_sign.eq(raw["sign"]), add.t_mag.eq(raw["sig"]), add.t_exp.eq(raw["exp"]),
+            add.t_nan.eq(raw["nan"]), add.t_inf.eq(raw["inf"])]

@@ -11,10 +11,9 @@ from amaranth.lib.wiring import In, Out
 
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.rtl.fp.fused_add import EXP_WIDTH, FusedAdd
+from tensore.rtl.fp.fused_add import FusedAdd
+from tensore.rtl.fp.raw import EXP_WIDTH, SIG, raw_layout, unpack
 from tensore.rtl.fp.shifts import shift_left
-
-SIG = 24                                     # unpacked significand width (fp32's)
 
 # fp32_mode operand parts (D-12): which piece of an FP32 operand a sub-step uses
 PART_FULL, PART_HI, PART_LO = 0, 1, 2
@@ -54,51 +53,39 @@ def dtypes_suffix(dtypes) -> str:
 
 
 class Unpack(wiring.Component):
-    """code + dtype -> (sign, significand, exponent of its lsb, inf, nan); FP32 split by `part`."""
+    """code + dtype -> its raw float (rtl/fp/raw.py); FP32 split by `part`."""
 
     def __init__(self, gen, e4m3=None, dtypes=None):
         self.gen = Gen.parse(gen)
         self.e4m3, self.dtypes = e4m3, dtypes
-        super().__init__({
-            "code": In(32), "dtype": In(8), "part": In(2),
-            "sign": Out(1), "sig": Out(SIG), "exp": Out(signed(EXP_WIDTH)), "inf": Out(1), "nan": Out(1),
-        })
+        super().__init__({"code": In(32), "dtype": In(8), "part": In(2), "raw": Out(raw_layout(SIG))})
 
     def elaborate(self, platform):
         m = Module()
+        out = self.raw
         with m.Switch(self.dtype):
             for d in element_dtypes(self.gen, self.dtypes):
                 with m.Case(int(d)):
                     if d == Dtype.INT4:
                         v = self.code[:4]
                         neg = v[3]
-                        m.d.comb += [self.sign.eq(neg), self.sig.eq(Mux(neg, (-v.as_signed())[:4], v)),
-                                     self.exp.eq(0)]
+                        m.d.comb += [out.sign.eq(neg), out.sig.eq(Mux(neg, (-v.as_signed())[:4], v)), out.exp.eq(0)]
                         continue
-                    fmt = dt.format_of(d, self.gen, e4m3=self.e4m3)
-                    eb, mb = fmt.exp_bits, fmt.man_bits
-                    s, e, f = self.code[eb + mb], self.code[mb:mb + eb], self.code[:mb]
-                    allones = (1 << eb) - 1
-                    sig = Cat(f, e != 0)
-                    lsb = Mux(e == 0, fmt.emin - mb, e - fmt.bias - mb)
-                    if fmt.nan == "ieee":
-                        m.d.comb += [self.nan.eq((e == allones) & (f != 0)), self.inf.eq((e == allones) & (f == 0))]
-                    elif fmt.nan == "fn":
-                        m.d.comb += self.nan.eq((e == allones) & (f == (1 << mb) - 1))
-                    m.d.comb += self.sign.eq(s)
+                    x = unpack(self.code, dt.format_of(d, self.gen, e4m3=self.e4m3))
+                    m.d.comb += [out[k].eq(x[k]) for k in ("nan", "inf") if k in x]
+                    m.d.comb += out.sign.eq(x.sign)
                     if d == Dtype.FP32:
-                        finite = e != allones
                         with m.Switch(self.part):
                             with m.Case(PART_HI):                 # low 10 mantissa bits cleared
-                                m.d.comb += [self.sig.eq(sig[10:]), self.exp.eq(lsb + 10)]
+                                m.d.comb += [out.sig.eq(x.sig[10:]), out.exp.eq(x.exp + 10)]
                             with m.Case(PART_LO):                 # x - hi: the low 10 bits, x's sign;
-                                lo = Mux(finite, f[:10], 0)          # an exact zero is +0 (x - x = +0)
-                                m.d.comb += [self.sig.eq(lo), self.exp.eq(lsb), self.sign.eq(s & (lo != 0)),
-                                             self.nan.eq(0), self.inf.eq(0)]
+                                lo = Mux(x.e != 0xFF, x.f[:10], 0)   # an exact zero is +0 (x - x = +0)
+                                m.d.comb += [out.sig.eq(lo), out.exp.eq(x.exp), out.sign.eq(x.sign & (lo != 0)),
+                                             out.nan.eq(0), out.inf.eq(0)]
                             with m.Default():
-                                m.d.comb += [self.sig.eq(sig), self.exp.eq(lsb)]
+                                m.d.comb += [out.sig.eq(x.sig), out.exp.eq(x.exp)]
                     else:
-                        m.d.comb += [self.sig.eq(sig), self.exp.eq(lsb)]
+                        m.d.comb += [out.sig.eq(x.sig), out.exp.eq(x.exp)]
         return m
 
 
@@ -157,14 +144,15 @@ class PeMac(wiring.Component):
             m.submodules[f"ua{j}"], m.submodules[f"uw{j}"] = ua, uw
             m.d.comb += [ua.code.eq(getattr(self, f"a{j}")), ua.dtype.eq(self.a_dtype), ua.part.eq(self.a_part),
                          uw.code.eq(getattr(self, f"w{j}")), uw.dtype.eq(self.w_dtype), uw.part.eq(self.w_part)]
+            a, w = ua.raw, uw.raw
             mag = Signal(2 * SIG, name=f"p{j}_mag")
-            m.d.comb += mag.eq(ua.sig * uw.sig)
+            m.d.comb += mag.eq(a.sig * w.sig)
             lsb = Signal(signed(EXP_WIDTH), name=f"p{j}_lsb")
-            m.d.comb += lsb.eq(ua.exp + uw.exp)
-            zero = (ua.sig == 0) | (uw.sig == 0)
-            nan = ua.nan | uw.nan | (ua.inf & (uw.sig == 0) & ~uw.inf) | (uw.inf & (ua.sig == 0) & ~ua.inf)
-            inf = (ua.inf | uw.inf) & ~nan
-            prods.append((ua.sign ^ uw.sign, mag, lsb, zero, nan, inf))
+            m.d.comb += lsb.eq(a.exp + w.exp)
+            zero = (a.sig == 0) | (w.sig == 0)
+            nan = a.nan | w.nan | (a.inf & (w.sig == 0) & ~w.inf) | (w.inf & (a.sig == 0) & ~a.inf)
+            inf = (a.inf | w.inf) & ~nan
+            prods.append((a.sign ^ w.sign, mag, lsb, zero, nan, inf))
 
         s0, mag0, lsb0, _, nan0, inf0 = prods[0]
         single = [add.t_sign.eq(s0), add.t_mag.eq(mag0), add.t_exp.eq(lsb0), add.t_nan.eq(nan0),

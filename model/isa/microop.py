@@ -1,0 +1,344 @@
+"""The micro-op: what one descriptor asks of the engine, worked out once (D-T69).
+
+`microop(desc, rows, cols)` turns a decoded, valid descriptor into a `MicroOp` for an array of
+rows x cols PEs: the sequencer's class (`Kind`), the matmul rhythm class (`MmKind`), elements per
+PE step (`pack`), array passes per vector, transpose, MX and its element order (`MxOrder`),
+barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter.
+model/engine.py runs micro-ops; model/isa/check.py reads the same per-field derivations
+(`pack_of`, `transposes`, `is_mx`, `active_cols`, ...) on descriptors that may be invalid; the RTL
+decoder's micro-op record is generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+from tensore.model import addrmap
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import (
+    AccumulateMode,
+    FP32Mode,
+    LoadOrder,
+    MXPerfMode,
+    Opcode,
+    PeReg,
+    PerfOpt,
+    PsumAccumulate,
+    ScalarMode,
+    SeedMode,
+    TagWeightMode,
+    TileColSize,
+    TileRowSize,
+    XposeMode,
+    ZeroRegion,
+)
+from tensore.model.timing import PERF_BANKS, PERF_COUNTERS, counter_index
+
+# -- the array (SPEC section 1, seed 000 section 11) ----------------------------------------------------
+ARRAY_ROWS = 1 << TileRowSize.R128  # rows R at full size (the contraction dim): 128
+GROUP = 32                         # row_grp / col_grp unit (D-T22)
+GROUPS = ARRAY_ROWS // GROUP       # row and column groups of a full CAYMAN / MARIANA array
+
+
+def full_cols(gen) -> int:
+    """Columns C at full size: 256 on MAVERICK, 128 before (seed 000 section 11)."""
+    return 1 << (TileColSize.C256 if Gen.parse(gen).layout == Gen.MAVERICK else TileColSize.C128)
+
+
+def psum_half(gen, array_cols: int | None = None) -> int:
+    """Columns per PSUM write slot: half the array on MAVERICK (c256, D-01), the whole array before."""
+    cols = array_cols or full_cols(gen)
+    return cols // 2 if Gen.parse(gen).layout == Gen.MAVERICK else cols
+
+
+# -- pumps and MX (D-11, D-21, D-T25) -------------------------------------------------------------------
+class MxOrder(enum.IntEnum):
+    """Element order of a packed pattern: element index of (vector v, slot j) among V vectors (D-T25)."""
+
+    PACKED = 0        # v * pack + j (QUAD_ROW, OCT_ROW, FP8 double row)
+    INTERLEAVE = 1    # j * V + v
+    TILED = 2         # tiles of MX_TILE vectors: (v div T) * T * pack + j * T + v mod T
+
+
+MX_BLOCK = 32                      # contraction elements sharing one E8M0 scale (D-21)
+MX_TILE = 32                       # vectors per tile of the *_TILED orders (D-T25)
+DOUBLE_ROW_PACK = 2                # FP8 double row: two products per PE step (D-T14)
+PUMPS = {                          # MX_PERF_MODE -> (elements per PE step, element order)
+    MXPerfMode.NONE: (1, MxOrder.PACKED),
+    MXPerfMode.QUAD_ROW: (4, MxOrder.PACKED),
+    MXPerfMode.QUAD_ROW_INTERLEAVE: (4, MxOrder.INTERLEAVE),
+    MXPerfMode.QUAD_ROW_TILED: (4, MxOrder.TILED),
+    MXPerfMode.OCT_ROW: (8, MxOrder.PACKED),
+    MXPerfMode.OCT_ROW_INTERLEAVE: (8, MxOrder.INTERLEAVE),
+    MXPerfMode.OCT_ROW_TILED: (8, MxOrder.TILED),
+}
+PUMP_PACK = {mode: pack for mode, (pack, _) in PUMPS.items()}
+PUMP_ORDER = {mode: order for mode, (_, order) in PUMPS.items()}
+MAX_PACK = max(PUMP_PACK.values())               # pack slots of a PE (D-T34)
+FP32_PASSES = {FP32Mode.NONE: 1, FP32Mode.LOW: 1, FP32Mode.HIGH: 4, FP32Mode.LOW_HIGH: 4}   # D-12, D-T24
+MX_OPS = frozenset({Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX})
+
+# -- seeds (seed 000 section 5, D-T27) --------------------------------------------------------------
+SEED_STATES = addrmap.PSUM_BANKS * addrmap.PSUM_SR_SLOTS   # SR states per partition: PeManageSeed's identity rows
+SEED_COLS = addrmap.PARTITIONS                  # PeManageSeed's columns: one per PSUM partition
+
+
+class Kind(enum.IntEnum):
+    """What the sequencer does with a micro-op (rtl/seq.py, docs/timing.md)."""
+
+    LOAD = 0          # Ldweights, LdweightsMX, LdTags: the weight-load port
+    MATMUL = 1        # Matmul, MatmulSparse, MatmulMX (MAVERICK seed micro-ops too)
+    REGWRITE = 2      # PeRegWrite
+    OTHER = 3         # not an executable opcode
+    LUT = 4           # ConvLutLoad
+    SEED = 5          # PeManageSeed: an identity load, then a seed transpose
+
+
+class MmKind(enum.IntEnum):
+    """A matmul's rhythm class: a matmul of another class (or pass count) waits for the last
+    matmul to complete (docs/timing.md)."""
+
+    MM = 0
+    SPARSE = 1
+    XPOSE = 2         # transposes and seed moves
+
+
+KIND_OF = {Opcode.LDWEIGHTS: Kind.LOAD, Opcode.LDWEIGHTS_MX: Kind.LOAD, Opcode.LDTAGS: Kind.LOAD,
+           Opcode.MATMUL: Kind.MATMUL, Opcode.MATMUL_SPARSE: Kind.MATMUL, Opcode.MATMUL_MX: Kind.MATMUL,
+           Opcode.PE_REG_WRITE: Kind.REGWRITE, Opcode.CONV_LUT_LOAD: Kind.LUT, Opcode.PE_MANAGE_SEED: Kind.SEED}
+PERF_BANKS_OF = {Kind.LOAD: ("weight_load",), Kind.MATMUL: ("matmul",), Kind.REGWRITE: ("pe_regwrite",),
+                 Kind.SEED: ("weight_load", "matmul")}       # D-T30
+assert {b for banks in PERF_BANKS_OF.values() for b in banks} == set(PERF_BANKS)
+BARRIER_OPS = frozenset({Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MANAGE_SEED})
+
+
+# -- per-field derivations (any decoded descriptor, valid or not) -----------------------------------
+def _flag(desc, name, default=0):
+    return desc.fields.get("flags", {}).get(name, default)
+
+
+def transposes(desc) -> bool:
+    """xpose_mode (MARIANA / MAVERICK flags) or transpose_mode (CAYMAN) is ENABLED (D-13)."""
+    f = desc.fields
+    return _flag(desc, "xpose_mode", f.get("transpose_mode", XposeMode.DISABLED)) == XposeMode.ENABLED
+
+
+def seed_mode(desc):
+    """The flags' seed_mode (MAVERICK seed micro-ops), raw when it is not a SeedMode."""
+    return _flag(desc, "seed_mode", SeedMode.NONE)
+
+
+def is_mx(desc) -> bool:
+    """MARIANA's LdweightsMX / MatmulMX, or a MAVERICK MXTensorV2 source (seed 000 section 7)."""
+    return desc.op in MX_OPS or desc.fields.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
+
+
+def pack_of(desc) -> int:
+    """Elements per PE step: 2 (FP8 double row), 4 / 8 (MX pumps), else 1."""
+    f = desc.fields
+    if f.get("perf_opt") == PerfOpt.DOUBLE_ROW:
+        return DOUBLE_ROW_PACK
+    if is_mx(desc) and isinstance(f.get("perf_mode"), MXPerfMode):
+        return PUMP_PACK[f["perf_mode"]]
+    return 1
+
+
+def mx_order(desc) -> MxOrder:
+    mode = desc.fields.get("perf_mode")
+    return PUMP_ORDER[mode] if is_mx(desc) and isinstance(mode, MXPerfMode) else MxOrder.PACKED
+
+
+def passes_of(desc) -> int:
+    """Array passes per moving vector: 4 for a non-transposing fp32 HIGH / LOW_HIGH matmul (D-12)."""
+    mode = desc.fields.get("fp32_mode", FP32Mode.NONE)
+    if KIND_OF.get(desc.op) != Kind.MATMUL or transposes(desc) or not isinstance(mode, FP32Mode):
+        return 1
+    return FP32_PASSES[mode]
+
+
+def mm_kind(desc) -> MmKind:
+    """A matmul's rhythm class (MM for every other micro-op)."""
+    if desc.op == Opcode.PE_MANAGE_SEED or KIND_OF.get(desc.op) == Kind.MATMUL and transposes(desc):
+        return MmKind.XPOSE
+    return MmKind.SPARSE if desc.op == Opcode.MATMUL_SPARSE else MmKind.MM
+
+
+def is_barrier(desc) -> bool:
+    """PeRegWrite, ConvLutLoad, PeManageSeed and every seed_mode micro-op wait for everything (D-T30)."""
+    return desc.op in BARRIER_OPS or bool(seed_mode(desc))
+
+
+def active_cols(desc, array_cols: int | None = None) -> int:
+    """num_active_cols, with MAVERICK's 0 meaning every column (256 at full size)."""
+    cols = desc.fields.get("num_active_cols", 0)
+    if desc.gen.layout == Gen.MAVERICK and cols == 0:
+        return array_cols or full_cols(desc.gen)
+    return cols
+
+
+def region_of(desc, rows: int, cols: int) -> tuple:
+    """(row0, rows, col0, cols): the descriptor's block of physical PEs on a rows x cols array
+    (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves)."""
+    f = desc.fields
+    n_rows, n_cols = f.get("num_active_rows", 0), active_cols(desc, cols)
+    if desc.gen.layout == Gen.MAVERICK and "tile_size" in f:
+        ts, sel = f["tile_size"], f["tile_sel"]
+        row0 = sel["row_sel"] * rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else 0
+        col0 = sel["col_sel"] * cols // 2 if ts["col_size_log2"] == TileColSize.C128 else 0
+    else:
+        row0 = f.get("row_grp", 0) * rows // GROUPS
+        col0 = f.get("col_grp", 0) * cols // GROUPS
+    return row0, n_rows, col0, n_cols
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """An access pattern: ADDR4 `addr` (marker bits cleared), element `steps` and counts `nums`,
+    dim 0 innermost.  MX data is one dim (MXMEM_PATTERN1D) or MXTensorV2's [1, step_elem_data_1]
+    x num_elem; `scale_addr` is where its E8M0 block scales sit (None: no scales, exponent 0)."""
+
+    addr: int
+    steps: tuple
+    nums: tuple
+    scale_addr: int | None = None
+
+    @property
+    def count(self) -> int:
+        return int(np.prod(self.nums, dtype=np.int64))
+
+    def elements(self) -> np.ndarray:
+        """Element offsets (in elements) in pattern order."""
+        offs = np.zeros(1, np.int64)
+        for s, n in zip(self.steps, self.nums):
+            offs = (np.arange(n, dtype=np.int64)[:, None] * s + offs[None, :]).reshape(-1)
+        return offs
+
+
+def pattern_of(desc, name: str = "src_mem_pattern") -> Pattern:
+    p = desc.fields[name]
+    if "data_addr" in p and "index_addr" in p:                       # MXMEM_PATTERN1D (E8M0 by definition)
+        return Pattern(p["data_addr"], (p["step_elem"],), (p["num_elem"],), p["scale_addr"])
+    if "data_addr" in p:                                            # MXTENSOR_V2
+        scales = p["scale_addr"] if p["scale_dtype"] == Dtype.SFP8_E8 else None
+        return Pattern(p["data_addr"], (1, p["step_elem_data_1"]), tuple(p["num_elem"]), scales)
+    return Pattern(p["start_addr"], tuple(p["step_elem"]), tuple(p["num_elem"]))
+
+
+# -- the micro-op ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MicroOp:
+    """A valid descriptor as the engine runs it.  Field names are the RTL record's (UOP_FIELDS)."""
+
+    op: Opcode
+    kind: Kind
+    mmkind: MmKind
+    barrier: bool
+    row0: int
+    rows: int
+    col0: int
+    cols: int
+    dtype: Dtype | None          # in_dtype (PeManageSeed: identity_dtype)
+    fp32_mode: FP32Mode
+    passes: int
+    pack: int
+    xpose: bool                  # a transpose (PeManageSeed: its seed transpose)
+    seed: SeedMode               # a seed move (MAVERICK seed_mode, PeManageSeed's mode)
+    mx: bool
+    mxmode: MxOrder
+    lut: bool                    # scalar_mode LUT (D-T15)
+    tagw: bool                   # TAG_WEIGHT elements (D-T16)
+    lcf: bool                    # LAST_COL_FIRST: stationary element m in column col0 + cols - 1 - m (D-14)
+    src: Pattern | None
+    dst: Pattern | None
+    out_bf16: bool
+    accumulate: bool             # accumulate into PSUM (never for transposes and seed moves)
+    begin: bool                  # begins a group: the zero region clears at its first write (D-17)
+    zero_banks: int              # banks the group's first write clears (0: none)
+    counter: int                 # perf counter index (D-22) in each of `banks`
+    banks: tuple
+
+    @property
+    def block(self) -> tuple:
+        return self.row0, self.rows, self.col0, self.cols
+
+
+def microop(desc, rows: int, cols: int) -> MicroOp:
+    """The micro-op of a valid descriptor on a rows x cols array."""
+    f, op = desc.fields, desc.op
+    kind = KIND_OF[op]
+    row0, n_rows, col0, n_cols = region_of(desc, rows, cols)
+    counter = counter_index(n_rows or 1, n_cols if "num_active_cols" in f else 1)
+    if op == Opcode.PE_MANAGE_SEED:
+        row0, n_rows, col0, n_cols = 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
+        counter = counter_index(SEED_STATES, SEED_COLS)
+    dtype = f.get("in_dtype", f.get("identity_dtype"))
+    seed = f["mode"] if op == Opcode.PE_MANAGE_SEED else seed_mode(desc)     # PeManageSeed: a seed transpose
+    xpose = transposes(desc) or op == Opcode.PE_MANAGE_SEED
+    accumulate, begin = _group(f)
+    zero = 1 << int(f["psum_zero_region"]) if begin and "psum_zero_region" in f else 0
+    return MicroOp(
+        op=op, kind=kind, mmkind=mm_kind(desc), barrier=is_barrier(desc),
+        row0=row0, rows=n_rows, col0=col0, cols=n_cols,
+        dtype=Dtype(dtype) if dtype is not None else None, fp32_mode=FP32Mode(f.get("fp32_mode", 0)),
+        passes=passes_of(desc), pack=pack_of(desc), xpose=xpose, seed=SeedMode(seed),
+        mx=is_mx(desc), mxmode=mx_order(desc), lut=_flag(desc, "scalar_mode") == ScalarMode.LUT,
+        tagw=f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT,
+        lcf=_flag(desc, "load_order", f.get("load_order", LoadOrder.LAST_COL_FIRST)) == LoadOrder.LAST_COL_FIRST,
+        src=pattern_of(desc) if "src_mem_pattern" in f else None,
+        dst=pattern_of(desc, "dst_mem_pattern") if "dst_mem_pattern" in f else None,
+        out_bf16=f.get("out_dtype") == Dtype.BFLOAT16, accumulate=accumulate and not xpose, begin=begin,
+        zero_banks=zero, counter=counter if kind in PERF_BANKS_OF else 0, banks=PERF_BANKS_OF.get(kind, ()))
+
+
+def _group(f) -> tuple:
+    """(accumulate?, begins a group?): CAYMAN / MARIANA psum_accumulate_flags, MAVERICK accumulate_flag."""
+    if "psum_accumulate_flags" in f:
+        begin = bool(f["psum_accumulate_flags"] & PsumAccumulate.BEGIN_MATMUL_GROUP)
+        return not begin, begin
+    return f.get("flags", {}).get("accumulate_flag") == AccumulateMode.ACCUMULATE, False
+
+
+# -- the RTL record: field widths (rtl/isa.uop_layout builds the Amaranth layout) ---------------------
+@dataclass(frozen=True)
+class Field:
+    """An unsigned (or signed) field of `width` bits, `count` of them when count > 1."""
+
+    width: int
+    signed: bool = False
+    count: int = 1
+
+
+def _bits(n: int) -> int:
+    """Bits of an unsigned field holding 0..n."""
+    return int(n).bit_length()
+
+
+_STEP, _NUM, _DIMS = Field(16, True), Field(16), 3          # TENSOR3D steps (int16) and counts (uint16)
+_PART, _SOFF = Field(addrmap.PARTITION_BITS), Field(addrmap.SBUF_OFFSET_BITS)
+_MAXC = max(full_cols(g) for g in Gen)
+UOP_FIELDS = {
+    "op": Field(8), "kind": Kind, "supported": Field(1), "barrier": Field(1),
+    "wait_event": Field(8), "set_event": Field(8),
+    "row0": Field(_bits(ARRAY_ROWS)), "rows": Field(_bits(ARRAY_ROWS)),
+    "col0": Field(_bits(_MAXC)), "cols": Field(_bits(_MAXC)),
+    "dtype": Field(8), "fp32_mode": Field(_bits(max(FP32Mode))), "passes": Field(_bits(max(FP32_PASSES.values()))),
+    "pack": Field(_bits(MAX_PACK)), "lcf": Field(1),
+    "src_part": _PART, "src_off": _SOFF, "src_step": Field(16, True, _DIMS), "src_num": Field(16, False, _DIMS),
+    "esize": Field(_bits(4)),
+    "dst_part": _PART, "dst_off": Field(addrmap.PSUM_OFFSET_BITS), "dst_step": Field(16, True, _DIMS),
+    "dst_num": Field(16, False, _DIMS), "out_bf16": Field(1), "accumulate": Field(1), "zero": Field(1),
+    "zero_log2": Field(_bits(max(ZeroRegion))), "c256": Field(1), "vectors": Field(32),
+    "reg": Field(_bits(0xFF)), "value": Field(32), "counter": Field(_bits(PERF_COUNTERS - 1)),
+    "mmkind": MmKind,                  # the rhythm-change rule of docs/timing.md
+    "tags": Field(1), "force_tags": Field(4),                     # LdTags (force_tag_bits)
+    "tagw": Field(1),                  # Ldweights TAG_WEIGHT: {u16 weight, u16 tag} elements
+    "fmaps": Field(_bits(4)), "fstride": _STEP,                   # MatmulSparse: fmaps per vector, step_elem[3]
+    "lut": Field(1),                   # scalar_mode LUT: UINT8 codes index the ConvLutLoad table
+    "xpose": Field(1),                 # a transposing Matmul (D-13): `cols` = elements per partition
+    "seed": Field(_bits(max(SeedMode))),   # SeedMode of a seed transpose: states in (LOAD) or out (SAVE)
+    "id_part": _PART, "id_off": _SOFF, "id_step": _STEP, "id_esize": Field(_bits(4)),   # PeManageSeed identity
+    # MX (D-21, D-T25): element order, 4-bit codes, E8M0 block scales (src_* hold the data pattern as
+    # one dimension: element e at src_off + e * src_step[0] bytes, or nibbles when `nib`)
+    "mx": Field(1), "mxmode": MxOrder, "nib": Field(1), "sc_part": _PART, "sc_off": _SOFF, "sc_valid": Field(1),
+}
+assert max(PeReg) <= 0xFF

@@ -1,0 +1,259 @@
+"""The load unit: everything that reaches the array through the stationary SBUF port (docs/timing.md,
+D-T38, D-T40): weight loads (plain, transposing, TAG_WEIGHT, LUT, MX with block scales), LdTags,
+PeManageSeed's identity rows, PeRegWrite's SBUF value, ConvLutLoad's table and a MAVERICK seed
+micro-op's seeds.
+
+Row k of a load is requested in cycle t + k (+1 for the request register) and its answer, `L - 1`
+cycles later, goes to the array's weight (or tag) bus as row k: the element of pattern position m
+is routed to its physical column (D-14 load order) by a lane shifter.  The ConvLutLoad table
+(D-T15) lives here: weight lanes read it, and each array row reads it through `lut` for a LUT
+operand of the moving data (rtl/top.py)."""
+from amaranth.hdl import Array as HArray
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
+from tensore.model.isa.layouts import LUT_ENTRIES
+from tensore.model.isa.microop import SEED_STATES
+from tensore.rtl.fp.raw import e8m0_scale
+from tensore.rtl.interfaces import request_port
+from tensore.rtl.isa import Kind, MxOrder, uop_layout
+from tensore.rtl.mx import block_first_row, tile
+from tensore.rtl.pe import code_layout, weight_layout
+from tensore.rtl.rowport import PatternIter
+from tensore.rtl.wires import any_of, wire
+
+IDENTITY_CODES = SEED_STATES     # PeManageSeed: a row of the identity, one code per SR state
+
+# The stationary port (D-T38 (5), D-T40): a gather of `count` elements of one partition along a
+# TENSOR3D pattern (`nib`: 4-bit elements, steps in nibbles from nibble address 2 * off), or
+# (`xpose`) the element at `off` of each of `count` partitions from `part` on; element e of the
+# answer in bits 32e..32e+31.  The scale port: `count` bytes (one block scale per column).
+STATIONARY_REQUEST = {"valid": 1, "part": PARTITION_BITS, "off": SBUF_OFFSET_BITS, "esize": 3, "step": data.ArrayLayout(signed(16), 3),
+                      "num": data.ArrayLayout(16, 3), "count": 16, "xpose": 1, "nib": 1}
+SCALE_REQUEST = {"valid": 1, "part": PARTITION_BITS, "off": SBUF_OFFSET_BITS, "count": 16}
+
+# what an answer is for, carried L - 1 cycles beside the request
+LOAD_META = data.StructLayout({
+    "valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9, "lcf": 1, "pack": 4, "dtype": 8,
+    "tags": 1, "tagw": 1, "force": 4, "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1, "mx": 1, "sc_valid": 1})
+
+
+UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1})     # the causes a load raises `unsupported` for
+
+
+def stationary_port(cols: int, pack: int) -> wiring.Signature:
+    return request_port(STATIONARY_REQUEST, data.ArrayLayout(32, max(cols * pack, LUT_ENTRIES)))
+
+
+def scale_port(cols: int) -> wiring.Signature:
+    return request_port(SCALE_REQUEST, data.ArrayLayout(8, cols))
+
+
+class LoadUnit(wiring.Component):
+    """`issue` / `uop`: the sequencer's micro-op; the weight and tag buses go to the array (rtl/array.py
+    names), `reg_*` back to the sequencer (a fetched PeRegWrite value), `seed_lanes` to the write-back
+    unit (MAVERICK seed micro-ops).  `unsupported`: a load needing more elements per PE than built, or
+    (a specialised build, D-T62) a dtype the PEs do not carry."""
+
+    def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None):
+        self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, cols, pack, \
+            sbuf_latency, dtypes
+        super().__init__({
+            "issue": In(1), "uop": In(uop_layout()), "bypass": In(1),
+            "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),
+            "reg_apply": Out(1), "reg_value": Out(32), "reg_index": Out(8),
+            "wl_valid": Out(1), "wl_row": Out(range(rows)), "wl_cols": Out(cols),
+            "wl_data": Out(data.ArrayLayout(weight_layout(pack), cols)),
+            "tag_valid": Out(1), "tag_row": Out(range(rows)), "tag_cols": Out(cols),
+            "tag_data": Out(data.ArrayLayout(4, cols)),
+            "seed_lanes": Out(data.ArrayLayout(32, cols)),
+            "lut_index": In(data.ArrayLayout(8, rows)), "lut_entry": Out(data.ArrayLayout(32, rows)),
+            "lut_dtype": Out(8),
+            "unsupported": Out(UNSUPPORTED),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        meta = self._requests(m)
+        resp = self.st.resp.data
+        m.d.comb += [self.reg_apply.eq(meta.reg), self.reg_value.eq(resp[0]), self.reg_index.eq(meta.reg_index)]
+        # a MAVERICK seed micro-op's seeds, held for its column writes (it is a barrier: one at a time)
+        with m.If(meta.seed_data):
+            m.d.sync += [self.seed_lanes[c].eq(resp[c]) for c in range(self.cols)]
+        m.submodules.lut = lut = LutTable(self.cols + self.rows)
+        m.d.comb += [lut.load.eq(meta.lut_load), lut.count.eq(meta.cols), lut.dtype.eq(meta.dtype),
+                     lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut_dtype.eq(lut.table_dtype)]
+        for r in range(self.rows):                        # the rows' readers follow the weight lanes'
+            m.d.comb += [lut.index[self.cols + r].eq(self.lut_index[r]), self.lut_entry[r].eq(lut.entry[self.cols + r])]
+        self._lanes(m, meta, lut)
+        return m
+
+    def _requests(self, m):
+        """The stationary and scale requests of each row (registered), and the answer's meta data
+        `L - 1` cycles later (returned)."""
+        u = self.uop
+        active, k_reg, held = Signal(), Signal(8), Signal(uop_layout())
+        ld_go = wire(m, self.issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported, "ld_go")
+        rw_go = wire(m, self.issue & (u.kind == Kind.REGWRITE) & ~self.bypass, "rw_go")   # PeRegWrite: same port
+        lut_go = wire(m, self.issue & (u.kind == Kind.LUT), "lut_go")   # and ConvLutLoad: all entries in one gather
+        # and a MAVERICK seed micro-op: its 2 x half INT32 seeds (LoadSeed) in one gather
+        maverick = Const(int(self.gen.layout == Gen.MAVERICK), 1)
+        mseed_go = wire(m, self.issue & (u.kind == Kind.MATMUL) & (u.seed != 0) & maverick, "mseed_go")
+        cur = wire(m, Mux(ld_go | rw_go | lut_go | mseed_go, u.as_value(), held.as_value()), "ld_cur", uop_layout())
+        k = wire(m, Mux(active, k_reg, 0), "ld_row")
+        ld_req = wire(m, ld_go | active, "ld_req")
+        ident = wire(m, cur.kind == Kind.SEED, "ld_ident")   # every row gathers the identity codes, keeps code k
+        ldx = wire(m, cur.xpose & ~ident & ld_req, "ld_xpose")
+        # a transposing load reads element k of every column's partition for row k: the element's offset
+        x = PatternIter(m, "ld_x", ld_go, 0, cur.src_num, cur.src_step, cur.esize, SBUF_OFFSET_BITS)
+        x.commit(ld_req, *x.step(x.i, x.o))
+        with m.If(ld_go):
+            m.d.sync += [active.eq(u.rows > 1), k_reg.eq(1), held.eq(u)]
+        with m.Elif(active):
+            m.d.sync += k_reg.eq(k_reg + 1)
+            with m.If(k_reg + 1 >= held.rows):
+                m.d.sync += active.eq(0)
+        st, sc = self.st.req, self.sc.req
+        st_valid = Signal()
+        m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go | mseed_go),
+                     st.part.eq(Mux(ident, cur.id_part, cur.src_part + Mux(ldx, 0, k))),
+                     st.off.eq(Mux(ident, cur.id_off, cur.src_off + Mux(ldx, x.offset(x.o), 0))),
+                     st.xpose.eq(ldx),
+                     st.esize.eq(Mux(rw_go, 4, Mux(ident, cur.id_esize, cur.esize))),
+                     st.count.eq(Mux(rw_go, 1, Mux(ident, IDENTITY_CODES, Mux(cur.tags, (cur.cols + 3) >> 2,
+                                                                              cur.cols * cur.pack))))]
+        mx_steps, mx_nums = mx_pattern(cur)
+        for d in range(3):
+            m.d.sync += [st.step[d].eq(Mux(ident, cur.id_step if d == 0 else 0,
+                                           Mux(cur.mx, mx_steps[d], cur.src_step[d]))),
+                         st.num[d].eq(Mux(ident, IDENTITY_CODES if d == 0 else 1,
+                                          Mux(cur.mx, mx_nums[d], cur.src_num[d])))]
+        # MX: the row's block scales, one byte per column in the block's first partition
+        m.d.sync += [st.nib.eq(cur.mx & cur.nib), sc.valid.eq(ld_req & cur.mx & cur.sc_valid),
+                     sc.part.eq(cur.sc_part + block_first_row(k, cur.pack)), sc.off.eq(cur.sc_off),
+                     sc.count.eq(cur.cols)]
+        m.d.comb += st.valid.eq(st_valid)
+        pipe = [Signal(LOAD_META, name=f"wl_meta{i}") for i in range(self.L)]
+        m.d.sync += [pipe[0].valid.eq(ld_req), pipe[0].reg.eq(rw_go), pipe[0].reg_index.eq(u.reg),
+                     pipe[0].row.eq(cur.row0 + k), pipe[0].col0.eq(cur.col0), pipe[0].cols.eq(cur.cols),
+                     pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
+                     pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
+                     pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident),
+                     pipe[0].seed_data.eq(mseed_go), pipe[0].mx.eq(cur.mx), pipe[0].sc_valid.eq(cur.sc_valid)]
+        m.d.sync += [pipe[i].eq(pipe[i - 1]) for i in range(1, self.L)]
+        too_many = u.pack > self.pack                       # more elements per PE than built for
+        missing = ~any_of([u.dtype == int(x) for x in self.dtypes]) if self.dtypes is not None else Const(0)
+        m.d.comb += [self.unsupported.pack.eq(ld_go & too_many),
+                     self.unsupported.dtype.eq(ld_go & (u.kind == Kind.LOAD) & missing)]
+        return pipe[-1]
+
+    def _lanes(self, m, meta, lut):
+        """Route element m (pattern order) of the answer to its physical column (D-14 load order), as
+        weights (codes, dtype, MX scale) or tags, onto the array's buses."""
+        C, PK = self.cols, self.pack
+        resp, scales = self.st.resp.data, self.sc.resp.data
+        slots = [Shape.cast(f.shape).width for _, f in code_layout(PK)]
+        code_w = sum(slots) + 11                    # the codes, then the MX scale (10 bits + NaN)
+        lanes, tag_lanes = [], []
+        ident_code = HArray(resp[i] for i in range(IDENTITY_CODES))[meta.row[:4]]
+        for mcol in range(C):
+            word = resp[mcol]
+            m.d.comb += lut.index[mcol].eq(word[:8])
+            plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut.entry[mcol], word))
+            slot0 = Mux(meta.ident, Mux(meta.row[:4] == mcol % IDENTITY_CODES, ident_code, 0), plain)
+            # slot j: element j of the lane (double row, MX); one element per PE: slot 0 as above
+            codes = [by_pack(meta.pack, PK, mcol, j, resp, slot0 if j == 0 else 0) for j in range(PK)]
+            # LdTags: four 4-bit tags per u16 word, the LSB nibble the larger logical column; TAG_WEIGHT: bits 16-19
+            nib = resp[mcol // 4].bit_select(4 * (3 - mcol % 4), 4)
+            tag_lanes.append(wire(m, Mux(meta.tags, nib | meta.force, word[16:20]), f"tag_lane{mcol}"))
+            exp, nan = e8m0_scale(scales[mcol])
+            scale = wire(m, exp, f"wl_scale{mcol}", signed(10))
+            lanes.append(wire(m, Cat(*[c[:w] for c, w in zip(codes, slots)],
+                                     Mux(meta.mx & meta.sc_valid, Cat(scale, nan), 0)), f"wl_lane{mcol}"))
+        shift_r = wire(m, C - meta.col0 - meta.cols, "wl_shift_r", range(C + 1))
+
+        def place(name, lanes, width):              # last column first (lcf) or first column first
+            return Mux(meta.lcf, lane_shift(m, f"{name}_rev", Cat(*reversed(lanes)), shift_r, width, C, right=True),
+                       lane_shift(m, f"{name}_fwd", Cat(*lanes), meta.col0, width, C))
+        placed = wire(m, place("wl", lanes, code_w), "wl_placed", C * code_w)
+        tags_placed = wire(m, place("tag", tag_lanes, 4), "tag_placed", C * 4)
+        mask = wire(m, (((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C], "wl_mask", C)
+        m.d.comb += [self.wl_valid.eq(meta.valid & ~meta.tags), self.wl_row.eq(meta.row), self.wl_cols.eq(mask),
+                     self.tag_valid.eq(meta.valid & (meta.tags | meta.tagw)), self.tag_row.eq(meta.row),
+                     self.tag_cols.eq(mask)]
+        for c in range(C):
+            lane, wl = placed[c * code_w:(c + 1) * code_w], self.wl_data[c]
+            m.d.comb += [wl.code.eq(lane[:code_w - 11]), wl.scale.eq(lane[code_w - 11:-1]), wl.scale_nan.eq(lane[-1]),
+                         wl.dtype.eq(Mux(meta.lut, lut.table_dtype, meta.dtype)),
+                         self.tag_data[c].eq(tags_placed[4 * c:4 * (c + 1)])]
+
+
+def mx_pattern(cur):
+    """The stationary gather's TENSOR3D steps and counts that return lane m's element j at position
+    m * pack + j for each MX element order (D-T25): normal, interleaved, tiled by min(32, cols)."""
+    s, ncol, pk, order = cur.src_step[0], cur.cols, cur.pack, cur.mxmode
+    t = tile(ncol)
+    packed, inter, tiled = order == MxOrder.PACKED, order == MxOrder.INTERLEAVE, order == MxOrder.TILED
+    steps = [Mux(packed, s, Mux(inter, ncol * s, t * s)), Mux(inter, s, Mux(tiled, s, 0)), Mux(tiled, t * pk * s, 0)]
+    nums = [Mux(packed, ncol * pk, pk), Mux(inter, ncol, Mux(tiled, t, 1)), Mux(tiled, (ncol + t - 1) // t, 1)]
+    return steps, nums
+
+
+class LutTable(wiring.Component):
+    """The ConvLutLoad table (D-T15): 256 32-bit entries, entries 0..count-1 written in one cycle
+    (`load`), read by `readers` combinational ports (`index` -> `entry`); a memory (one read port
+    each, not a 256-way mux each) with a valid bit per entry so that a reset clears it (D-T41 (4))."""
+
+    def __init__(self, readers: int):
+        self.readers = readers
+        super().__init__({"load": In(1), "count": In(9), "dtype": In(8),
+                          "entries": In(data.ArrayLayout(32, LUT_ENTRIES)),
+                          "index": In(data.ArrayLayout(8, readers)), "entry": Out(data.ArrayLayout(32, readers)),
+                          "table_dtype": Out(8)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=32, depth=LUT_ENTRIES, init=[])
+        valid = Signal(LUT_ENTRIES)
+        dtype = Signal(8, init=Dtype.BFLOAT16)
+        fill = wire(m, ((Const(1, LUT_ENTRIES + 1) << self.count) - 1)[:LUT_ENTRIES], "lut_fill")
+        with m.If(self.load):
+            m.d.sync += [dtype.eq(self.dtype), valid.eq(valid | fill)]
+        for i in range(LUT_ENTRIES):
+            wp = mem.write_port()
+            m.d.comb += [wp.addr.eq(i), wp.data.eq(self.entries[i]), wp.en.eq(self.load & fill[i])]
+        for i in range(self.readers):
+            rp = mem.read_port(domain="comb")
+            m.d.comb += [rp.addr.eq(self.index[i]),
+                         self.entry[i].eq(Mux(valid.bit_select(self.index[i], 1), rp.data, 0))]
+        m.d.comb += self.table_dtype.eq(dtype)
+        return m
+
+
+def lane_shift(m, name, value, amount, lane_w, lanes, *, right=False):
+    """`value` (lanes x lane_w bits) shifted by `amount` whole lanes, as log2(lanes) stages of
+    constant shifts: one variable shift by amount * lane_w bits would be a (lanes * lane_w)^2 netlist.
+    Each stage is a signal: a stage reads the one before twice, and Amaranth copies an expression
+    into every reader (so expressions would make the netlist lanes times larger, D-T42)."""
+    width = lanes * lane_w
+    x = wire(m, value[:width], f"{name}_in")
+    for b in range(len(amount)):
+        k = (1 << b) * lane_w
+        if k >= width:
+            return Mux(amount[b:] != 0, 0, x)
+        x = wire(m, Mux(amount[b], x[k:] if right else Cat(Const(0, k), x[:width - k]), x), f"{name}_s{b}", width)
+    return x
+
+
+def by_pack(pack, PK, lane, j, resp, default):
+    """Element j of weight lane `lane` (answer element lane * p + j) for the micro-op's elements per
+    PE p in 2, 4, 8 (up to the engine's PK), else `default`."""
+    out = default
+    for p in (2, 4, 8):
+        if p <= PK:
+            out = Mux(pack == p, resp[p * lane + j] if j < p else 0, out)
+    return out

@@ -1,0 +1,265 @@
+"""The engine's units alone in Amaranth's simulator (D-T68): the sequencer's issue cycles against the
+golden engine's trace, one row port against the rules of docs/timing.md and D-T40, the PSUM write
+crossbar against its selection rule.  A failure here names its unit."""
+import numpy as np
+import pytest
+from amaranth.hdl import ClockDomain, Module
+from amaranth.sim import Simulator
+
+from tensore.cosim import programs as P
+from tensore.cosim.lockstep import Lockstep
+from tensore.model.isa.enums import SeedMode
+from tensore.rtl.psum_xbar import PsumWriteXbar, halves
+from tensore.rtl.rowport import REC_LAYOUT, WREC_FIELDS, XIT_LAYOUT, RowPort
+from tensore.rtl.seq import Sequencer
+
+SEED = 20261130
+SEQ_PROGRAMS = ("accumulate_group", "backpressure", "invalid_mixed", "reg_write_bypass", "seed_replay", "tiles",
+                "sparse_mixed", "bf16_drain_sr")
+
+
+def _run(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+# -- the sequencer --------------------------------------------------------------------------------------
+
+def test_sequencer_issues_in_the_golden_cycles():
+    """Library programs (MARIANA 8 x 4; register setup, FIFO back-pressure, refused descriptors, a
+    PeManageSeed, tiles, sparse, SR drain) through the sequencer alone, the engine's reset between
+    them: every issue (cycle, opcode) and refusal (cycle, code) is the golden engine's."""
+    progs = [p for p in P.library("mariana", rows=8, cols=4, n=4) if p.name in SEQ_PROGRAMS]
+    assert len({p.name for p in progs}) == len(SEQ_PROGRAMS)
+    lks = [Lockstep(p) for p in progs]
+    dut = Sequencer(progs[0].gen, progs[0].rows, progs[0].cols)
+    top = Module()
+    top.domains.sync = sync = ClockDomain()
+    top.submodules.seq = dut
+    got = []
+
+    async def bench(ctx):
+        for lk in lks:
+            ctx.set(sync.rst, 1)
+            for _ in range(2):
+                await ctx.posedge(sync.clk)
+            ctx.set(sync.rst, 0)
+            for addr, value in lk.setup:
+                ctx.set(dut.bus_addr, addr)
+                ctx.set(dut.bus_wdata, value)
+                ctx.set(dut.bus_we, 1)
+                await ctx.tick()
+            ctx.set(dut.bus_we, 0)
+            events, nxt = [], 0
+            for cycle in range(lk.end):
+                ctx.set(dut.desc_valid, int(nxt < len(lk.descs)))
+                if nxt < len(lk.descs):
+                    ctx.set(dut.desc_data, lk.descs[nxt])
+                if ctx.get(dut.issue):
+                    events.append((cycle, "issue", ctx.get(dut.uop.op)))
+                if ctx.get(dut.refuse):
+                    events.append((cycle, "refuse", ctx.get(dut.refuse_code)))
+                accepted = ctx.get(dut.desc_ready)
+                await ctx.tick()
+                nxt += int(nxt < len(lk.descs) and accepted)
+            ctx.set(dut.desc_valid, 0)
+            got.append(events)
+
+    _run(top, bench)
+    for p, lk, events in zip(progs, lks, got):
+        want = [(e.cycle, e.kind, int(e.data["code"] if e.kind == "refuse" else e.data["opcode"]))
+                for e in lk.trace.events if e.kind in ("issue", "refuse")]
+        assert events == sorted(want), p.name
+        assert any(kind == "issue" for _, kind, _ in events), p.name
+
+
+# -- one row port ----------------------------------------------------------------------------------------
+
+def _pattern_step(x):
+    """One TENSOR3D element step (docs/isa.md): the innermost dimension first, offsets in bytes."""
+    i, o = list(x["i"]), list(x["o"])
+    for d in range(3):
+        if i[d] + 1 < x["num"][d]:
+            i[d] += 1
+            o[d] += x["step"][d] * x["esize"]
+            break
+        i[d], o[d] = 0, 0
+    return dict(x, i=i, o=o)
+
+
+def _random_record(rng, r):
+    row0 = int(rng.integers(0, r + 2))
+    mx, xpose = bool(rng.random() < 0.3), bool(rng.random() < 0.2)
+    rec = {f: 0 for f, _ in REC_LAYOUT}
+    rec.update(valid=int(rng.random() < 0.7), swap=int(rng.integers(0, 2)), row0=row0,
+               rows=int(rng.integers(1, 8)), col0=int(rng.integers(0, 8)), cols=int(rng.integers(1, 8)),
+               dtype=int(rng.integers(0, 256)), fp32_mode=int(rng.integers(0, 4)), part=int(rng.integers(0, 100)),
+               off0=int(rng.integers(0, 1 << 17)), off1=int(rng.integers(0, 1 << 17)), esize=int(rng.integers(1, 5)),
+               fmaps=int(rng.choice([0, 0, 2, 3, 4])), fstride=int(rng.integers(-300, 300)), mx=int(mx),
+               pack=int(rng.choice([4, 8] if mx else [1, 2])), maddr=int(rng.integers(0, 1 << 18)),
+               mstride=int(rng.integers(-500, 500)), nib=int(rng.integers(0, 2)), scv=int(rng.integers(0, 2)),
+               spart=int(rng.integers(0, 64)), soff=int(rng.integers(0, 1 << 17)), xpose=int(xpose),
+               seed=int(rng.choice([0, 0, 0, SeedMode.LOAD_SEED, SeedMode.SAVE_SEED])), lut=int(rng.integers(0, 2)),
+               dst_part=int(rng.integers(0, 128)), dst_off=int(rng.integers(0, 1 << 14)), vidx=int(rng.integers(0, 32)))
+    return rec
+
+
+def _row_port_model(r, lm, steps):
+    """What row port `r` shows in each cycle of `steps` (its inputs), from docs/timing.md and D-T40:
+    the answer to a request arrives `lm` cycles after it."""
+    rec, x, held, down = {f: 0 for f, _ in REC_LAYOUT}, None, 0, {f: 0 for f in WREC_FIELDS}
+    pipe = [dict(rec) for _ in range(lm)]
+    out = []
+    for s in steps:
+        act = pipe[-1]
+        word = s["resp"] if act["fresh"] else held
+        in_block = rec["valid"] and rec["row0"] <= r < rec["row0"] + rec["rows"]
+        rel, fs = r - rec["row0"], rec["fstride"]
+        xo = (x["base"] + sum(x["o"])) if x else 0
+        want = {"req_valid": int(in_block and rec["fresh"] and rec["seed"] in (0, SeedMode.LOAD_SEED)),
+                "req_part": (rec["part"] if rec["xpose"] else rec["part"] + rel) % 128,
+                "req_off0": (xo if rec["xpose"] else rec["off0"]) % (1 << 18),
+                "req_off1": (rec["off0"] + fs if rec["fmaps"] else rec["off1"]) % (1 << 18),
+                "req_off3": (rec["off0"] + 3 * fs) % (1 << 18),
+                "req_spart": (rec["spart"] + (rel & (~3 if rec["pack"] == 8 else ~7))) % 128,   # the scale block
+                "row_valid": int(act["valid"] and act["row0"] <= r < act["row0"] + act["rows"]),
+                "row_first": int(r == act["row0"]),
+                "row_cols": (r, r + 1) if act["xpose"] else (act["col0"], act["col0"] + act["cols"]),
+                "row_s0": word & (0xFF if act["mx"] else 0xFFFFFFFF),
+                "row_sa": ((word >> 64 & 0xFF) - 127) if act["scv"] else 0,
+                "down": dict(down)}
+        out.append(want)
+        held = word
+        if s["advance"]:
+            down = {f: act[f] for f in WREC_FIELDS} if r == 0 else dict(s["down"])
+        pipe = [dict(rec)] + pipe[:-1]
+        if s["shift"]:
+            x = dict(s["xit"]) if r == 0 else _pattern_step(s["xit"])
+            rec = dict(s["rec"], fresh=s["rec"]["valid"])
+        else:
+            rec = dict(rec, fresh=0)
+    return out
+
+
+@pytest.mark.parametrize("r,pack,latency", [(0, 2, 2), (3, 8, 3)])
+def test_row_port_alone(r, pack, latency):
+    """Random request records, iterator states, answers and write records through row port `r`:
+    its moving request (partition, offsets, MX scale partition), the row's moving value the answer
+    becomes `latency - 1` cycles later (or the held word), and the write record one row down per
+    array stage."""
+    rng = np.random.default_rng(SEED + r)
+    steps = []
+    for _ in range(300):
+        xit = {"base": int(rng.integers(0, 1 << 16)), "i": [int(v) for v in rng.integers(0, 3, 3)],
+               "o": [int(v) for v in rng.integers(0, 64, 3)], "num": [int(v) for v in rng.integers(1, 4, 3)],
+               "step": [int(v) for v in rng.integers(-3, 4, 3)], "esize": int(rng.integers(1, 5))}
+        steps.append({"rec": _random_record(rng, r), "xit": xit, "shift": bool(rng.random() < 0.6),
+                      "advance": bool(rng.random() < 0.7),
+                      "resp": int.from_bytes(rng.bytes(16), "little"),
+                      "down": {f: int(rng.integers(0, 2)) for f in WREC_FIELDS}})
+    want = _row_port_model(r, latency - 1, steps)
+    dut = RowPort("mariana", pack, latency)
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.index, r)
+        for s in steps:
+            ctx.set(dut.req_in, REC_LAYOUT.const(s["rec"]))
+            ctx.set(dut.xit_in, XIT_LAYOUT.const(s["xit"]))
+            ctx.set(dut.down_in, dut.down_in.shape().const(s["down"]))
+            ctx.set(dut.req_shift, s["shift"])
+            ctx.set(dut.advance, s["advance"])
+            ctx.set(dut.mv_resp, s["resp"])
+            q, a, d = ctx.get(dut.mv_req), ctx.get(dut.row_in), ctx.get(dut.down_out)
+            got.append({"req_valid": q.valid, "req_part": q.part, "req_off0": q.off0, "req_off1": q.off1,
+                        "req_off3": q.off3, "req_spart": q.spart, "row_valid": a.valid, "row_first": a.first,
+                        "row_cols": (a.col_lo, a.col_hi), "row_s0": a.code.s0, "row_sa": a.sa,
+                        "down": {f: getattr(d, f) for f in WREC_FIELDS}})
+            await ctx.tick()
+
+    _run(dut, bench)
+    for t, (w, g) in enumerate(zip(want, got)):
+        if not w["req_valid"]:                        # the request's fields matter only when it is made
+            g = dict(g, **{k: w[k] for k in ("req_part", "req_off0", "req_off1", "req_off3", "req_spart")})
+        if not w["row_valid"]:
+            g = dict(g, **{k: w[k] for k in ("row_first", "row_cols", "row_s0", "row_sa")})
+        assert g == w, f"cycle {t}"
+    assert sum(w["req_valid"] for w in want) > 20 and sum(w["row_valid"] for w in want) > 20
+
+
+# -- the PSUM write crossbar -----------------------------------------------------------------------------
+
+def _xbar_model(parts, cols, ports, v):
+    """Port k of partition p takes the last column of half k naming p; two columns of one half naming
+    one partition, or a partition past the last, is `unsupported`; the SR state port follows the
+    last column (any half) naming the partition (D-T40 (6), D-T42 (2))."""
+    wr = [[None] * parts for _ in range(ports)]
+    state = [None] * parts
+    bad = False
+    for k, cols_k in enumerate(halves(cols, ports)):
+        for p in range(parts):
+            hits = [c for c in cols_k if v["strobe"][c] and v["part"][c] == p]
+            bad |= len(hits) > 1
+            if hits:
+                c = hits[-1]
+                wr[k][p] = {"valid": int(v["seed"][c] != SeedMode.LOAD_SEED), "offset": v["offset"][c],
+                            "value": v["value"][c], "save": int(v["seed"][c] == SeedMode.SAVE_SEED),
+                            "bf16": v["bf16"][c], "accumulate": v["accumulate"][c], "raw": v["raw"][c],
+                            "sr": v["sr"]}
+    for p in range(parts):
+        hits = [c for cols_k in halves(cols, ports) for c in cols_k if v["strobe"][c] and v["part"][c] == p]
+        if hits:
+            c = hits[-1]
+            state[p] = (v["state"][c], int(v["seed"][c] == SeedMode.LOAD_SEED), v["loaded"][c])
+    bad |= any(v["strobe"][c] and v["part"][c] >= parts for c in range(cols))
+    return wr, state, int(bad)
+
+
+@pytest.mark.parametrize("parts,cols,ports", [(8, 8, 1), (6, 8, 2)])
+def test_psum_xbar_alone(parts, cols, ports):
+    """Random column writes (collisions and partitions out of range included): every port's write
+    record, the SR state port and `unsupported` are the selection rule's."""
+    rng = np.random.default_rng(SEED + parts + ports)
+    dut = PsumWriteXbar(parts, cols, ports)
+    vectors = []
+    for _ in range(300):
+        def ints(hi):
+            return [int(x) for x in rng.integers(0, hi, cols)]
+        vectors.append({"strobe": [int(x) for x in rng.random(cols) < 0.4], "part": ints(parts + 2),
+                        "offset": ints(1 << 14), "value": ints(1 << 32), "seed": ints(3), "bf16": ints(2),
+                        "accumulate": ints(2), "raw": ints(2), "sr": int(rng.integers(0, 2)), "state": ints(16),
+                        "loaded": ints(1 << 32)})
+    outcomes = []
+
+    async def bench(ctx):
+        for v in vectors:
+            for name in ("offset", "value", "seed", "state", "loaded", "part"):
+                for c in range(cols):
+                    ctx.set(getattr(dut, name)[c], v[name][c])
+            for name in ("strobe", "bf16", "accumulate", "raw"):
+                ctx.set(getattr(dut, name), sum(b << c for c, b in enumerate(v[name])))
+            ctx.set(dut.sr, v["sr"])
+            wr_want, state_want, bad_want = _xbar_model(parts, cols, ports, v)
+            assert ctx.get(dut.unsupported) == bad_want
+            outcomes.append(bad_want)
+            for p in range(parts):
+                for k in range(ports):
+                    got = ctx.get(dut.wr[k][p])
+                    want = wr_want[k][p]
+                    if want is None:
+                        assert got.valid == 0 and got.save == 0, (k, p)
+                    else:
+                        assert {f: getattr(got, f) for f in want} == want, (k, p)
+                if state_want[p] is not None:
+                    assert (ctx.get(dut.state_index[p]), (ctx.get(dut.state_wr) >> p) & 1,
+                            ctx.get(dut.state_wr_value[p])) == state_want[p], p
+                else:
+                    assert (ctx.get(dut.state_wr) >> p) & 1 == 0, p
+            await ctx.delay(1e-9)
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    assert 0 < sum(outcomes) < len(vectors)               # both outcomes occur
