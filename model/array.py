@@ -7,22 +7,21 @@ Codes go in (unsigned bit patterns of `in_dtype`), float32 comes out; a transpos
 the moved bit patterns (uint32)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.linalg import blas as _blas
 
 from tensore.model import dtypes as dt
+from tensore.model import fastpaths as fast
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.fp import two_sum
 from tensore.model.isa.enums import FP32Mode, MXPerfMode
+from tensore.model.isa.microop import DOUBLE_ROW_PACK, FP32_PASSES, MX_BLOCK, PUMP_PACK  # noqa: F401 (FP32_PASSES: kernels)
 from tensore.model.mac import canonical_nan, fused_sum
 
-MX_BLOCK = 32                                   # elements sharing one E8M0 scale (D-21)
-PACK = {None: 1, "double_row": 2, MXPerfMode.NONE: 1,
-        MXPerfMode.QUAD_ROW: 4, MXPerfMode.QUAD_ROW_INTERLEAVE: 4, MXPerfMode.QUAD_ROW_TILED: 4,
-        MXPerfMode.OCT_ROW: 8, MXPerfMode.OCT_ROW_INTERLEAVE: 8, MXPerfMode.OCT_ROW_TILED: 8}
+PACK = {None: 1, "double_row": DOUBLE_ROW_PACK, **PUMP_PACK}
 _SIG_BITS = {Dtype.FP8_EXP2: 6, Dtype.FP8_EXP3: 5, Dtype.FP8_EXP4: 4, Dtype.FP8_EXP5: 3,
              Dtype.BFLOAT16: 8, Dtype.FP16: 11, Dtype.FP32: 24, Dtype.FP4_EXP2: 2, Dtype.INT4: 4}
-FP32_PASSES = {FP32Mode.NONE: 1, FP32Mode.LOW: 1, FP32Mode.HIGH: 4, FP32Mode.LOW_HIGH: 4}   # D-12
 
 
 def _parse_perf(perf_mode):
@@ -36,51 +35,56 @@ def _parse_perf(perf_mode):
 
 
 def _values(codes, dtype, gen, e4m3):
-    return dt.to_fp32(codes, dtype, gen, e4m3=e4m3).astype(np.float64)
+    """float32 values of codes (exact): a cached dt.to_fp32 table when the code type spans exactly
+    the format's width (every code valid), else dt.to_fp32 with its checks."""
+    codes = np.asarray(codes)
+    fmt = dt.format_of(dtype, gen, e4m3=e4m3)
+    if codes.dtype.kind == "u" and codes.dtype.itemsize * 8 == fmt.width <= 16:
+        return np.take(_decode_table(Dtype(dtype), gen, e4m3), codes)
+    return dt.to_fp32(codes, dtype, gen, e4m3=e4m3)
+
+
+@functools.cache
+def _decode_table(dtype: Dtype, gen: Gen, e4m3) -> np.ndarray:
+    fmt = dt.format_of(dtype, gen, e4m3=e4m3)
+    return dt.to_fp32(np.arange(1 << fmt.width, dtype=dt.code_dtype(fmt)), dtype, gen, e4m3=e4m3)
 
 
 def _scales(codes, blocks: int, width: int, name: str) -> np.ndarray:
     """E8M0 scale exponents (float64, NaN for 0xFF) of shape [blocks, width]."""
     s = np.asarray(codes)
+    if dt.numpy_format(s.dtype) is dt.E8M0:
+        s = s.view(np.uint8)
     if s.shape != (blocks, width):
         raise ValueError(f"{name} must have shape {(blocks, width)} (one E8M0 code per "
                          f"{MX_BLOCK} contraction elements), got {s.shape}")
     s = s.astype(np.int64)
     if s.min(initial=0) < 0 or s.max(initial=0) > 0xFF:
         raise ValueError(f"{name} are E8M0 byte codes")
-    return np.where(s == 0xFF, np.nan, s - 127.0)
+    return dt.e8m0_exponents(s)
 
 
 def _single_product_chain(a, w, sig_bits, partials):
-    """Rows with one product each: the fast exact paths.
+    """Rows with one product each (D-10): the fast exact paths, else fused_sum.
 
-    A product of <= 24 significant bits that stays in fp32's normal range is exact in float32,
-    so the IEEE float32 add *is* the fused RNE add.  Outside that range a float64 add and one
-    round to fp32 is still exact for such products: a double-rounding error needs the float64
-    sum to land on an fp32 tie it is not, which takes a product of 25+ bits (one that can itself
-    be a tie) or one of 30+ bits.  Wider products (fp32 LOW / HIGH / LOW_HIGH) go through
-    fused_sum."""
+    Products of <= 24 significant bits that are multiples of 2^-149 below 2^128 are exact in
+    float32: fastpaths.rank1_chain (D-T53, D-T75).  A value with s significant bits has its lowest
+    bit above |x| 2^-s, so min|w| min|a| >= 2^(sig_bits - 149) makes every product a multiple of
+    2^-149.  Non-finite operands: float32 multiply and add (IEEE specials are D-10's).  Products
+    out of fp32's range: a float64 add and one round to fp32, still exact for such products (a
+    double-rounding error needs the float64 sum to land on an fp32 tie it is not, which takes a
+    product of 25+ bits or one of 30+ bits).  Wider products (fp32 modes) go through _fp32."""
     k, m, n = a.shape[0], w.shape[1], a.shape[1]
     psum = np.zeros((m, n), np.float32)
     steps = [] if partials else None
-    fin_a, fin_w = a[np.isfinite(a) & (a != 0)], w[np.isfinite(w) & (w != 0)]
-    in_range = True
-    if fin_a.size and fin_w.size:
-        lo = np.abs(fin_a).min() * np.abs(fin_w).min()
-        hi = np.abs(fin_a).max() * np.abs(fin_w).max()
-        in_range = lo >= 2.0 ** -126 and hi < 2.0 ** 128
-    if sig_bits <= 24 and in_range and np.isfinite(a).all() and np.isfinite(w).all():
-        # BLAS rank-1 updates: every product is exact, so mul+add and FMA give the fused RNE sum.
-        # A BLAS may skip zero products; that is harmless here because psum starts at +0 and,
-        # with every product a multiple of 2^-149, never becomes -0 (an exact zero sum is +0).
-        w32, a32 = w.astype(np.float32), a.astype(np.float32)
-        psum = np.zeros((m, n), np.float32, order="F")
-        for r in range(k):
-            psum = _blas.sger(1.0, w32[r], a32[r], a=psum, overwrite_a=1)
-            if partials:        # a copy: for M == 1 or N == 1 psum is C-contiguous too (no copy)
-                steps.append(np.array(psum, order="C"))
-        psum = np.array(psum, order="C")
-    elif sig_bits <= 24 and in_range:
+    (hw, lw), (ha, la) = fast.abs_span(w), fast.abs_span(a)
+    finite = np.isfinite(hw) and np.isfinite(ha)
+    if sig_bits <= 24 and finite and lw * la >= 2.0 ** (sig_bits - 149) and hw * ha < fast.HUGE:
+        w32, a32 = np.ascontiguousarray(w, np.float32), np.ascontiguousarray(a, np.float32)
+        psum, steps = fast.rank1_chain(w32, a32, partials)
+        return psum, (list(steps) if partials else None)
+    in_range = lw * la >= 2.0 ** -126 and hw * ha < 2.0 ** 128 if finite else _finite_in_range(w, a)
+    if sig_bits <= 24 and in_range:
         wc, ar = w.astype(np.float32)[:, :, None], a.astype(np.float32)[:, None, :]
         prod = np.empty((m, n), np.float32)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -90,7 +94,7 @@ def _single_product_chain(a, w, sig_bits, partials):
                 if partials:
                     steps.append(psum.copy())
     elif sig_bits <= 24:
-        wc, ar = w[:, :, None], a[:, None, :]
+        wc, ar = w.astype(np.float64)[:, :, None], a.astype(np.float64)[:, None, :]
         prod = np.empty((m, n))
         with np.errstate(invalid="ignore", over="ignore"):
             for r in range(k):
@@ -101,7 +105,7 @@ def _single_product_chain(a, w, sig_bits, partials):
                     steps.append(psum)
     elif _wide_ok([w], [a]):
         with np.errstate(over="ignore"):
-            return _wide_chain([(w[r], a[r]) for r in range(k)], m, n, 1, partials)
+            return fast.wide_chain([(w[r], a[r], sig_bits) for r in range(k)], m, n, 1, partials)
     else:
         for r in range(k):
             with np.errstate(invalid="ignore"):
@@ -111,17 +115,18 @@ def _single_product_chain(a, w, sig_bits, partials):
     return psum, steps
 
 
-_MID_MASK, _MID = np.uint64((1 << 29) - 1), np.uint64(1 << 28)    # float64 bits of an fp32 tie
+def _finite_in_range(w, a) -> bool:
+    """Every non-zero product of finite elements is in fp32's normal range."""
+    fw, fa = w[np.isfinite(w)], a[np.isfinite(a)]
+    (hw, lw), (ha, la) = fast.abs_span(fw), fast.abs_span(fa)
+    return not (fw[fw != 0].size and fa[fa != 0].size) or (lw * la >= 2.0 ** -126 and hw * ha < 2.0 ** 128)
 
 
 def _min_lsb(x: np.ndarray) -> float:
     """The weight of the lowest set significand bit over the non-zero finite values of x (0 if none)."""
-    x = np.abs(x[(x != 0)])
-    if not x.size:
-        return 0.0
-    mant, exp = np.frexp(x)
-    mi = (mant * 2.0 ** 53).astype(np.int64)
-    return float(np.min(np.ldexp((mi & -mi).astype(np.float64), exp - 53)))
+    x = np.asarray(x, np.float64)
+    low = fast.lsb(x[np.isfinite(x)]).min(initial=np.inf)
+    return 0.0 if low == np.inf else float(low)
 
 
 def _wide_ok(ws: list, as_: list) -> bool:
@@ -131,53 +136,6 @@ def _wide_ok(ws: list, as_: list) -> bool:
         return False
     lw, la = min((_min_lsb(x) or np.inf) for x in ws), min((_min_lsb(x) or np.inf) for x in as_)
     return lw * la >= 2.0 ** -149
-
-
-def _wide_chain(terms: list, m: int, n: int, per_row: int, partials: bool):
-    """psum = RNE_fp32(psum + w (x) a) for each (w, a[, narrow]) in order, one exact product per step
-    (D-10).  A narrow step (product exact in float32, in its normal range) is a float32 rank-1 update.
-    A wide one is a float64 rank-1 update (exact product, one rounding) and a cast to fp32 (a second
-    rounding); the two differ from one rounding only where the float64 sum is exactly an fp32 tie and
-    the exact sum is not (an fp32 tie is a float64 number, so it cannot lie strictly between the exact
-    sum and its float64 rounding): those cells are redone with fused_sum.  Preconditions: _wide_ok."""
-    p64 = np.zeros((m, n), order="F")
-    p32 = np.zeros((m, n), np.float32, order="F")
-    steps = []
-    for i, (w, a, *narrow) in enumerate(terms):
-        if narrow and narrow[0]:
-            p32 = _blas.sger(1.0, w.astype(np.float32), a.astype(np.float32), a=p32, overwrite_a=1)
-        else:
-            np.copyto(p64, p32)
-            p64 = _blas.dger(1.0, w, a, a=p64, overwrite_a=1)
-            tie = (p64.view(np.uint64) & _MID_MASK) == _MID
-            prev, p32 = p32, p64.astype(np.float32, order="F")
-            if tie.any():
-                _repair_ties(p32, prev, tie, lambda rr, cc: w[rr] * a[cc])
-        if partials and (i + 1) % per_row == 0:
-            steps.append(np.array(p32, order="C"))
-    return np.array(p32, order="C"), steps
-
-
-def _repair_ties(p32, prev, tie, term_at):
-    """Cells whose float64 sum fell on an fp32 tie: where prev + term was exact in float64 the cast
-    is right; the others get fused_sum.  term_at(rows, cols) gives the exact float64 terms."""
-    m = p32.shape[0]
-    idx = np.flatnonzero(tie.ravel(order="F"))          # F order: a view, no copy
-    rr, cc = idx % m, idx // m
-    old, term = prev[rr, cc].astype(np.float64), term_at(rr, cc)
-    bad = two_sum(old, term)[1] != 0
-    if bad.any():
-        p32[rr[bad], cc[bad]] = fused_sum(prev[rr[bad], cc[bad]], [term[bad]])
-
-
-def _products_in_f32(ws: list, as_: list) -> bool:
-    """Every non-zero product of an element of ws by one of as_ is in fp32's normal range."""
-    def span(xs):
-        nz = [np.abs(x[x != 0]) for x in xs]
-        nz = [x for x in nz if x.size]
-        return (min(x.min() for x in nz), max(x.max() for x in nz)) if nz else (1.0, 1.0)
-    (lw, hw), (la, ha) = span(ws), span(as_)
-    return lw * la >= 2.0 ** -126 and hw * ha < 2.0 ** 128
 
 
 def _exact_f64(w: np.ndarray, a: np.ndarray) -> bool:
@@ -192,10 +150,11 @@ def _exact_f64(w: np.ndarray, a: np.ndarray) -> bool:
 
 
 def _fast_multi(w, a, scales):
-    """A fast exact chain for multi-term rows (D-11, D-21), or None: with the block scales folded into
-    the operands (powers of two: exact), _packed_chain when every partial sum is exact in float64,
-    else _row_sum_chain when each row's products sum exactly in float64 (checked on the unscaled
-    values, as a row's products share one scale) and products are multiples of 2^-149."""
+    """A float64 exact chain for multi-term rows (D-11, D-21) when fastpaths.multi_chain declines
+    (folded operands beyond fp32's range), or None: with the block scales folded into the operands
+    (powers of two: exact), _packed_chain when every partial sum is exact in float64, else
+    _row_sum_chain when each row's products sum exactly in float64 (checked on the unscaled values,
+    as a row's products share one scale) and products are multiples of 2^-149."""
     if scales is not None:
         if not (np.isfinite(scales[0]).all() and np.isfinite(scales[1]).all()):
             return None
@@ -216,64 +175,70 @@ def _fast_multi(w, a, scales):
 
 def _row_sum_chain(w, a, partials):
     """Each row's products summed in float64 (exact by _fast_multi's check), then one wide step:
-    the float64 add and fp32 cast, with _wide_chain's tie repair."""
+    the float64 add and fp32 cast, with fastpaths.wide_chain's tie repair."""
     rows, pack, m = w.shape
     n = a.shape[2]
-    p32 = np.zeros((m, n), np.float32, order="F")
-    t = np.zeros((m, n), order="F")
+    p32 = np.zeros((n, m), np.float32, order="F")
+    t = np.zeros((n, m), order="F")
     steps = []
     for r in range(rows):
         t[:] = 0.0
         for j in range(pack):
-            t = _blas.dger(1.0, w[r, j], a[r, j], a=t, overwrite_a=1)
+            t = _blas.dger(1.0, a[r, j], w[r, j], a=t, overwrite_a=1)
         y = p32 + t
-        tie = (y.view(np.uint64) & _MID_MASK) == _MID
+        tie = (y.view(np.uint64) & fast.MID_MASK) == fast.MID
         prev, p32 = p32, y.astype(np.float32, order="F")
         if tie.any():
-            _repair_ties(p32, prev, tie, lambda rr, cc: t[rr, cc])
+            cells = np.flatnonzero(tie.ravel(order="K"))
+            fast.repair_ties(p32, prev.ravel(order="K")[cells], cells, lambda jj, ii, t=t: t[jj, ii])
         if partials:
-            steps.append(np.array(p32, order="C"))
-    return np.array(p32, order="C"), steps
+            steps.append(np.array(p32.T))
+    return p32.T, steps
 
 
 def _packed_chain(w: np.ndarray, a: np.ndarray, partials: bool):
     """Multi-term steps (D-11) when _exact_f64 holds: the pack products of a row are added to the
     running sum in float64 without error, so one cast to fp32 is the one RNE rounding."""
     rows, pack, m = w.shape
-    p64 = np.zeros((m, a.shape[2]), order="F")
+    p64 = np.zeros((a.shape[2], m), order="F")
+    p32 = np.zeros((a.shape[2], m), np.float32, order="F")
     steps = []
     for r in range(rows):
         for j in range(pack):
-            p64 = _blas.dger(1.0, w[r, j], a[r, j], a=p64, overwrite_a=1)
-        p32 = p64.astype(np.float32, order="F")
+            p64 = _blas.dger(1.0, a[r, j], w[r, j], a=p64, overwrite_a=1)
+        np.copyto(p32, p64, casting="unsafe")
         np.copyto(p64, p32)
         if partials:
-            steps.append(np.array(p32, order="C"))
-    return np.array(p32, order="C"), steps
+            steps.append(np.array(p32.T))
+    return p32.T, steps
 
 
 def column_chain(w, a, *, sig_bits: int = 48, fp32_mode=None, scales=None, partials=False):
     """The column chains on decoded values: the one implementation behind matmul() and the engine.
 
-    w: float64 [rows, pack, M] stationary values; a: float64 [rows, pack, N] moving values.
+    w: [rows, pack, M] stationary values; a: [rows, pack, N] moving values (float32 or float64).
     scales: None, or (sw [rows, M], sa [rows, N]) E8M0 exponents (NaN for a NaN scale) of the MX
       block each row's products belong to (D-21).  fp32_mode: LOW / HIGH / LOW_HIGH for FP32 (D-12).
     sig_bits: significant bits of one product (selects an exact fast path).
-    Returns psum [M, N] float32 (canonical NaN), and with `partials` the per-row psums too."""
+    Returns psum [M, N] float32 (canonical NaN), and with `partials` the per-row psums too.
+    Multi-term rows: fastpaths.multi_chain (float32 row sums, D-T75), else _fast_multi (float64),
+    else fused_sum per row."""
     rows, pack, m = w.shape
     n = a.shape[2]
-    psum = np.zeros((m, n), np.float32)
     if fp32_mode in (FP32Mode.LOW, FP32Mode.HIGH, FP32Mode.LOW_HIGH):
-        return _finish(_fp32(a[:, 0], w[:, 0], FP32Mode(fp32_mode), partials))
+        return _finish(_fp32(a[:, 0], w[:, 0], FP32Mode(fp32_mode), partials), partials)
     if pack == 1 and scales is None:
-        psum, steps = _single_product_chain(a[:, 0], w[:, 0], sig_bits, partials)
-        return _finish((psum, steps) if partials else psum)
-    fast = _fast_multi(w, a, scales)
-    if fast is not None:
-        with np.errstate(over="ignore"):                 # fp32 overflow: the cast gives +-Inf (RNE)
-            result = fast(partials)
-        return _finish(result if partials else result[0])
-    steps = []
+        return _finish(_single_product_chain(a[:, 0], w[:, 0], sig_bits, partials), partials)
+    result = fast.multi_chain(w, a, scales, partials)
+    if result is None:
+        w, a = w.astype(np.float64), a.astype(np.float64)
+        chain = _fast_multi(w, a, scales)
+        if chain is not None:
+            with np.errstate(over="ignore"):             # fp32 overflow: the cast gives +-Inf (RNE)
+                result = chain(partials)
+    if result is not None:
+        return _finish(result, partials)
+    psum, steps = np.zeros((m, n), np.float32), []
     for r in range(rows):
         with np.errstate(invalid="ignore", over="ignore"):
             terms = [np.multiply.outer(w[r, j], a[r, j]) for j in range(pack)]
@@ -283,10 +248,11 @@ def column_chain(w, a, *, sig_bits: int = 48, fp32_mode=None, scales=None, parti
         psum = fused_sum(psum, terms)
         if partials:
             steps.append(psum)
-    return _finish((psum, steps) if partials else psum)
+    return _finish((psum, steps), partials)
 
 
 def sig_bits_of(dtype) -> int:
+    """Significand bits of a matmul input format (the product of two has at most the sum)."""
     return _SIG_BITS[Dtype.parse(dtype)]
 
 
@@ -302,6 +268,14 @@ def matmul(stationary, moving, *, in_dtype, gen, stationary_dtype=None, fp32_mod
     tags: [K, M] fmap selectors for MatmulSparse; moving is then [K, F, N].
     xpose: a transposing matmul: returns moving's bit patterns as uint32 [N, K] (D-13).
     partials: also return the per-row partial sums [rows, M, N] (for the cycle model).
+
+    Operands are codes or values (dtypes.codes_of): unsigned integer arrays are the formats' bit
+    patterns; an ml_dtypes / numpy array of the operand's own format (bfloat16 for BFLOAT16,
+    float32 for FP32, float8_e4m3fn for MARIANA's FP8_EXP4, ...) is taken bit for bit; any other
+    float array (float32, float64, another ml_dtypes format) is values, converted only where
+    exact: a value the format cannot hold raises ValueError (round first, e.g. with
+    dtypes.from_fp32).  Other element types raise TypeError.  MX scales are E8M0 byte codes or an
+    ml_dtypes float8_e8m0fnu array.
     """
     gen = Gen.parse(gen)
     in_dtype = Dtype.parse(in_dtype)
@@ -315,6 +289,8 @@ def matmul(stationary, moving, *, in_dtype, gen, stationary_dtype=None, fp32_mod
     fp32_mode = FP32Mode.NONE if fp32_mode is None else (
         FP32Mode[fp32_mode.upper()] if isinstance(fp32_mode, str) else FP32Mode(fp32_mode))
     _validate(in_dtype, st_dtype, gen, fp32_mode, perf, mx)
+    moving = dt.codes_of(moving, in_dtype, gen, e4m3=e4m3, name="moving")
+    stationary = dt.codes_of(stationary, st_dtype, gen, e4m3=e4m3, name="stationary")
     if tags is not None:
         return _sparse(stationary, moving, np.asarray(tags), in_dtype, st_dtype, gen, e4m3, partials)
     if stationary.ndim != 2 or moving.ndim != 2 or stationary.shape[0] != moving.shape[0]:
@@ -343,35 +319,48 @@ def matmul(stationary, moving, *, in_dtype, gen, stationary_dtype=None, fp32_mod
 def _fp32(a, w, mode, partials):
     """fp32_mode passes (D-12): LOW one pass on hi parts, HIGH one exact product, LOW_HIGH four
     fused adds per row (moving*stationary: hi*hi, hi*lo, lo*hi, lo*lo) before the sum moves down
-    (D-T24: the passes are sub-steps inside each PE)."""
-    a_hi, a_lo = (x.astype(np.float64) for x in dt.split_fp32(a.astype(np.float32)))
-    w_hi, w_lo = (x.astype(np.float64) for x in dt.split_fp32(w.astype(np.float32)))
+    (D-T24: the passes are sub-steps inside each PE).  Returns (psum, steps).
+
+    Fast path (fastpaths.wide_chain, D-T53, D-T76): finite operands with min|w| min|a| >= 2^-101
+    and max|w| max|a| < 2^128.  Every part (x, hi, lo) of an fp32 x has its lowest bit at or above
+    x's, which is above |x| 2^-24, so every product of parts is a multiple of 2^-149 below 2^128.
+    hi*hi (<= 28 bits) and x*x (<= 48) are wide steps; hi*lo, lo*hi (<= 14 + 10 bits) and lo*lo
+    (<= 20) are exact in float32 (narrow)."""
+    a32, w32 = np.asarray(a, np.float32), np.asarray(w, np.float32)
+    (a_hi, a_lo), (w_hi, w_lo) = dt.split_fp32(a32), dt.split_fp32(w32)
+    k, m, n = a.shape[0], w.shape[1], a.shape[1]
+    (hw, lw), (ha, la) = fast.abs_span(w32), fast.abs_span(a32)
+    if np.isfinite(hw) and np.isfinite(ha) and lw * la >= 2.0 ** -101 and hw * ha < fast.HUGE:
+        if mode == FP32Mode.HIGH:
+            w64, a64 = w32.astype(np.float64), a32.astype(np.float64)
+            terms = [(w64[r], a64[r], 48) for r in range(k)]
+        else:
+            wh, ah = w_hi.astype(np.float64), a_hi.astype(np.float64)
+            span = np.stack([*fast.abs_span(wh, axis=1), *fast.abs_span(ah, axis=1)], axis=1).tolist()
+            terms = [(wh[r], ah[r], 28, span[r]) for r in range(k)] if mode == FP32Mode.LOW else \
+                [t for r in range(k) for t in ((wh[r], ah[r], 28, span[r]), (w_lo[r], a_hi[r], 24),
+                                               (w_hi[r], a_lo[r], 24), (w_lo[r], a_lo[r], 20))]
+        with np.errstate(over="ignore"):                 # fp32 overflow: the cast gives +-Inf (RNE)
+            return fast.wide_chain(terms, m, n, len(terms) // k, partials)
+    a_hi, a_lo, w_hi, w_lo = (x.astype(np.float64) for x in (a_hi, a_lo, w_hi, w_lo))
     if mode == FP32Mode.LOW:
-        return _single_product_chain(a_hi, w_hi, 28, partials) if partials else \
-            _single_product_chain(a_hi, w_hi, 28, False)[0]
+        return _single_product_chain(a_hi, w_hi, 28, partials)
     if mode == FP32Mode.HIGH:
-        psum, steps = _single_product_chain(a, w, 48, partials)
-        return (psum, steps) if partials else psum
-    if _wide_ok([w_hi, w_lo], [a_hi, a_lo]):
-        # hi*hi has up to 28 bits (wide); the others <= 24 bits: float32 when in range
-        narrow = _products_in_f32([w_hi, w_lo], [a_lo]) and _products_in_f32([w_lo], [a_hi])
-        terms = [(pw[r], pa[r], narrow and not (pa is a_hi and pw is w_hi)) for r in range(a.shape[0])
-                 for pa, pw in ((a_hi, w_hi), (a_hi, w_lo), (a_lo, w_hi), (a_lo, w_lo))]
-        with np.errstate(over="ignore"):
-            psum, steps = _wide_chain(terms, w.shape[1], a.shape[1], 4, partials)
-        return (psum, steps) if partials else psum
-    psum, steps = np.zeros((w.shape[1], a.shape[1]), np.float32), []
+        return _single_product_chain(a32.astype(np.float64), w32.astype(np.float64), 48, partials)
+    psum, steps = np.zeros((m, n), np.float32), []
     with np.errstate(invalid="ignore", over="ignore"):
-        for r in range(a.shape[0]):
+        for r in range(k):
             for pa, pw in ((a_hi, w_hi), (a_hi, w_lo), (a_lo, w_hi), (a_lo, w_lo)):
                 psum = fused_sum(psum, [np.multiply.outer(pw[r], pa[r])])
             if partials:
                 steps.append(psum)
-    return (psum, steps) if partials else psum
+    return psum, steps
 
 
 def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):
-    """MatmulSparse: dst[c, n] = sum_r W[r, c] * moving[r, tag[r, c], n] (seed 000 section 9)."""
+    """MatmulSparse: dst[c, n] = sum_r W[r, c] * moving[r, tag[r, c], n] (seed 000 section 9).
+    Products exact in float32 (as in _single_product_chain): fastpaths.sparse_chain; otherwise a
+    float64 add of the one (<= 22-bit) product and a cast."""
     if moving.ndim != 3:
         raise ValueError(f"sparse moving data is [K, F, N], got shape {moving.shape}")
     k, f, n = moving.shape
@@ -382,35 +371,19 @@ def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):
     if tags.min(initial=0) < 0 or tags.max(initial=0) >= f:
         raise ValueError(f"tags select fmaps 0..{f - 1}")
     a, w = _values(moving, in_dtype, gen, e4m3), _values(stationary, st_dtype, gen, e4m3)
-    if _SIG_BITS[in_dtype] + _SIG_BITS[st_dtype] <= 24 and np.isfinite(a).all() and np.isfinite(w).all() \
-            and _products_in_f32([w], [a]):
-        return _sparse_f32(w, a, tags, partials)
-    gathered = a[np.arange(k)[:, None], tags, :]                     # [K, M, N]
+    sig = _SIG_BITS[in_dtype] + _SIG_BITS[st_dtype]
+    (hw, lw), (ha, la) = fast.abs_span(w), fast.abs_span(a)
+    if sig <= 24 and np.isfinite(hw) and np.isfinite(ha) and lw * la >= 2.0 ** (sig - 149) and hw * ha < fast.HUGE:
+        return _finish(fast.sparse_chain(w, a, tags, partials), partials)
+    gathered = a.astype(np.float64)[np.arange(k)[:, None], tags, :]                     # [K, M, N]
     psum = np.zeros((stationary.shape[1], n), np.float32)
     steps = []
     for r in range(k):
         with np.errstate(invalid="ignore", over="ignore"):
-            psum = (psum + w[r][:, None] * gathered[r]).astype(np.float32)   # <= 22-bit products
+            psum = (psum + w[r].astype(np.float64)[:, None] * gathered[r]).astype(np.float32)
         if partials:
             steps.append(psum)
-    return _finish((psum, steps) if partials else psum)
-
-
-def _sparse_f32(w, a, tags, partials):
-    """Sparse rows as one float32 rank-1 update per fmap with the weights of the other fmaps' PEs
-    zeroed: products (<= 22 bits, normal range) are exact in float32, the zero ones add exactly."""
-    k, f, n = a.shape
-    w32, a32 = w.astype(np.float32), a.astype(np.float32)
-    psum = np.zeros((w.shape[1], n), np.float32, order="F")
-    steps = []
-    for r in range(k):
-        for j in range(f):
-            sel = tags[r] == j
-            if sel.any():
-                psum = _blas.sger(1.0, np.where(sel, w32[r], np.float32(0)), a32[r, j], a=psum, overwrite_a=1)
-        if partials:
-            steps.append(np.array(psum, order="C"))
-    return _finish((np.array(psum, order="C"), steps) if partials else np.array(psum, order="C"))
+    return _finish((psum, steps), partials)
 
 
 def transpose(moving, in_dtype, gen) -> np.ndarray:
@@ -418,7 +391,7 @@ def transpose(moving, in_dtype, gen) -> np.ndarray:
     fmt = dt.format_of(in_dtype, gen)
     if fmt.width > 32:
         raise ValueError(f"{Dtype(in_dtype).name} cannot be transposed (8/16/32-bit data only)")
-    codes = np.asarray(moving)
+    codes = dt.codes_of(moving, in_dtype, gen, name="moving")
     if codes.ndim != 2:
         raise ValueError(f"moving must be [K, N], got shape {codes.shape}")
     if codes.dtype.kind not in "ui" or (codes.size and (codes.min() < 0 or int(codes.max()) >> fmt.width)):
@@ -426,11 +399,15 @@ def transpose(moving, in_dtype, gen) -> np.ndarray:
     return codes.astype(np.uint32).T.copy()
 
 
-def _finish(result):
-    if isinstance(result, tuple):
-        psum, steps = result
-        return canonical_nan(psum), [canonical_nan(s) for s in steps]
-    return canonical_nan(result)
+def _finish(result, partials: bool):
+    """psum (and with `partials` the list of per-row psums) with NaNs canonical (D-10)."""
+    psum, steps = result
+
+    def canon(x):
+        return canonical_nan(x) if np.isnan(x).any() else x
+    if not partials:
+        return canon(psum)
+    return canon(psum), [canon(s) for s in steps]
 
 
 def _validate(in_dtype, st_dtype, gen, fp32_mode, perf, mx):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tensore.model import dtypes as dt
+from tensore.model import fastpaths as fast
 from tensore.model.array import _exact_f64, _wide_ok, matmul
 from tests.oracles import fused_chain_oracle, softfloat_chain
 
@@ -112,3 +113,184 @@ def test_sparse_matches_fraction_oracle():
     for c in range(m):
         col = fused_chain_oracle(wv[:, c].reshape(k, 1, 1), av[np.arange(k), tags[:, c]][:, None, :])
         assert np.array_equal(got[c].view(np.uint32), col[0]), c
+
+
+# --- D-T75 / D-T76: float32 row sums, dirty cells, sparse GEMM updates, LOW tie suspects ----------
+
+def _e5m2(x):
+    return dt.from_fp32(np.asarray(x, np.float32), "fp8_e5m2", "mariana")
+
+
+def _plant_midpoint_cells(wv, av, cells):
+    """Rows 0-1 of cells (i, j): psum 2^-24 after row 0, then a row sum 1.875 + 2^-32 (not an fp32
+    value): the exact sum lies just above the midpoint 1.875 + 2^-24, which a rounded row sum hits
+    exactly (ties to even: down)."""
+    for i, j in cells:
+        wv[0, :, i], av[0, :, j] = (2.0 ** -12, 0.0), (2.0 ** -12, 0.0)
+        wv[1, :, i], av[1, :, j] = (1.5, 2.0 ** -16), (1.25, 2.0 ** -16)
+
+
+def _naive_rows(wv, av):
+    """The float32 row-sum chain without the dirty-cell fix (what the fix must repair)."""
+    p = np.zeros((wv.shape[2], av.shape[2]), np.float32)
+    for r in range(wv.shape[0]):
+        p = p + np.einsum("ki,kj->ij", wv[r], av[r]).astype(np.float32)
+    return p
+
+
+def test_double_row_dirty_cells_are_recomputed():
+    """E5M2 double row with planted wide-span cells (row sums beyond fp32) among random ones: the
+    float32 row sums are wrong there, the result matches the Fraction oracle, partials too."""
+    rng = np.random.default_rng(11)
+    k, m, n = 12, 5, 7
+    wv = dt.to_fp32(_e5m2(rng.standard_normal((k, m))), "fp8_e5m2", "mariana").astype(float).reshape(k // 2, 2, m)
+    av = dt.to_fp32(_e5m2(rng.standard_normal((k, n))), "fp8_e5m2", "mariana").astype(float).reshape(k // 2, 2, n)
+    _plant_midpoint_cells(wv, av, [(1, 2), (3, 5)])
+    wc, ac = _e5m2(wv.reshape(k, m)), _e5m2(av.reshape(k, n))
+    assert (_naive_rows(wv, av).view(np.uint32) != fused_chain_oracle(wv, av)).any()
+    got, steps = matmul(wc, ac, in_dtype="fp8_e5m2", gen="mariana", perf_mode="double_row", partials=True)
+    assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av))
+    for r in (0, 1, 3):
+        assert np.array_equal(steps[r].view(np.uint32), fused_chain_oracle(wv[:r + 1], av[:r + 1])), r
+
+
+@pytest.mark.parametrize("shift", [0, 55], ids=["unit-scales", "subnormal-products"])
+def test_mx_dirty_cells_and_small_scales(shift):
+    """QUAD_ROW E5M2 with planted wide-span cells; shift 55 folds 2^-55 into both operands so the
+    row sums of the planted cells land in fp32's subnormal range (products still multiples of 2^-149)."""
+    rng = np.random.default_rng(12)
+    k, m, n = 64, 4, 6
+    wv = dt.to_fp32(_e5m2(rng.standard_normal((k, m))), "fp8_e5m2", "maverick").astype(float).reshape(16, 4, m)
+    av = dt.to_fp32(_e5m2(rng.standard_normal((k, n))), "fp8_e5m2", "maverick").astype(float).reshape(16, 4, n)
+    wv[:2, 2:], av[:2, 2:] = 0.0, 0.0
+    _plant_midpoint_cells(wv[:, :2], av[:, :2], [(0, 1), (2, 4)])
+    sw, sa = np.full((2, m), 127 - shift), np.full((2, n), 127 - shift)
+    got = matmul(_e5m2(wv.reshape(k, m)), _e5m2(av.reshape(k, n)), in_dtype="fp8_e5m2", gen="maverick",
+                 perf_mode="quad_row", stationary_scales=sw, moving_scales=sa)
+    blk = np.arange(16) * 4 // 32
+    want = fused_chain_oracle(wv, av, ((sw - 127.0)[blk], (sa - 127.0)[blk]))
+    assert np.array_equal(got.view(np.uint32), want)
+
+
+def test_mx_folded_beyond_fp32_takes_the_float64_path():
+    """Scales 2^+121 / 2^-121: the folded stationary values overflow fp32, so multi_chain declines and
+    the float64 chain runs; its products are back in range."""
+    rng = np.random.default_rng(13)
+    k, m, n = 32, 3, 5
+    wc = dt.from_fp32(rng.standard_normal((k, m)).astype(np.float32) * 64, "fp8_e4m3", "maverick")
+    ac = dt.from_fp32(rng.standard_normal((k, n)).astype(np.float32), "fp8_e4m3", "maverick")
+    sw, sa = np.full((1, m), 248), np.full((1, n), 6)
+    wv = dt.to_fp32(wc, "fp8_e4m3", "maverick").astype(float).reshape(8, 4, m)
+    av = dt.to_fp32(ac, "fp8_e4m3", "maverick").astype(float).reshape(8, 4, n)
+    scales = (np.full((8, m), 121.0), np.full((8, n), -121.0))
+    assert fast.multi_chain(wv, av, scales, False) is None
+    got = matmul(wc, ac, in_dtype="fp8_e4m3", gen="maverick", perf_mode="quad_row",
+                 stationary_scales=sw, moving_scales=sa)
+    assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av, scales))
+
+
+def test_sparse_gemm_update_with_zeros_and_subnormals():
+    """MatmulSparse's K = F update: zero weights, -0 moving data and products in fp32's subnormal
+    range (fp16 subnormals) against the per-column Fraction chain, partials included."""
+    rng = np.random.default_rng(14)
+    k, f, m, n = 10, 4, 6, 5
+    w = rng.standard_normal((k, m)).astype(np.float32)
+    a = rng.standard_normal((k, f, n)).astype(np.float32)
+    w[::3, 1], a[1, :, 2], a[2, 0] = 0.0, -0.0, 2.0 ** -20
+    w[2] *= np.float32(2.0 ** -10)
+    wc, ac = dt.from_fp32(w, "fp16", "mariana"), dt.from_fp32(a, "fp16", "mariana")
+    tags = rng.integers(0, f, (k, m))
+    got, steps = matmul(wc, ac, in_dtype="fp16", gen="mariana", tags=tags, partials=True)
+    wv, av = dt.to_fp32(wc, "fp16", "mariana").astype(float), dt.to_fp32(ac, "fp16", "mariana").astype(float)
+    for c in range(m):
+        sel = av[np.arange(k), tags[:, c]]
+        col = fused_chain_oracle(wv[:, c].reshape(k, 1, 1), sel[:, None, :])
+        assert np.array_equal(got[c].view(np.uint32), col[0]), c
+        assert np.array_equal(steps[3][c].view(np.uint32), fused_chain_oracle(
+            wv[:4, c].reshape(4, 1, 1), sel[:4, None, :])[0]), c
+
+
+def test_bf16_products_in_the_subnormal_range_are_exact():
+    """bf16 products below 2^-126 but multiples of 2^-149 take the float32 rank-1 path."""
+    rng = np.random.default_rng(15)
+    w = (rng.standard_normal((9, 4)) * 2.0 ** -60).astype(np.float32)
+    a = (rng.standard_normal((9, 6)) * 2.0 ** -62).astype(np.float32)
+    wc, ac = dt.from_fp32(w, "bf16", "mariana"), dt.from_fp32(a, "bf16", "mariana")
+    wv, av = dt.to_fp32(wc, "bf16", "mariana"), dt.to_fp32(ac, "bf16", "mariana")
+    (_, lw), (_, la) = fast.abs_span(wv), fast.abs_span(av)
+    assert lw * la < 2.0 ** -126 and lw * la >= 2.0 ** (16 - 149)
+    got = matmul(wc, ac, in_dtype="bf16", gen="mariana")
+    assert np.array_equal(got.view(np.uint32), softfloat_chain(wv, av))
+
+
+def test_fp32_low_tie_after_a_tiny_psum():
+    """LOW: psum 2^-60, then hi*hi = (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24, an fp32 midpoint: the exact sum
+    is just above it (rounds up), its float64 rounding is the midpoint (ties to even: down)."""
+    w = np.array([[2.0 ** -30, 1.0], [1 + 2.0 ** -12, 1.0]], np.float32)
+    a = np.array([[2.0 ** -30, 2.0], [1 + 2.0 ** -12, 3.0]], np.float32)
+    assert np.float32(np.float64(2.0 ** -60) + (1 + 2.0 ** -12) ** 2) == np.float32(1 + 2.0 ** -11)
+    got = matmul(w.view(np.uint32), a.view(np.uint32), in_dtype="fp32", gen="maverick", fp32_mode="low")
+    want = softfloat_chain(*(dt.split_fp32(x)[0] for x in (w, a)))
+    assert got.view(np.uint32)[0, 0] == np.float32(1 + 2.0 ** -11 + 2.0 ** -23).view(np.uint32)
+    assert np.array_equal(got.view(np.uint32), want)
+
+
+@pytest.mark.parametrize("mode", ["low", "low_high"])
+def test_fp32_low_suspect_cells(mode):
+    """Tiny operands make products far below the psum (the band checked cell by cell) next to
+    random ones and the planted tie data: LOW and LOW_HIGH against SoftFloat."""
+    rng = np.random.default_rng(16)
+    w, a = _fp32_ties(rng, 10, 5, 16)
+    w[4:, 2] *= np.float32(2.0 ** -20)
+    a[5:, 3] *= np.float32(2.0 ** -18)
+    got = matmul(w.view(np.uint32), a.view(np.uint32), in_dtype="fp32", gen="maverick", fp32_mode=mode)
+    (wh, wl), (ah, al) = dt.split_fp32(w), dt.split_fp32(a)
+    if mode == "low":
+        want = softfloat_chain(wh, ah)
+    else:
+        want = softfloat_chain(np.stack([wh, wl, wh, wl], 1).reshape(-1, 5),
+                               np.stack([ah, ah, al, al], 1).reshape(-1, 16))
+    assert np.array_equal(got.view(np.uint32), want)
+
+
+def test_lsb_and_small_products():
+    """fastpaths.lsb against frexp for float32 / float64 (zeros, subnormals, powers of two), and
+    _small_products against brute force."""
+    rng = np.random.default_rng(17)
+    x = (rng.standard_normal(3000) * np.exp2(rng.integers(-150, 120, 3000))).astype(np.float32)
+    x[::11], x[1::13] = 0.0, np.exp2(rng.integers(-149, 127, x[1::13].size))
+    bf16 = dt.to_fp32(dt.from_fp32(np.resize(x, 5000), "bf16", "mariana"), "bf16", "mariana")     # the table
+    for v in (x, x.astype(np.float64), bf16):
+        ref = np.full(v.shape, np.inf)
+        nz = v != 0
+        mant, e = np.frexp(np.abs(v[nz]).astype(np.float64))
+        mi = (mant * 2.0 ** 53).astype(np.int64)
+        ref[nz] = np.ldexp((mi & -mi).astype(np.float64), e - 53)
+        assert np.array_equal(fast.lsb(v).astype(np.float64), ref)
+    aw, aa = np.abs(rng.standard_normal(7)), np.abs(rng.standard_normal(9))
+    aw[2], aa[4] = 0.0, 0.0
+    got = np.sort(fast._small_products(aw, aa, 0.3))
+    want = np.flatnonzero(((aw[:, None] * aa[None, :] < 0.3) & (aw[:, None] * aa[None, :] > 0)).ravel())
+    assert np.array_equal(got, np.sort((want % 9) + 9 * (want // 9))) and got.size
+
+
+@pytest.mark.parametrize("pack", [2, 4, 8])
+def test_dirty_cells_against_brute_force(pack):
+    """_dirty_cells names exactly the cells where some row's terms fail sum |t_k| < 2^24 q (q: their
+    smallest lsb), over E5M2 values with zeros and a wide range."""
+    rng = np.random.default_rng(18 + pack)
+    rows, m, n = 64 // pack, 9, 13
+    def vals(shape):
+        x = rng.standard_normal(shape) * np.exp2(rng.integers(-9, 9, shape))
+        return dt.to_fp32(_e5m2(x), "fp8_e5m2", "mariana")
+    w, a = vals((rows, pack, m)), vals((rows, pack, n))
+    w[w > 40], a[a < -30] = 0.0, 0.0
+    (mw, lw), (ma, la) = fast._pack_stats(w), fast._pack_stats(a)
+    with np.errstate(over="ignore"):
+        ci, cj = fast._dirty_cells(w, a, mw / lw, ma / la, 2.0 ** 24 / pack)
+    t = w.astype(float)[:, :, :, None] * a.astype(float)[:, :, None, :]          # [rows, pack, M, N]
+    lsb = fast.lsb(w).astype(float)[:, :, :, None] * fast.lsb(a).astype(float)[:, :, None, :]
+    want = (np.abs(t).sum(axis=1) >= 2.0 ** 24 * lsb.min(axis=1)).any(axis=0)
+    got = np.zeros((m, n), bool)
+    got[ci, cj] = True
+    assert np.array_equal(got, want) and want.any()
