@@ -4,12 +4,17 @@
 // and moving SBUF ports from the image with the engine's latency, and records every PSUM write
 // (cycle, port, partition, offset, bits), the error and unsupported outputs of every cycle and the
 // registers read at the end.  The comparison with the golden engine runs in Python over those arrays.
-// Port widths and names come from harness_ports.h, generated per engine configuration.
+// Port widths and names come from harness_ports.h, generated per engine configuration.  A traced
+// build (verilator --trace / --trace-fst) writes the waveform to the third argument, VCD or FST.
 #include "Vtop.h"
 #include "verilated.h"
 #include "harness_ports.h"
-#if HARNESS_TRACE
+#if VM_TRACE_FST
+#include "verilated_fst_c.h"
+typedef VerilatedFstC Tracer;
+#elif VM_TRACE
 #include "verilated_vcd_c.h"
+typedef VerilatedVcdC Tracer;
 #endif
 #include <chrono>
 #include <cstdint>
@@ -80,13 +85,13 @@ static int64_t read1(FILE* f) { return read_words(f, 1)[0]; }
 struct Run {
     Vtop* top;
     VerilatedContext* ctx;
-#if HARNESS_TRACE
-    VerilatedVcdC* tfp = nullptr;
+#if VM_TRACE
+    Tracer* tfp = nullptr;
 #endif
     uint64_t time = 0;
     void eval() {
         top->eval();
-#if HARNESS_TRACE
+#if VM_TRACE
         if (tfp) tfp->dump(time);
 #endif
         time += 5;
@@ -103,10 +108,10 @@ int main(int argc, char** argv) {
     ctx.commandArgs(argc, argv);
     Vtop top(&ctx);
     Run run{&top, &ctx};
-#if HARNESS_TRACE
+#if VM_TRACE
     if (argc > 3) {
         ctx.traceEverOn(true);
-        run.tfp = new VerilatedVcdC;
+        run.tfp = new Tracer;
         top.trace(run.tfp, 99);
         run.tfp->open(argv[3]);
     }
@@ -256,7 +261,7 @@ int main(int argc, char** argv) {
         fwrite(&seconds, 8, 1, out);
         fflush(out);
     }
-#if HARNESS_TRACE
+#if VM_TRACE
     if (run.tfp) run.tfp->close();
 #endif
     top.final();

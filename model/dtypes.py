@@ -23,7 +23,7 @@ __all__ = [
     "is_valid_32b_int_dtype", "is_valid_64b_int_dtype", "is_valid_dtype_for_sdma", "is_cptc",
     "cptc_bits", "GATES", "gate_table",
     "to_fp32", "from_fp32", "cast", "sr_bf16", "xorshift32", "split_fp32", "pack_nibbles",
-    "unpack_nibbles", "code_dtype",
+    "unpack_nibbles", "code_dtype", "NUMPY_FORMATS", "numpy_format", "codes_of",
 ]
 
 
@@ -54,6 +54,7 @@ class Gen(enum.IntEnum):
 
     @property
     def nc_version(self) -> int:
+        """The NeuronCore version of the generation (NC-v2 .. NC-v5)."""
         return {0: 2, 1: 3, 2: 4, 3: 4, 4: 5}[int(self)]
 
     @property
@@ -174,6 +175,7 @@ def dtypes_of(gen) -> frozenset:
 
 
 def enum_count(gen) -> int:
+    """How many enumerators the generation's NEURON_ISA_TPB_DTYPE has (16 / 16 / 24 / 24 / 30)."""
     return len(dtypes_of(gen))
 
 
@@ -186,6 +188,7 @@ def is_in_enum(dtype, gen) -> bool:
 
 
 def roles_of(dtype) -> Role:
+    """What a dtype code may be used for (compute, transport, scale, PSUM, ...)."""
     return _ROLES[Dtype.parse(dtype)]
 
 
@@ -204,6 +207,7 @@ def pack_dtype_pair(lo, hi) -> int:
 
 
 def unpack_dtype_pair(byte) -> tuple[Dtype, Dtype]:
+    """(dtype_lo, dtype_hi) of a DTYPE_PAIR byte; the inverse of pack_dtype_pair."""
     byte = int(byte)
     if not 0 <= byte <= 0xFF:
         raise ValueError(f"DTYPE_PAIR is one byte, got {byte}")
@@ -220,18 +224,22 @@ def _code(dtype) -> int:
 
 
 def dtype_invalid_check(dtype) -> bool:
+    """False for the INVALID code (0x00)."""
     return _code(dtype) != Dtype.INVALID
 
 
 def dtype_fp32r_illegal_check(dtype, allow_fp32r: bool) -> bool:
+    """False for FP32R unless allowed."""
     return _code(dtype) != Dtype.FP32R or bool(allow_fp32r)
 
 
 def dtype_uint64_illegal_check(dtype, allow_u64: bool) -> bool:
+    """False for UINT64 unless allowed."""
     return _code(dtype) != Dtype.UINT64 or bool(allow_u64)
 
 
 def dtype_int64_illegal_check(dtype, allow_i64: bool) -> bool:
+    """False for INT64 unless allowed."""
     return _code(dtype) != Dtype.INT64 or bool(allow_i64)
 
 
@@ -283,34 +291,42 @@ _MX = {_D.FP8_EXP2, _D.FP8_EXP3, _D.FP8_EXP4, _D.FP8_EXP5, _D.FP4_EXP2, _D.INT4}
 
 
 def is_valid_int_dtype(dtype, gen) -> bool:
+    """Any integer code of the generation, 8 to 64 bits, signed or not."""
     return _member(dtype, gen, _INT_ALL)
 
 
 def is_valid_int_dtype_datapath(dtype, gen) -> bool:
+    """An integer code the datapath computes on (8 to 32 bits)."""
     return _member(dtype, gen, _INT_DATAPATH)
 
 
 def is_valid_fp_dtype_datapath(dtype, gen, allow_fp32r: bool = False) -> bool:
+    """A float code the datapath computes on (FP8 E3M4 / E4M3 / E5M2, FP16, BF16, FP32; FP32R if allowed)."""
     return _member(dtype, gen, _FP_DATAPATH | ({_D.FP32R} if allow_fp32r else set()))
 
 
 def is_valid_mx_dtype(dtype, gen) -> bool:
+    """An MX element code of the generation (FP8, FP4 E2M1, INT4)."""
     return _member(dtype, gen, _MX)
 
 
 def is_signed_int(dtype, gen) -> bool:
+    """INT8 / INT16 / INT32 / INT64."""
     return _member(dtype, gen, {_D.INT8, _D.INT16, _D.INT32, _D.INT64})
 
 
 def is_unsigned_int(dtype, gen) -> bool:
+    """UINT8 / UINT16 / UINT32 / UINT64."""
     return _member(dtype, gen, {_D.UINT8, _D.UINT16, _D.UINT32, _D.UINT64})
 
 
 def is_valid_32b_int_dtype(dtype, gen) -> bool:
+    """INT32 / UINT32."""
     return _member(dtype, gen, {_D.INT32, _D.UINT32})
 
 
 def is_valid_64b_int_dtype(dtype, gen) -> bool:
+    """INT64 / UINT64."""
     return _member(dtype, gen, {_D.INT64, _D.UINT64})
 
 
@@ -327,6 +343,7 @@ def is_cptc(dtype) -> bool:
 
 
 def cptc_bits(dtype) -> int:
+    """The bits per element of a CPTC transport code (1..7)."""
     if not is_cptc(dtype):
         raise ValueError(f"0x{_code(dtype):02X} is not a CPTC code")
     return _code(dtype) & 0x7
@@ -384,10 +401,12 @@ class FloatFormat:
 
     @property
     def bits(self) -> int:
+        """Significant bits of a code: sign + exponent + mantissa."""
         return int(self.signed) + self.exp_bits + self.man_bits
 
     @property
     def width(self) -> int:
+        """Bits a code occupies in memory (FP32R: 32)."""
         return self.storage_bits or self.bits
 
     @property
@@ -407,6 +426,7 @@ class FloatFormat:
 
     @property
     def sign_bit(self) -> int:
+        """The sign bit's mask (0 for unsigned formats)."""
         return 1 << (self.exp_bits + self.man_bits) if self.signed else 0
 
     @property
@@ -420,6 +440,7 @@ class FloatFormat:
 
     @property
     def inf_code(self) -> int:
+        """The +Inf code, or -1 when the format has no infinity."""
         return ((1 << self.exp_bits) - 1) << self.man_bits if self.inf else -1
 
     def value_of_code(self, code: int):
@@ -439,12 +460,15 @@ class FloatFormat:
 
 @dataclass(frozen=True)
 class IntFormat:
+    """A two's-complement or unsigned integer format of `bits` bits."""
+
     name: str
     bits: int
     signed: bool
 
     @property
     def width(self) -> int:
+        """Bits a code occupies in memory."""
         return self.bits
 
 
@@ -465,6 +489,13 @@ E7M1 = F("e7m1", 7, 1, 63, signed=False, inf=False, nan="allones", subnormals=Fa
 E6M2 = F("e6m2", 6, 2, 31, signed=False, inf=False, nan="allones", subnormals=False, overflow="nan")
 E5M3 = F("e5m3", 5, 3, 15, signed=False, inf=False, nan="allones", subnormals=False, overflow="nan")
 del F
+E8M0_BIAS, E8M0_NAN = E8M0.bias, E8M0.nan_code      # an MX block scale is 2^(code - 127), 0xFF NaN (D-05)
+
+
+def e8m0_exponents(codes) -> np.ndarray:
+    """MX block-scale exponents of E8M0 codes: code - 127 as float64, NaN for the NaN code (D-21)."""
+    c = np.asarray(codes).astype(np.int64)
+    return np.where(c == E8M0_NAN, np.nan, c - float(E8M0_BIAS))
 
 _INT_FORMATS = {
     Dtype.INT4: IntFormat("int4", 4, True), Dtype.INT8: IntFormat("int8", 8, True),
@@ -509,12 +540,78 @@ def code_dtype(fmt) -> np.dtype:
                     np.uint32 if width <= 32 else np.uint64)
 
 
+# --- numpy arrays in, codes out ----------------------------------------------------------------
+
+# numpy / ml_dtypes element types whose elements are codes of one of the formats above, by dtype name
+# (ml_dtypes is recognised by name, not imported)
+NUMPY_FORMATS = {
+    "uint8": _INT_FORMATS[Dtype.UINT8], "int8": _INT_FORMATS[Dtype.INT8],
+    "uint16": _INT_FORMATS[Dtype.UINT16], "int16": _INT_FORMATS[Dtype.INT16],
+    "uint32": _INT_FORMATS[Dtype.UINT32], "int32": _INT_FORMATS[Dtype.INT32],
+    "float16": FP16, "float32": FP32, "bfloat16": BF16, "float8_e4m3fn": E4M3FN, "float8_e4m3": E4M3,
+    "float8_e5m2": E5M2, "float8_e3m4": E3M4, "float8_e8m0fnu": E8M0, "float4_e2m1fn": E2M1,
+    "int4": _INT_FORMATS[Dtype.INT4],
+}
+
+
+def numpy_format(np_dtype) -> FloatFormat | IntFormat | None:
+    """The format whose codes the elements of a numpy or ml_dtypes dtype are, or None (float64,
+    int64, bool, ml_dtypes' fnuz / float6 types, raw void, big-endian storage, ...)."""
+    d = np.dtype(np_dtype)
+    return None if d.byteorder == ">" else NUMPY_FORMATS.get(d.name)
+
+
+def _is_float_values(d: np.dtype) -> bool:
+    """numpy floats and ml_dtypes float types (kind 'V' or 'f', name float* / bfloat16)."""
+    return d.kind == "f" or (d.isbuiltin == 2 and d.name.startswith(("float", "bfloat")))
+
+
+def codes_of(x, dtype, gen, *, e4m3: str | None = None, name: str = "array") -> np.ndarray:
+    """Codes of `dtype` for `x`, without rounding.
+
+    An ml_dtypes or numpy array whose element type is the format itself (bfloat16 for BFLOAT16,
+    float32 for FP32, float8_e4m3fn for MARIANA's FP8_EXP4, int8 for INT8, ...) gives its bit
+    patterns.  Other integer arrays (numpy int / uint) are codes already and pass unchanged (the
+    codecs check their range).  Any other float array (float16 / 32 / 64, ml_dtypes floats) is
+    values: each must be a value of the format (NaN only where the format has one), else
+    ValueError naming the first that is not; round explicitly first, e.g. with from_fp32 (RNE).
+    Other element types (bool, complex, object, ml_dtypes integers of another width) raise
+    TypeError."""
+    fmt = format_of(dtype, gen, e4m3=e4m3)
+    arr = np.asarray(x)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    d = arr.dtype
+    if numpy_format(d) is fmt:
+        return arr.view(code_dtype(fmt)) & np.asarray((1 << fmt.width) - 1, code_dtype(fmt))
+    if d.kind in "ui":
+        return arr
+    if not _is_float_values(d):
+        raise TypeError(f"{name}: {d} elements are neither codes (unsigned integers) nor float values; "
+                        f"give {fmt.name} codes, or values as numpy / ml_dtypes floats")
+    with np.errstate(invalid="ignore", over="ignore"):
+        x32 = arr.astype(np.float32)
+        bad = ~((x32.astype(np.float64) == arr.astype(np.float64)) | np.isnan(x32))
+    nearest = ""
+    if not bad.any():                      # every value is a float32: round trip through the format
+        codes = from_fp32(x32, dtype, gen, e4m3=e4m3)
+        back = to_fp32(codes, dtype, gen, e4m3=e4m3)
+        bad = (back.view(np.uint32) != x32.view(np.uint32)) & ~(np.isnan(back) & np.isnan(x32))
+        if not bad.any():
+            return codes
+        nearest = f", which rounds to {float(back[bad][0])!r}"
+    raise ValueError(f"{name}: {int(bad.sum())} of {arr.size} values are not {fmt.name} values (the first is "
+                     f"{float(arr[bad][0])!r}{nearest}); round explicitly, e.g. "
+                     f"from_fp32(x, {Dtype.parse(dtype).name}, gen) rounds float32 to nearest even")
+
+
 # --- decoding (widening to fp32 is exact for every float format) ------------------------------
 
 def _as_codes(codes, fmt) -> np.ndarray:
     arr = np.asarray(codes)
     if arr.dtype.kind not in "ui" and arr.size:
-        raise TypeError(f"codes must be an integer array of bit patterns, got {arr.dtype}")
+        raise TypeError(f"codes must be an integer array of bit patterns, got {arr.dtype} "
+                        "(codes_of turns float / ml_dtypes arrays into codes)")
     if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
         raise ValueError("codes are unsigned bit patterns; got a negative value")
     arr = arr.astype(np.uint64)
@@ -820,6 +917,7 @@ def pack_nibbles(codes) -> np.ndarray:
 
 
 def unpack_nibbles(data, count: int | None = None) -> np.ndarray:
+    """The inverse of pack_nibbles: 4-bit codes, low nibble first, optionally the first `count`."""
     b = np.asarray(data, dtype=np.uint8).ravel()
     out = np.empty(b.size * 2, np.uint8)
     out[0::2], out[1::2] = b & 0xF, b >> 4

@@ -4,31 +4,69 @@ from __future__ import annotations
 import numpy as np
 
 from tensore.model import addrmap
-from tensore.model.dtypes import Gen, format_of
+from tensore.model.dtypes import NUMPY_FORMATS, Gen, format_of, numpy_format
+
+ENGINE_ELEMENTS = ", ".join(n for n, f in NUMPY_FORMATS.items() if f.width >= 8)   # for messages
+
+
+def image_bytes(array, name: str = "SBUF image") -> np.ndarray:
+    """An SBUF image as [partitions, bytes] uint8, without any rounding (D-T65).
+
+    uint8: the bytes themselves (the array is shared, not copied).  Elements of an engine format
+    (int8 .. uint32, float16, float32, ml_dtypes bfloat16 and float8 types) and raw 1-, 2- or 4-byte
+    void elements (what np.save writes for an ml_dtypes array): each element's little-endian
+    bytes, element i of a partition at bytes [i * size, (i + 1) * size); dimensions after the first
+    (the partition) are flattened in C order.  Anything else (float64, int64, bool, 4-bit
+    ml_dtypes types, ml_dtypes formats the engine lacks) raises ValueError: no exact reading."""
+    a = np.asarray(array)
+    d = a.dtype
+    if d.byteorder == ">":
+        a = a.astype(d.newbyteorder("<"))
+        d = a.dtype
+    fmt = numpy_format(d)
+    raw = d.kind == "V" and d.isbuiltin == 0 and d.names is None and d.itemsize in (1, 2, 4)
+    if fmt is not None and fmt.width < 8:
+        raise ValueError(f"{name}: {d} elements are 4-bit codes; SBUF holds two per byte "
+                         f"(dtypes.pack_nibbles packs them)")
+    if fmt is None and not raw:
+        hint = ""
+        if d.kind in "iu" and a.size:
+            lo, hi = int(a.min()), int(a.max())
+            hint = " (values 0..255 that mean bytes: x.astype(np.uint8))" if 0 <= lo and hi <= 255 else \
+                f" (values {lo}..{hi} are not bytes)"
+        raise ValueError(f"{name}: {d} elements have no exact SBUF form{hint}; give uint8 bytes or elements "
+                         f"of an engine format: {ENGINE_ELEMENTS}")
+    if a.ndim < 2:
+        raise ValueError(f"{name}: expected [partitions, ...], got shape {a.shape}")
+    if d != np.uint8:
+        a = np.ascontiguousarray(a).view(np.uint8).reshape(a.shape[0], -1)
+    elif a.ndim > 2:
+        a = a.reshape(a.shape[0], -1)
+    if a.shape[0] > addrmap.PARTITIONS or a.shape[1] > addrmap.SBUF_PARTITION_BYTES:
+        raise ValueError(f"{name}: {a.shape[0]} partitions x {a.shape[1]:#x} bytes does not fit SBUF "
+                         f"({addrmap.PARTITIONS} x {addrmap.SBUF_PARTITION_BYTES:#x})")
+    return a
 
 
 class Sbuf:
-    """`data` is [partitions, bytes_per_partition] uint8 (a numpy array the caller may share)."""
+    """128 partitions of bytes.  `data`: None (zeros of the given size), or an array read by
+    image_bytes (a uint8 [partitions, bytes] array is shared with the caller, not copied; typed
+    arrays become their little-endian bytes)."""
 
     def __init__(self, data: np.ndarray | None = None, partitions: int = addrmap.PARTITIONS,
                  bytes_per_partition: int = addrmap.SBUF_PARTITION_BYTES):
         if data is None:
             data = np.zeros((partitions, bytes_per_partition), np.uint8)
-        data = np.asarray(data)
-        if data.dtype != np.uint8 or data.ndim != 2 or data.shape[0] > addrmap.PARTITIONS \
-                or data.shape[1] > addrmap.SBUF_PARTITION_BYTES:
-            raise ValueError(f"SBUF is a uint8 array [<= {addrmap.PARTITIONS}, <= "
-                             f"{addrmap.SBUF_PARTITION_BYTES}], got {data.dtype} {data.shape}")
-        self.data = data
+        self.data = image_bytes(data)
 
     @classmethod
-    def from_npz(cls, path) -> "Sbuf":
-        with np.load(path) as z:
-            if "sbuf" not in z:
-                raise ValueError(f"{path}: expected an array named 'sbuf' ([partitions, bytes] uint8)")
-            return cls(z["sbuf"].astype(np.uint8))
+    def from_npz(cls, path, name: str | None = None) -> "Sbuf":
+        """An Sbuf from a .npz (its array `name`, default `sbuf`) or .npy file (tensore.inputs.load_sbuf)."""
+        from tensore.inputs import load_sbuf
+        return cls(load_sbuf(path, name))
 
     def write(self, partition: int, offset: int, data) -> None:
+        """Host write: the bytes of `data` (any array, as stored) into one partition from `offset`."""
         raw = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8)
         self._span(partition, offset, raw.size)
         self.data[partition, offset:offset + raw.size] = raw
@@ -69,6 +107,7 @@ class Sbuf:
 
 
 def element_bytes(dtype, gen=Gen.MAVERICK) -> int:
+    """Bytes one element of `dtype` occupies (4-bit codes count as 1)."""
     fmt = format_of(dtype, gen)
     return max(1, fmt.width // 8)
 

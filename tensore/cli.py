@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from tensore.model import dtypes as dt
+from tensore.model.isa.microop import ARRAY_ROWS, full_cols
+from tensore.model.timing import PERF_BANKS, PERF_COUNTERS
 
 
 def _version() -> str:
@@ -18,6 +20,23 @@ def _version() -> str:
         return version("tensore")
     except PackageNotFoundError:
         return "unknown (not installed)"
+
+
+def int_at_least(lo: int, what: str = ""):
+    """An argparse type: an integer (decimal or 0x hex) >= `lo`, else a one-line usage error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"{value} is below {lo}{f' ({what})' if what else ''}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+GEN_HELP = "chip generation (its ISA layouts, dtypes and array size)"
 
 
 def dtype_table(gen) -> str:
@@ -61,29 +80,46 @@ def cmd_demo(args) -> int:
     for prog in progs:
         print(f"\n== {prog.name} ({gen.name}, {prog.rows}x{prog.cols} array) ==")
         print(prog.text.strip())
-        suffix = ".vcd" if args.sim != "icarus" else ".fst"
-        waves = None if args.no_waves else Path(args.waves_dir) / f"{prog.name}_{gen.name.lower()}{suffix}"
-        failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt, harness=args.harness)
+        waves = None if args.no_waves else Path(args.waves_dir) / f"{prog.name}_{gen.name.lower()}.{args.waves_format}"
+        failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt, harness=args.harness,
+                           waves_depth=args.waves_depth)
     print(f"\n{'all checks passed' if not failures else f'{failures} program(s) FAILED'}")
     return 1 if failures else 0
 
 
+def _amaranth(prog, waves, *, pack, psum_partitions: int, sbuf_latency: int, waves_depth: int):
+    """Amaranth's simulator: (mismatch, stats, waveform).  A waveform asked for is written whether or
+    not the run passes (lockstep.run_waves); without one, a mismatch is re-run with a VCD up to it."""
+    from tensore.cosim import lockstep
+    from tensore.cosim.hdl import fit_pack
+    kw = dict(psum_partitions=psum_partitions, sbuf_latency=sbuf_latency)
+    kw["pack"] = fit_pack([lockstep.Lockstep(prog, pack=pack, **kw)], pack)
+    stats: dict = {}
+    if waves:
+        bad = lockstep.run_waves(prog, waves, depth=waves_depth, stats=stats, **kw)
+        return bad, stats, str(Path(waves).resolve())
+    bad = lockstep.check(prog, stats=stats, vcd_dir="build/lockstep", **kw)
+    return bad, stats, bad.vcd if bad else None
+
+
 def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str = "-O1",
-           harness: str | None = None, dtypes=None) -> int:
-    """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure."""
+           harness: str | None = None, dtypes=None, waves_depth: int = 0, pack: int | None = None) -> int:
+    """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure.
+    The engine has `pack` elements per PE, or as many as the program needs (cosim/hdl.fit_pack)."""
     import time
+
+    from tensore.cosim.wave_request import Trace
+    if waves:
+        Trace.of(waves, waves_depth)                 # a bad name or depth: refused before anything runs
     t0 = time.perf_counter()
     if sim == "amaranth":
-        from tensore.cosim import lockstep
-        stats: dict = {}
-        bad = lockstep.check(prog, psum_partitions=psum_partitions, sbuf_latency=sbuf_latency, stats=stats,
-                             vcd_dir=str(Path(waves).parent) if waves else "build/lockstep")
+        bad, stats, wave_file = _amaranth(prog, waves, pack=pack, psum_partitions=psum_partitions,
+                                          sbuf_latency=sbuf_latency, waves_depth=waves_depth)
         lk, cycles, checks, seconds = stats["lockstep"], stats["cycles"], stats["checks"], stats["seconds"]
-        wave_file = bad.vcd if bad else None
     else:
         from tensore.cosim import hdl
-        res = hdl.run(prog, sim=sim, waves=bool(waves), waves_to=waves, psum_partitions=psum_partitions,
-                      sbuf_latency=sbuf_latency, opt=opt, harness=harness, dtypes=dtypes,
+        res = hdl.run(prog, sim=sim, waves_to=waves, waves_depth=waves_depth, psum_partitions=psum_partitions,
+                      sbuf_latency=sbuf_latency, opt=opt, harness=harness, dtypes=dtypes, pack=pack,
                       log=lambda m: print(f"  {m}", flush=True))
         bad, lk, cycles, checks, seconds, wave_file = res.mismatch, res.lockstep, res.cycles, res.checks, \
             res.seconds, res.waves
@@ -108,8 +144,28 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     return int(bad is not None or expect_bad > 0)
 
 
-FULL_SIZE = {"maverick": (128, 256), "mariana": (128, 128)}
+FULL_SIZE = {g: (ARRAY_ROWS, full_cols(g)) for g in ("maverick", "mariana")}   # the cosim-full engines
 GENS = [g.name.lower() for g in dt.Gen]
+OPT_HELP = ("C++ optimisation of the Verilator build: 0 (builds about twice as fast as 1), 1, 2 or 3 "
+            "(also O1, or --opt=-O1)")
+WAVES_DEPTH_HELP = ("levels of hierarchy in the waveform, the cosim wrapper (Amaranth: the engine) being 1; "
+                    "0 (default): everything, every PE's registers by name (on Verilator a build of the "
+                    "structural array, slow for large engines); N: the quick build, N levels (D-T66)")
+
+
+def opt_level(text: str) -> str:
+    """An argparse type: a C++ optimisation level 0-3 (`1`, `O1`, `-O1`) as the flag `-O1`."""
+    level = text.strip().lstrip("-").lstrip("Oo")
+    if level not in ("0", "1", "2", "3"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a C++ optimisation level, 0, 1, 2 or 3")
+    return f"-O{level}"
+
+
+def waves_depth(text: str) -> int:
+    """An argparse type: a waveform depth, 0 (everything) or a number of levels."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of hierarchy levels, or 0 for everything")
+    return int(text)
 
 
 def full_size_programs(gen, n: int, n_small: int) -> list:
@@ -155,6 +211,8 @@ def cmd_cosim_full(args) -> int:
                 if not k:
                     print(f"  {p.name}: skipped (needs a dtype outside --dtypes)", flush=True)
             progs, lks = [p for p, k in zip(progs, keep) if k], [lk for lk, k in zip(lks, keep) if k]
+        if lks:                                 # 4 elements per PE, more if a program needs them
+            cfg = dataclasses.replace(cfg, pack=hdl.fit_pack(lks))
         say = lambda m: print(f"  {m}", flush=True)       # noqa: E731
         exported = hdl.export_cached(cfg, log=say)
         if args.harness == "compiled":
@@ -194,11 +252,13 @@ def cmd_cosim_full(args) -> int:
 
 def cmd_verilog(args) -> int:
     """Export the engine RTL as Verilog (rtl/export.py)."""
+    from tensore.cosim.progress import Progress
     from tensore.rtl.export import export_engine
     from tensore.rtl.fp.pe_mac import parse_dtypes
-    res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
-                        psum_partitions=args.psum_partitions, out_dir=args.output,
-                        dtypes=parse_dtypes(args.gen, args.dtypes))
+    with Progress("export", print, stage="Amaranth -> Verilog (Yosys), loop form"):
+        res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
+                            psum_partitions=args.psum_partitions, out_dir=args.output,
+                            dtypes=parse_dtypes(args.gen, args.dtypes))
     for f in res["files"]:
         print(f"wrote {f} ({f.stat().st_size:,} bytes)")
     out = Path(args.output)
@@ -212,17 +272,17 @@ def cmd_verilog(args) -> int:
 def cmd_cosim(args) -> int:
     """Run a program on the engine RTL in lockstep with the golden engine."""
     from tensore.cosim.programs import Program
+    from tensore.inputs import load_sbuf, read_program
     from tensore.model import addrmap
-    src = Path(args.program)
     gen = dt.Gen.parse(args.gen)
     cols = args.cols or (2 * args.rows if gen.layout == dt.Gen.MAVERICK else args.rows)
-    sbuf = np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
-    if args.sbuf:
-        sbuf = np.load(args.sbuf)["sbuf"].astype(np.uint8)
-    prog = Program(src.stem, gen, args.rows, cols, src.read_text(), sbuf)
+    src = read_program(args.program, gen)
+    sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
+    prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
     from tensore.rtl.fp.pe_mac import parse_dtypes
     return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
-                  harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes))
+                  harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes), opt=args.opt, pack=args.pack,
+                  waves_depth=args.waves_depth)
 
 
 def _check_expectations(prog, engine) -> int:
@@ -240,33 +300,39 @@ def _check_expectations(prog, engine) -> int:
 def cmd_asm(args) -> int:
     """Assemble; every descriptor the ISA checks refuse is reported with its source line and reasons
     (an error with --strict)."""
+    from tensore.inputs import InputError, read_program
     from tensore.model.isa import check
-    from tensore.model.isa.asm import assemble, descriptor_lines
-    src = Path(args.source)
-    text = src.read_text()
-    data = assemble(text, args.gen, source=str(src))
-    if args.output == "-":
+    from tensore.model.isa.asm import descriptor_lines
+    src = read_program(args.source, args.gen)
+    if src.binary:
+        raise InputError(f"{src.path}: binary descriptors, not assembly text (tensore disasm prints them as text)")
+    data = src.data
+    out = args.output or ("-" if src.path == "-" else str(Path(src.path).with_suffix(".bin")))
+    if out == "-":
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        out = Path(args.output or src.with_suffix(".bin"))
-        out.write_bytes(data)
-        print(f"{src}: {len(data) // 64} descriptors -> {out}")
-    lines = descriptor_lines(text)
+        if src.path != "-" and Path(out).resolve() == Path(src.path).resolve():
+            raise InputError(f"{src.path}: the output would overwrite the source; name it with -o")
+        Path(out).write_bytes(data)
+        print(f"{src.path}: {len(data) // 64} descriptors -> {out}")
+    lines = descriptor_lines(src.text)
     refused = 0
     for i in range(0, len(data), 64):
         violations = check(data[i:i + 64], args.gen)
         refused += bool(violations)
         for v in violations:
-            print(f"{src}:{lines[i // 64]}: {'error' if args.strict else 'warning'}: descriptor {i // 64} is "
+            print(f"{src.path}:{lines[i // 64]}: {'error' if args.strict else 'warning'}: descriptor {i // 64} is "
                   f"refused: {v}", file=sys.stderr)
     return 1 if refused and args.strict else 0
 
 
 def cmd_disasm(args) -> int:
+    """Disassemble a program (binary descriptors, or assembly text: assembled first); exit 1 if any
+    descriptor breaks an ISA rule."""
+    from tensore.inputs import read_program
     from tensore.model.isa.asm import disassemble
-    data = Path(args.binary).read_bytes()
-    text = disassemble(data, args.gen)
+    text = disassemble(read_program(args.binary, args.gen).data, args.gen)
     sys.stdout.write(text)
     return 1 if "# ^ descriptor" in text else 0
 
@@ -278,23 +344,29 @@ def run_summary(engine, trace) -> str:
     lines.append(f"  status: err={regs.get('err_status', 'err')} err_code={regs.get('err_status', 'err_code'):#04x} "
                  f"err_opcode={regs.get('err_status', 'err_opcode'):#04x} err_count={regs.get('err_count', 'count')} "
                  f"done_count={regs.get('done_count', 'count')} matmul_done={regs.get('matmul_done_count', 'count')}")
-    for bank in ("weight_load", "matmul", "pe_regwrite"):
-        counts = {i: regs.counter64(bank, i) for i in range(49)}
+    for bank in PERF_BANKS:
+        counts = {i: regs.counter64(bank, i) for i in range(PERF_COUNTERS)}
         nz = [f"{2 << (i // 7)}x{2 << (i % 7)}:{v}" for i, v in counts.items() if v]
         if nz:
             lines.append(f"  perf {bank} (rows x cols bucket: count): {', '.join(nz)}")
     return "\n".join(lines)
 
 
-def cmd_run(args) -> int:
+def array_cols(gen, rows: int, cols: int | None) -> int:
+    """The array's columns when --cols is not given: `rows`, or 2 x `rows` on MAVERICK (whose full
+    array is 128 x 256); the rule of `run` and `cosim` alike."""
+    return cols or (2 * rows if dt.Gen.parse(gen).layout == dt.Gen.MAVERICK else rows)
 
+
+def cmd_run(args) -> int:
+    """Run a program in the golden engine: print the summary, optionally write PSUM and the trace."""
+    from tensore.inputs import load_sbuf, read_program
     from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
-    from tensore.model.sbuf import Sbuf
-    src = Path(args.program)
-    data = src.read_bytes() if src.suffix == ".bin" else assemble(src.read_text(), args.gen, source=str(src))
-    sbuf = Sbuf.from_npz(args.sbuf) if args.sbuf else Sbuf()
-    engine = Engine(args.gen, rows=args.rows, cols=args.cols, sbuf=sbuf, sbuf_latency=args.sbuf_latency)
+    gen = dt.Gen.parse(args.gen)
+    data = read_program(args.program, gen).data
+    sbuf = load_sbuf(args.sbuf) if args.sbuf else None
+    engine = Engine(gen, rows=args.rows, cols=array_cols(gen, args.rows, args.cols), sbuf=sbuf,
+                    sbuf_latency=args.sbuf_latency)
     engine.write_reg("perf_cntr_cfg", 1)
     trace = engine.run(data)
     print(run_summary(engine, trace))
@@ -328,29 +400,35 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"tensore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("dtypes", help="print the dtype table of a generation")
-    p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower)
+    p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower, help=GEN_HELP + " (default maverick)")
     p.set_defaults(func=cmd_dtypes)
     p = sub.add_parser("demo", help="the main job (see README): library programs through the RTL in Verilator")
-    p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower)
-    p.add_argument("--rows", type=int, default=8)
-    p.add_argument("--cols", type=int, default=None)
+    p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower, help=GEN_HELP + " (default mariana)")
+    p.add_argument("--rows", type=int, default=8, help="array rows (default 8)")
+    p.add_argument("--cols", type=int, default=None, help="array columns (default: --rows)")
     p.add_argument("-n", type=int, default=64, help="moving vectors per matmul")
-    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"])
-    p.add_argument("--waves-dir", default="build/demo")
+    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"],
+                   help="simulator: verilator (default), icarus or amaranth (Amaranth's own, slow; no build)")
+    p.add_argument("--waves-dir", default="build/demo", help="where each program's waveform goes (default build/demo)")
+    p.add_argument("--waves-format", default="fst", choices=["fst", "vcd"],
+                   help="waveform format: fst (default; compact, GTKWave / Surfer read it) or vcd")
+    p.add_argument("--waves-depth", type=waves_depth, default=0, metavar="N", help=WAVES_DEPTH_HELP)
     p.add_argument("--no-waves", action="store_true", help="no waveform (a build without tracing)")
     p.add_argument("--harness", default=None, choices=["compiled", "cocotb"],
                    help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
-    p.add_argument("--opt", default="-O0", help="C++ optimisation of the Verilator build (-O0 builds about twice "
-                   "as fast as -O1; the demo's programs are short)")
+    p.add_argument("--opt", type=opt_level, default="-O0", metavar="LEVEL",
+                   help=OPT_HELP + "; default 0: the demo's programs are short")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("verilog", help="export the engine as Verilog (one PE, row and PSUM module, files.f, .vlt)")
-    p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower)
-    p.add_argument("--rows", type=int, default=16)
-    p.add_argument("--cols", type=int, default=None)
-    p.add_argument("--pack", type=int, default=None)
-    p.add_argument("--sbuf-latency", type=int, default=2)
-    p.add_argument("--psum-partitions", type=int, default=16)
-    p.add_argument("-o", "--output", default="build/verilog/engine")
+    p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower, help=GEN_HELP + " (default mariana)")
+    p.add_argument("--rows", type=int, default=16, help="array rows (default 16)")
+    p.add_argument("--cols", type=int, default=None, help="array columns (default: --rows)")
+    p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
+                   help="elements per PE (default: 1 on MAVERICK, 2 elsewhere; 4 / 8 for MX quad / oct row)")
+    p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles (default 2)")
+    p.add_argument("--psum-partitions", type=int, default=16, help="PSUM partitions (default 16)")
+    p.add_argument("-o", "--output", default="build/verilog/engine",
+                   help="output directory (default build/verilog/engine)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.set_defaults(func=cmd_verilog)
@@ -359,44 +437,66 @@ def main(argv=None) -> int:
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
-    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"])
-    p.add_argument("--waves", default=None, help="waveform file to write (VCD on Verilator and Amaranth, FST on Icarus)")
+    p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"],
+                   help="simulator: verilator (default), icarus or amaranth (Amaranth's own, slow; no build)")
+    p.add_argument("--waves", default=None, metavar="FILE",
+                   help="waveform file to write whether or not the run passes; its suffix picks the format: .fst "
+                   "(compact, recommended) or .vcd, on every simulator")
+    p.add_argument("--waves-depth", type=waves_depth, default=0, metavar="N", help=WAVES_DEPTH_HELP)
+    p.add_argument("--opt", type=opt_level, default="-O0", metavar="LEVEL",
+                   help=OPT_HELP + "; default 0 (a short program's build outweighs its run; 1 for long runs)")
+    p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
+                   help="elements per PE the engine is built with (default: what the program needs, at least "
+                   "the generation's default; a smaller --pack is refused before building)")
     p.add_argument("--sbuf", help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
-    p.add_argument("--psum-partitions", type=int, default=16)
-    p.add_argument("--sbuf-latency", type=int, default=2)
+    p.add_argument("--psum-partitions", type=int, default=16, help="PSUM partitions of the engine (default 16)")
+    p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles (default 2)")
     p.add_argument("--harness", default=None, choices=["compiled", "cocotb"],
                    help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
-    p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE))
+    p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE),
+                   help="generations to run (default both: MAVERICK 128 x 256, MARIANA 128 x 128)")
     p.add_argument("-n", type=int, default=512, help="moving vectors per bf16 matmul")
     p.add_argument("--n-small", type=int, default=128, help="moving vectors of the MX and double-row matmuls")
-    p.add_argument("--opt", default="-O1", help="C++ optimisation of the Verilator build")
+    p.add_argument("--opt", type=opt_level, default="-O1", metavar="LEVEL", help=OPT_HELP + "; default 1")
     p.add_argument("--harness", default="compiled", choices=["compiled", "cocotb"], help="Verilator testbench")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
-    p.add_argument("-o", "--output", default="build/cosim_full.json")
+    p.add_argument("-o", "--output", default="build/cosim_full.json",
+                   help="JSON summary (default build/cosim_full.json)")
     p.set_defaults(func=cmd_cosim_full)
+    prog_help = "the program: assembly text (docs/isa.md) or binary 64-byte descriptors, told apart by content; - for stdin"
+    sbuf_help = ("SBUF image: a .npz holding an array 'sbuf' (or FILE.npz:NAME), or a .npy; uint8 [partitions, bytes], "
+                 "or elements of an engine format (float32, ml_dtypes bfloat16, ...) taken as their bytes (D-T65)")
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
-    p.add_argument("source")
-    p.add_argument("-o", "--output", help="the descriptors (default: the source with .bin; - for stdout)")
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
+    p.add_argument("source", help="assembly text (docs/isa.md); - for stdin")
+    p.add_argument("-o", "--output", help="the descriptors (default: the source with .bin, stdout for stdin; - for stdout)")
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--strict", action="store_true", help="exit 1 if the ISA checks refuse any descriptor")
     p.set_defaults(func=cmd_asm)
     p = sub.add_parser("disasm", help="disassemble descriptors; lists every violation (exit 1 if any)")
-    p.add_argument("binary")
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
+    p.add_argument("binary", metavar="program", help=prog_help)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.set_defaults(func=cmd_disasm)
-    p = sub.add_parser("run", help="run a program (.s or .bin) in the golden engine and print a summary")
-    p.add_argument("program")
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
-    p.add_argument("--sbuf", help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
-    p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to")
-    p.add_argument("--rows", type=int, default=128)
-    p.add_argument("--cols", type=int, default=None)
-    p.add_argument("--sbuf-latency", type=int, default=2)
+    p = sub.add_parser("run", help="run a program (text or binary) in the golden engine and print a summary",
+                       description="Run a program in the golden engine. The array is --rows x --cols PEs; without "
+                       "--cols it has as many columns as rows (2 x rows on MAVERICK), the same rule as `tensore cosim`, "
+                       "so the defaults are the full 128 x 128 (MAVERICK 128 x 256) array. Exit 1 if a micro-op is "
+                       "refused (unless --allow-refused) or the program waits for an event nothing sets; 2 on bad input.")
+    p.add_argument("program", help=prog_help)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
+    p.add_argument("--sbuf", metavar="FILE", help=sbuf_help + "; default all zeros")
+    p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to (.npz added when missing)")
+    p.add_argument("--rows", type=int_at_least(4, "a multiple of 4 up to 128"), default=128, metavar="N",
+                   help="PE rows: a multiple of 4 up to 128 (default 128)")
+    p.add_argument("--cols", type=int_at_least(4), default=None, metavar="N",
+                   help="PE columns: a multiple of 4 (MAVERICK: 8) up to 128 (MAVERICK: 256); default rows "
+                   "(MAVERICK: 2 x rows)")
+    p.add_argument("--sbuf-latency", type=int_at_least(1, "an SBUF read takes at least a cycle"), default=2, metavar="CYCLES",
+                   help="cycles from an SBUF read request to its data (>= 1; the RTL builds >= 2; default 2)")
     p.add_argument("--allow-refused", action="store_true",
                    help="exit 0 although micro-ops were refused (programs that test refusals)")
     p.set_defaults(func=cmd_run)
@@ -404,6 +504,10 @@ def main(argv=None) -> int:
     p.set_defaults(func=cmd_regs)
     from tensore.kernel_cli import register as register_kernels
     register_kernels(sub)
+    from tensore.verify_cli import register as register_waves
+    register_waves(sub)
+    from tensore.random_cli import register as register_verification
+    register_verification(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

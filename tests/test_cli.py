@@ -119,7 +119,7 @@ def _tensore(*args, cwd=None, input=None):
     return res.returncode, res.stdout, res.stderr.decode()
 
 
-NO_TILE = PROG.replace("tile_size=(row_size_log2=r128, col_size_log2=c128) ", "")
+NO_TILE = PROG.replace("tile_size=(row_size_log2=r128, col_size_log2=c128)", "tile_size=0")   # D-T64
 
 
 def test_refused_micro_ops_fail_the_run(tmp_path):
@@ -174,3 +174,130 @@ def test_own_model_py_does_not_shadow_the_package(tmp_path):
     assert res.returncode == 0 and res.stdout == "ok\n", res.stderr
     rc, out, _ = _tensore("--version", cwd=tmp_path)
     assert rc == 0 and out.decode().startswith("tensore ")
+
+
+def _acc_files(tmp_path):
+    """The library's MARIANA accumulate group: its text, descriptors and SBUF image under tmp_path."""
+    import numpy as np
+
+    from tensore.cosim import programs
+    from tensore.model.isa.asm import assemble
+    p = programs.accumulate_group("mariana")
+    (tmp_path / "acc.bin").write_text(p.text)                    # text under a .bin name
+    (tmp_path / "acc.txt").write_bytes(assemble(p.text, "mariana"))   # descriptors under a .txt name
+    np.savez(tmp_path / "img.npz", image=p.sbuf, other=np.zeros(3))
+    np.save(tmp_path / "img.npy", p.sbuf.view("<u2"))             # 2-byte elements: the same bytes
+    return p
+
+
+def test_programs_are_read_by_content(tmp_path):
+    _acc_files(tmp_path)
+    for prog in ("acc.bin", "acc.txt"):
+        rc, out, err = _tensore("run", tmp_path / prog, "--gen", "mariana", "--rows", "8", "--sbuf", tmp_path / "img.npy")
+        assert rc == 0 and "MARIANA 8x8: 6 descriptors, 6 executed, 0 refused" in out.decode(), err
+    rc, out, _ = _tensore("disasm", tmp_path / "acc.bin", "--gen", "mariana")
+    assert rc == 0 and out.decode().startswith("ldweights ")
+    rc, _, err = _tensore("asm", tmp_path / "acc.txt", "--gen", "mariana")
+    assert rc == 2 and "acc.txt: binary descriptors, not assembly text" in err
+    rc, _, err = _tensore("asm", tmp_path / "acc.bin", "--gen", "mariana")
+    assert rc == 2 and "the output would overwrite the source" in err
+    (tmp_path / "cut.dat").write_bytes((tmp_path / "acc.txt").read_bytes()[:100])
+    for cmd in ("run", "disasm", "cosim"):
+        rc, _, err = _tensore(cmd, tmp_path / "cut.dat", "--gen", "mariana")
+        assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, (cmd, err)
+        assert "cut.dat: neither assembly text (byte 0x" in err and "(100 bytes is not a multiple of 64)" in err
+    rc, out, _ = _tensore("asm", "-", "--gen", "mariana", input=(tmp_path / "acc.bin").read_bytes())
+    assert rc == 0 and out == (tmp_path / "acc.txt").read_bytes()
+
+
+def test_sbuf_images_are_exact_or_refused(tmp_path):
+    import ml_dtypes
+    import numpy as np
+    p = _acc_files(tmp_path)
+    rc, out, _ = _tensore("run", tmp_path / "acc.bin", "--gen", "mariana", "--rows", "8",
+                          "--sbuf", f"{tmp_path / 'img.npz'}:image", "-o", tmp_path / "out")
+    assert rc == 0
+    bank3 = np.load(tmp_path / "out.npz")["psum"][0].view(np.uint32)[3 * 512:3 * 512 + 12]
+    assert np.array_equal(bank3, p.expect_fp32[(0, 3)][1])
+    np.save(tmp_path / "bf16.npy", p.sbuf.view(ml_dtypes.bfloat16))      # np.save keeps the bytes (void)
+    np.save(tmp_path / "wide.npy", np.full((4, 4), 300))
+    np.save(tmp_path / "f64.npy", np.ones((4, 4)))
+    cases = [("img.npz", ("img.npz: no array 'sbuf' (the SBUF image); the file holds 'image' (uint8 [128, 16384]), "
+                          "'other' (float64 [3]); save the image as 'sbuf' or pick an array as")),
+             ("img.npy:x", "img.npy: a .npy file holds one array"),
+             ("wide.npy", "wide.npy: int64 elements have no exact SBUF form (values 300..300 are not bytes)"),
+             ("f64.npy", "f64.npy: float64 elements have no exact SBUF form"),
+             ("acc.bin", "acc.bin: not a numpy .npy or .npz file")]
+    for cmd, name, msg in [("run", *c) for c in cases] + [("cosim", *c) for c in cases[::2]]:
+        rc, _, err = _tensore(cmd, tmp_path / "acc.bin", "--gen", "mariana", "--rows", "8", "--sbuf", f"{tmp_path}/{name}")
+        assert rc == 2 and msg in err and err.count("\n") == 1, (cmd, name, err)
+    rc, out, err = _tensore("run", tmp_path / "acc.bin", "--gen", "mariana", "--rows", "8", "--sbuf", tmp_path / "bf16.npy")
+    assert rc == 0 and "6 executed, 0 refused" in out.decode(), err
+
+
+def test_run_array_shape_follows_cosim(tmp_path):
+    (tmp_path / "p.s").write_text(PROG.replace("rows=128 cols=128 tile_size=(row_size_log2=r128, col_size_log2=c128)",
+                                               "rows=8 cols=8 tile_size=(row_size_log2=r128, col_size_log2=c128)"))
+    rc, out, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick", "--rows", "8", "--allow-refused")
+    assert rc == 0 and out.decode().startswith("MAVERICK 8x16:"), err
+    rc, out, _ = _tensore("run", tmp_path / "p.s", "--gen", "maverick", "--rows", "8", "--cols", "8", "--allow-refused")
+    assert rc == 0 and out.decode().startswith("MAVERICK 8x8:")
+    rc, out, _ = _tensore("run", "--help")
+    assert rc == 0 and b"2 x rows on MAVERICK), the same rule as `tensore cosim`" in b" ".join(out.split())
+
+
+def test_nonsense_numbers_are_refused(tmp_path):
+    (tmp_path / "p.s").write_text(PROG)
+    for opt, value, msg in (("--sbuf-latency", "-1", "argument --sbuf-latency: -1 is below 1"),
+                            ("--sbuf-latency", "0", "argument --sbuf-latency: 0 is below 1"),
+                            ("--rows", "4.5", "argument --rows: '4.5' is not an integer"),
+                            ("--rows", "0", "argument --rows: 0 is below 4"),
+                            ("--cols", "-8", "argument --cols: -8 is below 4"),
+                            ("--rows", "6", "array 6x12: rows must be a multiple of 4 up to 128")):
+        rc, _, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick", opt, value)
+        assert rc == 2 and msg in err and "Traceback" not in err, (opt, value, err)
+
+
+def test_every_option_has_help():
+    """Every option and argument of dtypes, asm, disasm, run and regs says what it is in --help."""
+    import re
+    for cmd in ("dtypes", "asm", "disasm", "run", "regs"):
+        rc, out, _ = _tensore(cmd, "--help")
+        assert rc == 0
+        lines = out.decode().splitlines()
+        start = next(i for i, line in enumerate(lines) if line.endswith("arguments:") or line == "options:")
+        entries = [i for i in range(start, len(lines)) if re.match(r"  \S", lines[i])]
+        for i in entries:
+            helped = re.match(r"  \S.*?\s{2,}\S", lines[i]) or (i + 1 < len(lines) and re.match(r"\s{8,}\S", lines[i + 1]))
+            assert helped, (cmd, lines[i])
+
+
+def test_assembler_messages(tmp_path):
+    from tensore.model.isa.asm import AsmError, assemble
+    cases = [("matmul rows=4.5 cols=8", "mariana", "1:13: '4.5' is not a value: numbers are integers"),
+             ("matmul in_dtype=bf16 bogus=3 rows=4", "mariana", "1:22: matmul on MARIANA: unknown field(s) bogus"),
+             ("matmul in_dtype=bf16 src=(num_elem=[4,1,1], bogus=3)", "mariana",
+              "1:45: src_mem_pattern: unknown field(s) bogus; TENSOR3D has"),
+             ("matmul in_dtype=bf16 rows=4 acc=multi_start", "maverick",
+              "1:29: matmul on MAVERICK: unknown field(s) psum_accumulate_flags;")]
+    for text, gen, msg in cases:
+        with pytest.raises(AsmError) as exc:
+            assemble(text, gen, source="p.s")
+        assert f"p.s:{msg}" in str(exc.value), str(exc.value)
+    assert "flags=(accumulate_flag=accumulate)" in str(exc.value)
+    (tmp_path / "p.s").write_text(cases[0][0] + "\n")
+    rc, _, err = _tensore("asm", tmp_path / "p.s", "--gen", "mariana")
+    assert rc == 2 and err == f"tensore: error: {tmp_path / 'p.s'}:{cases[0][2]} (decimal or 0x hex)\n"
+
+
+def test_run_summary_code_matches_reason(tmp_path):
+    """A descriptor breaking two rules: the summary's code and the reason beside it are the same rule."""
+    import re
+    (tmp_path / "p.s").write_text(
+        "matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 wait=94 src=(start_addr=sbuf(0,0), step_elem=[1,0,0], "
+        "num_elem=[4,57089,1]) dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[4,1,1])\n")
+    rc, out, err = _tensore("run", tmp_path / "p.s", "--gen", "mariana", "--rows", "8")
+    assert rc == 1
+    line = re.search(r"#0 matmul: refused (\w+) at cycle \d+: (\w+) \(", out.decode())
+    assert line and line.group(1) == line.group(2) == "BAD_PATTERN", out.decode()
+    assert "(BAD_PATTERN: BAD_PATTERN (0x0c)" in err

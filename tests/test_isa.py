@@ -444,3 +444,53 @@ def test_rtl_layouts_match_the_model():
             assert layout.size == DESCRIPTOR_BYTES * 8
             for f in sd.fields:
                 assert layout[f.name].offset == f.offset * 8, (gen, op, f.name)
+
+
+# --- fields with no valid zero (D-T64) ------------------------------------------------------------
+
+_MAV_LW = ("ldweights in_dtype=bf16 rows=8 cols=8 {tile}src=(start_addr=sbuf(0,0), step_elem=[1,0,0], "
+           "num_elem=[8,1,1])")
+
+
+def test_missing_tile_size_is_an_assembly_error_with_an_example_that_works():
+    import re
+    with pytest.raises(AsmError) as exc:
+        assemble("# a MAVERICK weight load\n" + _MAV_LW.format(tile=""), "maverick", source="p.s")
+    msg = str(exc.value)
+    assert msg.startswith("p.s:2:1: ldweights on MAVERICK needs tile_size (no valid zero;") and "\n" not in msg
+    assert "r64, r128" in msg and "c128, c256" in msg
+    example = re.search(r"e\.g\. (tile_size=\([^)]*\))", msg).group(1)
+    assert check(assemble(_MAV_LW.format(tile=example + " "), "maverick"), "maverick") == []
+    for op in ("matmul", "matmul_sparse", "ldtags"):                     # every MAVERICK op with a tile
+        with pytest.raises(AsmError, match=f"{op} on MAVERICK needs tile_size"):
+            assemble(f"{op} rows=1", "maverick")
+    with pytest.raises(AsmError, match=r":1:39: ldweights on MAVERICK needs tile_size.col_size_log2 "):
+        assemble(_MAV_LW.format(tile="tile_size=(row_size_log2=r64) "), "maverick")
+
+
+def test_written_zero_tile_size_assembles_is_refused_and_round_trips():
+    data = assemble(_MAV_LW.format(tile="tile_size=0 "), "maverick")
+    assert error_code(check(data, "maverick")) == E.BAD_ENUM
+    text = disassemble(data, "maverick", annotate=False)
+    assert "tile_size=(row_size_log2=0, col_size_log2=0)" in text and assemble(text, "maverick") == data
+    half = bytearray(data)
+    half[36] = 0x70                                            # row part 0, col part c128
+    text = disassemble(bytes(half), "maverick", annotate=False)
+    assert "tile_size=(row_size_log2=0, col_size_log2=c128)" in text
+    assert assemble(text, "maverick") == bytes(half)
+    assert encode("ldweights", "maverick")[36] == 0              # the byte API writes what it is given
+
+
+def test_generations_without_tile_size_need_no_tile():
+    for gen in ("cayman", "mariana"):
+        assert len(assemble(_MAV_LW.format(tile=""), gen)) == DESCRIPTOR_BYTES
+
+
+def test_cli_asm_missing_tile_size_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "p.s").write_text(_MAV_LW.format(tile="") + "\n")
+    res = subprocess.run([sys.executable, "-m", "tensore.cli", "asm", str(tmp_path / "p.s"), "--gen", "maverick"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "needs tile_size" in res.stderr

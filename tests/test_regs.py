@@ -1,6 +1,7 @@
 """The register map: generated artefacts are fresh, and the seed's fields are where it says."""
 
 from tensore.model.arr_seq_regs import REGISTERS
+from tensore.model.timing import PERF_BANKS, PERF_COUNTERS
 from tensore import regs
 
 
@@ -29,7 +30,8 @@ def test_seed_fields():
 
 
 def test_perf_banks_are_49_counter_pairs():
-    for bank in ("weight_load", "matmul", "pe_regwrite"):
+    assert PERF_BANKS == ("weight_load", "matmul", "pe_regwrite") and PERF_COUNTERS == 49
+    for bank in PERF_BANKS:
         names = [n for n in REGISTERS if n.startswith(bank + "[")]
         assert len(names) == 98
         offsets = sorted(REGISTERS[n]["offset"] for n in names)

@@ -17,7 +17,8 @@ from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.array import FP32_PASSES
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import FP32Mode
+from tensore.model.isa.enums import FP32Mode, MXPerfMode
+from tensore.model.isa.microop import PUMP_PACK, full_cols
 
 FP8 = (Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 _UINT = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -117,12 +118,12 @@ class Geometry:
         return out
 
 
-MX_PACK = {"quad_row": 4, "oct_row": 8}
+MX_PACK = {"quad_row": PUMP_PACK[MXPerfMode.QUAD_ROW], "oct_row": PUMP_PACK[MXPerfMode.OCT_ROW]}
 
 
 def geometry(gen, rows=None, cols=None, *, dtype="bf16", out_dtype="fp32", double_row=False, mx=None) -> Geometry:
     gen = Gen.parse(gen)
-    full = 256 if gen.layout == Gen.MAVERICK else 128
+    full = full_cols(gen)
     rows, cols = rows or 128, cols or full
     if not (4 <= rows <= 128 and rows % 4 == 0):
         raise ValueError(f"--rows {rows}: a multiple of 4 from 4 to 128")

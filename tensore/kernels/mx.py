@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tensore.model import dtypes as dt
-from tensore.model.array import MX_BLOCK
-
-E8M0_BIAS = 127
+from tensore.model.dtypes import E8M0_BIAS
+from tensore.model.isa.microop import MX_BLOCK
 
 
 def emax(dtype, gen) -> int:

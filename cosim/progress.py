@@ -1,0 +1,176 @@
+"""Progress of exports and simulator builds (D-T67): the stage, files compiled of N and the elapsed
+time, as a bar redrawn in place on a terminal and as plain lines in a log (not a tty, `CI` set,
+`TERM=dumb`).
+
+    with Progress("build", log) as p:   # `log` silent: shows nothing
+        p.update(stage="compiling C++", done=3, total=40)
+    run_logged(cmd, logf, progress, meter)   # a subprocess's output to `logf`, each line to `meter`
+
+Output goes to a copy of stderr taken when the display starts, so a simulator whose output is
+redirected into its log file meanwhile (cosim/hdl.py `_redirect`) does not swallow it."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HEARTBEAT = 30.0        # seconds between plain lines while nothing changes
+PLAIN_EVERY = 10.0      # at most one plain line per this many seconds for file counts
+BAR = 24
+
+
+def silent(*_args) -> None:
+    """The quiet `log`: library calls that pass it show no progress."""
+
+
+def _stream():
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _is_tty(stream) -> bool:
+    return bool(stream is not None and stream.isatty() and not os.environ.get("CI")
+                and os.environ.get("TERM") != "dumb")
+
+
+class Progress:
+    """One export or build: `update` the stage and file counts; a thread redraws the bar (terminal)
+    or writes a heartbeat line (log) while the work runs in this thread."""
+
+    def __init__(self, what: str, log=silent, *, stage: str = "", total: int = 0):
+        self.what, self.stage, self.done, self.total = what, stage, 0, total
+        self.active = log is not silent
+        self.t0 = time.perf_counter()
+        self._said = (None, -1.0)               # (what a plain line last said, when)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.out = _stream() if self.active else None
+        self.active = self.out is not None
+        self.tty = _is_tty(self.out)
+        self._thread = threading.Thread(target=self._tick, daemon=True) if self.active else None
+
+    def __enter__(self) -> "Progress":
+        if self._thread is not None:
+            self._thread.start()
+            self._show(force=True)
+        return self
+
+    def __exit__(self, kind, *_exc) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        with self._lock:
+            if not self.stage.startswith("failed"):
+                self.stage = "failed" if kind else "done"
+            self._write(self._text(), end="\n", force=True)
+        self.out.close()
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def update(self, *, stage: str | None = None, done: int | None = None, total: int | None = None) -> None:
+        with self._lock:
+            changed = stage is not None and stage != self.stage
+            self.stage = self.stage if stage is None else stage
+            self.done = self.done if done is None else done
+            self.total = max(self.total if total is None else total, self.done)
+        self._show(force=changed)
+
+    def _text(self) -> str:
+        files = f"{self.done}/{self.total} files" if self.total else ""
+        if self.tty and self.total:
+            fill = round(BAR * self.done / self.total)
+            files = f"[{'#' * fill}{'.' * (BAR - fill)}] {files}"
+        parts = [p for p in (self.stage, files, f"{self.elapsed:.0f} s") if p]
+        return f"  {self.what}: " + ", ".join(parts)
+
+    def _show(self, force: bool = False) -> None:
+        if self.active:
+            with self._lock:
+                self._write(self._text(), force=force)
+
+    def _write(self, text: str, *, end: str = "", force: bool = False) -> None:
+        if self.tty:
+            self.out.write(f"\r\x1b[K{text}{end}")
+            self.out.flush()
+            return
+        key, last = self._said
+        now = self.elapsed
+        new = (self.stage, self.done)
+        if force or end or (new != key and now - last >= PLAIN_EVERY) or now - last >= HEARTBEAT:
+            self.out.write(text + "\n")
+            self._said = (new, now)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.25 if self.tty else 1.0):
+            self._show()
+
+
+_COMPILE = re.compile(r"^\s*(\S*/)?(ccache\s+)?(c\+\+|g\+\+|clang\+\+|gcc|cc)\s.*(\s-c\s|\.gch\b)")
+_LIST = re.compile(r"^(VM_\w+)\s*\+?=\s*((?:.*\\\n)*.*)$", re.M)
+_COUNTED = ("VM_CLASSES_FAST", "VM_CLASSES_SLOW", "VM_SUPPORT_FAST", "VM_SUPPORT_SLOW", "VM_GLOBAL_FAST",
+            "VM_GLOBAL_SLOW")
+
+
+def _planned(classes_mk: Path) -> int:
+    """The compiler runs one Verilated model's make does: each class file (or, without parallel
+    builds, one fast and one slow file), the runtime files and two precompiled headers."""
+    text = classes_mk.read_text()
+    lists = {m.group(1): m.group(2).replace("\\", " ").split() for m in _LIST.finditer(text)}
+    parallel = lists.get("VM_PARALLEL_BUILDS", ["1"])[0] != "0"
+    classes = sum(len(lists.get(k, [])) for k in _COUNTED[:4])
+    runtime = sum(len(lists.get(k, [])) for k in _COUNTED[4:])
+    user = classes_mk.with_name(classes_mk.name.replace("_classes.mk", ".mk"))
+    users = 0
+    if user.exists():
+        m = re.search(r"^VM_USER_CLASSES\s*=\s*((?:.*\\\n)*.*)$", user.read_text(), re.M)
+        users = len(m.group(1).replace("\\", " ").split()) if m else 0
+    return (classes if parallel else min(classes, 2)) + runtime + users + (2 if parallel else 0)
+
+
+class VerilatorMeter:
+    """Reads a Verilator `--build` log line by line: the stage (Verilating, compiling C++, linking)
+    and the compiler runs done of those planned in the generated makefiles under `obj`."""
+
+    def __init__(self, progress: Progress, obj: Path):
+        self.progress, self.obj, self.done = progress, Path(obj), 0
+        self.plans: dict[Path, int] = {}
+        progress.update(stage="Verilating")
+
+    def _total(self) -> int:
+        for mk in self.obj.rglob("*_classes.mk"):
+            if mk not in self.plans:
+                try:
+                    self.plans[mk] = _planned(mk)
+                except OSError:
+                    continue
+        return sum(self.plans.values())
+
+    def __call__(self, line: str) -> None:
+        if _COMPILE.match(line):
+            self.done += 1
+            self.progress.update(stage="compiling C++", done=self.done, total=self._total())
+        elif line.startswith("- Verilator: Built from"):
+            self.progress.update(total=self._total())
+        elif re.match(r"^\s*(\S*/)?(c\+\+|g\+\+)\s.*\s-o\s+\S+\s*$", line) and " -c " not in line:
+            self.progress.update(stage="linking")
+
+
+def run_logged(cmd: list, logf, *, env=None, cwd=None, meter=None) -> int:
+    """Run `cmd` with its output (stdout and stderr) written to `logf` and each line given to `meter`."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", bufsize=1)
+    for line in proc.stdout:
+        logf.write(line)
+        if meter is not None:
+            meter(line)
+    logf.flush()
+    return proc.wait()

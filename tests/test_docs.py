@@ -1,0 +1,108 @@
+"""The docs do what they say: README.md's and docs/isa.md's python blocks run, and
+docs/first_program.md runs as a user would follow it: its `sh` blocks as commands in a scratch
+directory (`tensore run`, `tensore cosim` on an 8 x 8 engine in Amaranth's simulator), its `python`
+blocks there, each checking the engine's numbers against numpy.  Blocks fenced `sh slow` (Verilator
+builds, full-size RTL, a waveform viewer) are shown, not run."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "docs" / "examples" / "first_program"
+FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```$", re.S | re.M)
+
+
+def blocks(doc: str) -> list:
+    """(info string, text) of every fenced block of a markdown file under the repository, in order."""
+    return [(m.group(1).strip(), m.group(2)) for m in FENCE.finditer((ROOT / doc).read_text())]
+
+
+def run_python(text: str, where: str) -> dict:
+    namespace = {"__name__": f"docs:{where}"}
+    exec(compile(text, where, "exec"), namespace)
+    return namespace
+
+
+def test_readme_python_blocks_run():
+    code = [text for info, text in blocks("README.md") if info == "python"]
+    assert code
+    for i, text in enumerate(code):
+        run_python(text, f"README.md python block {i}")
+
+
+def test_isa_operand_layout_example_runs():
+    code = [text for info, text in blocks("docs/isa.md") if info == "python"]
+    assert code and "load_order" in code[0]
+    for i, text in enumerate(code):
+        run_python(text, f"docs/isa.md python block {i}")
+
+
+def _program_lines(path: Path) -> list:
+    return [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_first_program_files_match_the_page_and_are_valid():
+    from tensore.model.isa import check
+    from tensore.model.isa.asm import assemble
+    page = (ROOT / "docs" / "first_program.md").read_text()
+    for name, gen in (("gemm.s", "mariana"), ("gemm_128.s", "mariana"), ("gemm_maverick.s", "maverick")):
+        data = assemble((EXAMPLES / name).read_text(), gen)
+        assert len(data) == 128 and check(data[:64], gen) == [] and check(data[64:], gen) == [], name
+        if name != "gemm_maverick.s":                             # the page shows these two in full
+            assert all(line in page for line in _program_lines(EXAMPLES / name)), name
+    assert all(f.stat().st_size < 16_000 for f in EXAMPLES.iterdir())          # sources, no binaries
+
+
+def _shims(bin_dir: Path):
+    """`tensore` and `python` as the page uses them, from this interpreter and this checkout."""
+    bin_dir.mkdir()
+    for name, cmd in (("tensore", f'"{sys.executable}" -m tensore.cli'), ("python", f'"{sys.executable}"')):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {cmd} "$@"\n')
+        (bin_dir / name).chmod(0o755)
+
+
+def test_first_program_walkthrough(tmp_path, monkeypatch):
+    """Every `sh` command and `python` block of docs/first_program.md in order, from a scratch
+    directory that sees the repository's docs/ (the commands' paths are relative to the root)."""
+    (tmp_path / "docs").symlink_to(ROOT / "docs")
+    _shims(tmp_path / "bin")
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    outputs, namespaces, kinds = {}, [], set()
+    for i, (info, text) in enumerate(blocks("docs/first_program.md")):
+        kinds.add(info)
+        if info == "python":
+            namespaces.append(run_python(text, f"docs/first_program.md block {i}"))
+        elif info == "sh":
+            for line in (ln.strip() for ln in text.splitlines()):
+                if not line or line.startswith("#"):
+                    continue
+                res = subprocess.run(["sh", "-c", line], cwd=tmp_path, env=env, capture_output=True,
+                                     text=True, timeout=600)
+                assert res.returncode == 0 and "Traceback" not in res.stderr, f"{line}\n{res.stdout}\n{res.stderr}"
+                outputs[line] = res.stdout
+    assert {"python", "sh", "sh slow"} <= kinds
+    run = next(out for cmd, out in outputs.items() if cmd.startswith("tensore run docs/examples/first_program/gemm.s"))
+    assert "2 executed, 0 refused" in run
+    cosim = next(out for cmd, out in outputs.items() if cmd.startswith("tensore cosim"))
+    assert "RTL on amaranth" in cosim and "lockstep vs golden engine: OK" in cosim
+    image = np.load(tmp_path / "build" / "first" / "sbuf.npz")     # step 1's numpy operands are the image's
+    assert np.array_equal(namespaces[0]["A"].astype(np.float32), image["a"])
+    assert np.array_equal(namespaces[0]["B"].astype(np.float32), image["b"])
+
+
+def test_first_program_exit_codes_as_the_page_says(tmp_path):
+    """Step 4: a refused micro-op (the 8 x 8 program on a 4 x 4 engine) exits 1 with the reason on
+    stderr, 0 with --allow-refused."""
+    sbuf = tmp_path / "sbuf.npz"
+    subprocess.run([sys.executable, str(EXAMPLES / "make_sbuf.py"), "-o", str(sbuf)], check=True,
+                   capture_output=True)
+    cmd = [sys.executable, "-m", "tensore.cli", "run", str(EXAMPLES / "gemm.s"), "--gen", "mariana",
+           "--rows", "4", "--cols", "4", "--sbuf", str(sbuf)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 1 and "refused" in res.stderr and "Traceback" not in res.stderr
+    assert subprocess.run(cmd + ["--allow-refused"], capture_output=True).returncode == 0
