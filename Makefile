@@ -54,6 +54,27 @@ lint: verilog
 icarus: $(STAMP)
 	$(PY) -c 'from tensore.cosim.hdl import ensure_icarus; ensure_icarus()'
 
+# The regression (README "Regression"): REGRESS_N random programs and REGRESS_FUZZ fuzz descriptors per
+# generation in REGRESS_SHARDS deterministic shards, run side by side here (each is `tensore regress
+# --shard i/n`, as a CI matrix or SLURM array job runs it), then merged into build/regress: regress.json,
+# junit.xml, coverage.html.  The full run is REGRESS_N=10000; e.g. `make regress REGRESS_N=20
+# REGRESS_FUZZ=10000` is a short one.  A shard's log: build/regress/shard-<i>.log.
+REGRESS_N ?= 10000
+REGRESS_FUZZ ?= 100000
+REGRESS_SHARDS ?= $(JOBS)
+REGRESS_DIR ?= build/regress
+REGRESS_ARGS ?= --rtl --shrink
+.PHONY: regress
+regress: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,regress]'
+	rm -rf $(REGRESS_DIR) && mkdir -p $(REGRESS_DIR)
+	@pids=""; for i in $$(seq 0 $$(($(REGRESS_SHARDS) - 1))); do \
+	  echo "shard $$i/$(REGRESS_SHARDS): log $(REGRESS_DIR)/shard-$$i.log"; \
+	  $(PY) -m tensore.cli regress -n $(REGRESS_N) --fuzz $(REGRESS_FUZZ) --shard $$i/$(REGRESS_SHARDS) \
+	    -o $(REGRESS_DIR) $(REGRESS_ARGS) > $(REGRESS_DIR)/shard-$$i.log 2>&1 & pids="$$pids $$!"; done; \
+	status=0; for p in $$pids; do wait $$p || status=1; done; \
+	$(PY) -m tensore.cli regress --merge -o $(REGRESS_DIR) || status=1; exit $$status
+
 bench: $(STAMP)
 	mkdir -p build
 	$(PY) -m tensore.bench -o build/bench.json $(BENCH_ARGS)

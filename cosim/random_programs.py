@@ -14,7 +14,14 @@ golden engine's: every PSUM bank of the array's partitions and the refused descr
 `shrink(program, fails)` minimises a program for which `fails(program)` is true: delta debugging
 (ddmin) over its descriptors, then over each descriptor's numeric fields (towards 0 / 1 / half), then
 its register writes; `save` / `load` write and read a reproducer (`.s` + `.npz`, the `.npz` usable
-with `tensore run --sbuf`)."""
+with `tensore run --sbuf`).
+
+After its blocks a program gets `extras` blocks drawn from a second random stream, so that the
+blocks of a seed stay what they were (D-T73): seed moves (MARIANA PeManageSeed, MAVERICK seed_mode
+matmuls), transposed weight loads, TAG_WEIGHT loads with MatmulSparse, matmuls along 2-D source and
+destination patterns, loads and matmuls in any row / column group, transposes of every element
+width, MX with FP8 E3M4 elements, LUT-mode moving codes, illegal mutants of any block; and random
+bypass_peregwrite_instr, matmul_done_last, perf counters and a one-entry FIFO."""
 from __future__ import annotations
 
 import json
@@ -36,6 +43,7 @@ from tensore.model.isa.check import matmul_input_dtypes
 FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
 BLOCKS = ("dense", "dense", "dense", "tiles", "transpose", "sparse", "mx", "lut", "round", "illegal")
+EXTRA_BLOCKS = ("seed", "xload", "tagw", "pattern", "groups", "transpose", "lut", "illegal_any", "dense", "mx", "round")
 
 
 class _Gen:
@@ -47,6 +55,7 @@ class _Gen:
         self.gen, self.rows, self.cols, self.rng = self.b.gen, rows, cols, self.b.rng
         self.mav = self.gen.layout == Gen.MAVERICK
         self.events: list = []                 # events set by earlier micro-ops, not yet waited for
+        self.extended = False                  # drawing the extra blocks (wider domains)
 
     # -- data ------------------------------------------------------------------------------------
     def codes(self, dtype, k, count):
@@ -146,13 +155,16 @@ class _Gen:
         b, rng = self.b, self.rng
         r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
         n = int(rng.integers(1, c + 1))
-        width = int(rng.choice([8, 16]))
+        width = int(rng.choice([8, 16, 32] if self.extended else [8, 16]))
         dtype = "fp8_e4m3" if width == 8 else "bf16"
+        if self.extended:
+            dtype = str(rng.choice({8: ["fp8_e4m3", "fp8_e5m2", "fp8_e3m4"], 16: ["bf16", "fp16"], 32: ["fp32"]}[width]))
         oa = self.put(rng.integers(0, 1 << width, (r, n), dtype=np.uint64), width // 8)
         flags = "flags=(xpose_mode=enabled, accumulate_flag=overwrite)" if self.mav else \
             ("flags=(xpose_mode=enabled) acc=single" if self.gen >= Gen.MARIANA else "transpose_mode=enabled acc=single")
-        out = "bf16" if self.gen >= Gen.MARIANA and rng.random() < 0.5 else "fp32"
-        b.line(f"matmul in_dtype={dtype} out_dtype={out} rows={r} cols={c} {b.tile()}{flags} {self.event_fields()}"
+        out = "bf16" if self.gen >= Gen.MARIANA and width != 32 and rng.random() < 0.5 else "fp32"
+        mode = "fp32_mode=high " if width == 32 else ""
+        b.line(f"matmul in_dtype={dtype} {mode}out_dtype={out} rows={r} cols={c} {b.tile()}{flags} {self.event_fields()}"
                f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(r, out)}")
 
     def sparse(self):
@@ -179,14 +191,17 @@ class _Gen:
         b, rng = self.b, self.rng
         if self.gen < Gen.MARIANA:
             return self.dense()
-        perf = str(rng.choice(["quad_row", "oct_row", "quad_row_interleave", "oct_row_tiled"] if not self.mav
-                              else ["quad_row", "oct_row"]))
+        perfs = ["quad_row", "oct_row"] + ([] if self.mav else ["quad_row_interleave", "oct_row_tiled"])
+        if self.extended:                       # every element order
+            perfs = ["quad_row", "oct_row", "quad_row_interleave", "oct_row_tiled", "quad_row_tiled", "oct_row_interleave"]
+        perf = str(rng.choice(perfs))
         pack = 4 if perf.startswith("quad") else 8
         rows = [r for r in range(1, self.rows + 1) if (r * pack) % 32 == 0]
         if not rows:
             return self.dense()
         r, c = int(rng.choice(rows)), int(rng.integers(1, self.cols + 1))
-        elems = [Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.FP4_EXP2] + ([Dtype.INT4, Dtype.FP8_EXP2] if self.mav else [])
+        elems = [Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.FP4_EXP2] + ([Dtype.INT4, Dtype.FP8_EXP2] if self.mav else []) + \
+            ([Dtype.FP8_EXP3] if self.extended else [])
         dtype = Dtype(rng.choice([int(d) for d in elems]))
         n = int(rng.integers(1, 9))
         k = r * pack
@@ -231,15 +246,21 @@ class _Gen:
         oa = self.put(self.codes("bf16", r, n), 2)
         b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={r} cols={c} {b.tile()}{self.acc(True)} "
                f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(n, 'fp32')}")
+        if self.extended:                       # moving codes through the table too
+            oa = self.put(rng.integers(0, 32, (r, n)), 1)
+            mode = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if self.mav else \
+                f"flags=(scalar_mode=lut) {self.acc(True)}"
+            b.line(f"matmul in_dtype=uint8 out_dtype=fp32 rows={r} cols={c} {b.tile()}{mode} "
+                   f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(n, 'fp32')}")
 
     def round(self):
         o = self.put(np.array([[int(self.rng.integers(0, 2))]]), 4)
         self.b.line(f"pe_reg_write reg=psum_round value=0 {self.event_fields()}"
                     f"src=(start_addr=sbuf(0,{o:#x}), step_elem=[1], num_elem=[1])")
 
-    def illegal(self):
-        """A legal descriptor of another block with one byte changed until `check` refuses it, or an
-        opcode the generation does not have."""
+    def illegal(self, base=None):
+        """A legal descriptor of another block (`base`, or a dense / PeRegWrite block) with one byte
+        changed until `check` refuses it, or an opcode the generation does not have."""
         rng = self.rng
         if rng.random() < 0.2:
             missing = [op for op in range(1, 256) if op not in {int(o) for o in opcodes_of(self.gen)}]
@@ -247,7 +268,7 @@ class _Gen:
             data[0] = int(rng.choice(missing))
         else:
             saved, events = list(self.b.lines), list(self.events)
-            (self.dense if rng.random() < 0.7 else self.round)()
+            (base or (self.dense if rng.random() < 0.7 else self.round))()
             data = bytearray(assemble(self.b.lines[-1], self.gen))
             self.b.lines, self.events = saved, events
             for _ in range(64):
@@ -260,23 +281,184 @@ class _Gen:
                 data[0] = 0xFF
         self.b.line(disassemble(bytes(data), self.gen, annotate=False).strip())
 
+    # -- extra blocks (the second random stream, D-T73) -------------------------------------------
+    def illegal_any(self):
+        kinds = [k for k in BLOCKS + EXTRA_BLOCKS if not k.startswith("illegal")]
+        self.illegal(getattr(self, str(self.rng.choice(kinds))))
 
-def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8) -> Program:
+    def round_imm(self):
+        """PeRegWrite of the PSUM rounding with a random immediate (used with bypass_peregwrite_instr)
+        and a random SBUF value."""
+        o = self.put(np.array([[int(self.rng.integers(0, 2))]]), 4)
+        self.b.line(f"pe_reg_write reg=psum_round value={int(self.rng.integers(0, 2))} {self.event_fields()}"
+                    f"src=(start_addr=sbuf(0,{o:#x}), step_elem=[1], num_elem=[1])")
+
+    def seed(self):
+        """Save or load SR states: MARIANA PeManageSeed (16 states of each partition), MAVERICK a
+        seed_mode matmul (the two states of one bank of each partition)."""
+        b, rng = self.b, self.rng
+        if self.gen < Gen.MARIANA:
+            return self.dense()
+        mode = str(rng.choice(["save_seed", "load_seed"]))
+        states = rng.integers(0, 1 << 32, (16, 128), dtype=np.uint64)
+        if self.mav:            # SaveSeed only: a LoadSeed pattern holds one seed per column of the array,
+            mode = "save_seed"  # which the size-free check refuses on a small array (the library loads them)
+            o = self.put(states[:1, :2 * self.cols], 4)
+            bank = int(rng.integers(0, addrmap.PSUM_BANKS))
+            off = 4 * int(rng.integers(0, addrmap.PSUM_BANK_CELLS - 1))
+            b.line("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
+                   f"tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
+                   f"{self.event_fields()}src=(start_addr=sbuf(0,{o:#x}), step_elem=[1,0,0], num_elem=[{2 * self.cols},1,1]) "
+                   f"dst=(start_addr=psum(0,{bank},{off:#x}), step_elem=[1,0,1], num_elem=[1,1,2])")
+            return
+        ident = self.put(np.array([[0x3F80] * 16]), 2)                      # bf16 1.0
+        idp = f"identity_dtype=bf16 identity_mem_pattern=(start_addr=sbuf(0,{ident:#x}), step_elem=[1], num_elem=[16])"
+        if mode == "save_seed":
+            b.line(f"pe_manage_seed mode=save_seed rows=16 cols=128 {idp} {self.event_fields()}"
+                   "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])")
+        else:
+            o = self.put(states, 4)                                          # state s in partition s
+            b.line(f"pe_manage_seed mode=load_seed rows=16 cols=128 {idp} {self.event_fields()}"
+                   f"src_seed_mem_pattern=(start_addr=sbuf(0,{o:#x}), step_elem=[1,0], num_elem=[128,1])")
+
+    def _matmuls(self, dtype, r, c, where="", count=None):
+        """1-3 matmuls of `dtype` on the loaded r x c block."""
+        b, rng = self.b, self.rng
+        for i in range(count or int(rng.integers(1, 4))):
+            n = int(rng.integers(1, 17))
+            out = "bf16" if self.gen >= Gen.MARIANA and rng.random() < 0.3 else "fp32"
+            oa = self.put(self.codes(dtype, r, n), dt.format_of(dtype, self.gen).width // 8)
+            b.line(f"matmul in_dtype={Dtype.parse(dtype).name.lower()} out_dtype={out} rows={r} cols={c} "
+                   f"{where or b.tile()}{self.acc(i == 0)} {self.event_fields()}"
+                   f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(n, out)}")
+
+    def groups(self):
+        """A weight load and matmuls in a random row group / column group (CAYMAN / MARIANA: each group
+        a quarter of the array; the block reaches to the array's edge at most)."""
+        b, rng = self.b, self.rng
+        if self.mav:
+            return self.tiles()
+        rg, cg = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+        r = int(rng.integers(1, self.rows - rg * self.rows // 4 + 1))
+        c = int(rng.integers(1, self.cols - cg * self.cols // 4 + 1))
+        dtype = str(rng.choice(["bf16", "fp16", "fp8_e4m3"]))
+        ow = self.put(self.codes(dtype, r, c), dt.format_of(dtype, self.gen).width // 8)
+        _, lo = self.order()
+        where = f"row_grp={rg} col_grp={cg} "
+        b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {where}{lo}src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        self._matmuls(dtype, r, c, where)
+
+    def xload(self):
+        """A transposed weight load (stationary column c from partition c, row k from element k of a
+        strided pattern), then matmuls."""
+        b, rng = self.b, self.rng
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        dtype, step = str(rng.choice(["bf16", "fp16"])), int(rng.choice([1, 2]))
+        ow = self.put(self.codes(dtype, c, step * r), 2)
+        lo = str(rng.choice(["first_col_first", "last_col_first"]))
+        flags = f"flags=(xpose_mode=enabled, load_order={lo}) " if self.gen >= Gen.MARIANA else \
+            f"transpose_mode=enabled load_order={lo} "
+        b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {b.tile()}{flags}{self.event_fields()}"
+               f"src={_t3(f'sbuf(0,{ow:#x})', r, step)}")
+        self._matmuls(dtype, r, c)
+
+    def tagw(self):
+        """A TAG_WEIGHT load ({u16 weight, u16 tag} elements) and a MatmulSparse over 2-4 fmaps
+        (CAYMAN / MARIANA)."""
+        b, rng = self.b, self.rng
+        if self.mav:
+            return self.dense()
+        r, c, n = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1)), int(rng.integers(1, 9))
+        dtype, fmaps = str(rng.choice(["bf16", "fp16"])), int(rng.integers(2, 5))
+        tags = rng.integers(0, fmaps, (r, c)).astype(np.uint64)
+        ow = self.put(self.codes(dtype, r, c) | (tags << np.uint64(16)), 4)
+        oa = self.put(self.codes(dtype, r, fmaps * n), 2)
+        _, lo = self.order()
+        b.line(f"ldweights in_dtype={dtype} tag_weight_mode=tag_weight rows={r} cols={c} {lo}{self.event_fields()}"
+               f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        b.line(f"matmul_sparse in_dtype={dtype} out_dtype=fp32 rows={r} cols={c} {self.acc(True)} "
+               f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+               f"dst={self.dst(n, 'fp32')}")
+
+    def pattern(self):
+        """A weight load and a matmul whose moving vectors come along a strided 2-D pattern and land
+        along a 2-D destination pattern inside one bank."""
+        b, rng = self.b, self.rng
+        dtype = str(rng.choice(["bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]))
+        esize = dt.format_of(dtype, self.gen).width // 8
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        ow = self.put(self.codes(dtype, r, c), esize)
+        _, lo = self.order()
+        b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {b.tile()}{lo}src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        n0, n1, s0 = int(rng.integers(1, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 3))
+        s1 = s0 * n0 + int(rng.integers(0, 4))
+        oa = self.put(self.codes(dtype, r, (n1 - 1) * s1 + (n0 - 1) * s0 + 1), esize)
+        out = "bf16" if self.gen >= Gen.MARIANA and rng.random() < 0.3 else "fp32"
+        cell = 2 if out == "bf16" else 4
+        d1 = n0 + int(rng.integers(0, 4))
+        span = (n1 - 1) * d1 + n0
+        bank = int(rng.integers(0, addrmap.PSUM_BANKS))
+        off = cell * int(rng.integers(0, addrmap.PSUM_BANK_BYTES // cell - span + 1))
+        b.line(f"matmul in_dtype={dtype} out_dtype={out} rows={r} cols={c} {b.tile()}{self.acc(True)} "
+               f"{self.event_fields()}src=(start_addr=sbuf(0,{oa:#x}), step_elem=[{s0},{s1},0], num_elem=[{n0},{n1},1]) "
+               f"dst=(start_addr=psum(0,{bank},{off:#x}), step_elem=[1,{d1},0], num_elem=[{n0},{n1},1])")
+
+
+def _first_regs(rng) -> tuple:
+    """The first stream's register fields: (queue_cfg, arr_cluster_cfg)."""
+    queue, cluster = {}, {}
+    if rng.random() < 0.3:
+        queue = dict(fifo_size_sel=int(rng.integers(0, 2)), disable_dependency_check=int(rng.random() < 0.3))
+    if rng.random() < 0.3:
+        cluster = dict(en_inter_instr_dly=1, inter_instr_dly_cnt=int(rng.integers(0, 8)))
+    return queue, cluster
+
+
+def _extra_regs(xr, queue: dict, cluster: dict) -> dict:
+    """The extra stream's bypass_peregwrite_instr, matmul_done_last and perf counter draws; the
+    register values."""
+    regs = {}
+    if xr is not None:
+        if xr.random() < 0.15:
+            queue["bypass_peregwrite_instr"] = 1
+        if xr.random() < 0.15:
+            cluster["matmul_done_last"] = 0
+        if xr.random() < 0.3:
+            regs["perf_cntr_cfg"] = _reg_value("perf_cntr_cfg", cntr_en=1)
+    if queue:
+        regs["queue_cfg"] = _reg_value("queue_cfg", **queue)
+    if cluster:
+        regs["arr_cluster_cfg"] = _reg_value("arr_cluster_cfg", **cluster)
+    return regs
+
+
+def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8, extras: int | None = None) -> Program:
     """A random program of `blocks` blocks for `gen` on a rows x cols array (MAVERICK: rows x 2 cols,
-    working in the left half like the library), with the golden engine's expectations."""
+    working in the left half like the library), then `extras` blocks from the second stream (default
+    blocks // 3; 0: none), with the golden engine's expectations."""
     g = _Gen(gen, seed, rows, cols)
     kinds = [k for k in BLOCKS if not (k in ("mx", "lut") and g.gen < Gen.MARIANA)]
     for _ in range(blocks):
         getattr(g, str(g.rng.choice(kinds)))()
-    regs = {}
-    if g.rng.random() < 0.3:
-        regs["queue_cfg"] = _reg_value("queue_cfg", fifo_size_sel=int(g.rng.integers(0, 2)),
-                                       disable_dependency_check=int(g.rng.random() < 0.3))
-    if g.rng.random() < 0.3:
-        regs["arr_cluster_cfg"] = _reg_value("arr_cluster_cfg", en_inter_instr_dly=1,
-                                             inter_instr_dly_cnt=int(g.rng.integers(0, 8)))
-    g.b.p.regs = regs
-    return finish(g.b.done())
+    queue, cluster = _first_regs(g.rng)
+    extras = blocks // 3 if extras is None else extras
+    xr = np.random.default_rng([seed, 0x7E5]) if extras else None
+    if xr is not None:
+        g.rng = g.b.rng = xr
+        g.extended = True
+        xkinds = [("round_imm" if k == "round" else k) for k in EXTRA_BLOCKS
+                  if not (k in ("mx", "lut") and g.gen < Gen.MARIANA)]
+        for _ in range(extras):
+            getattr(g, str(xr.choice(xkinds)))()
+    g.b.p.regs = _extra_regs(xr, queue, cluster)
+    program = g.b.done()
+    try:
+        return finish(program)
+    except ValueError as exc:                  # a wait whose setting micro-op was refused: drop the waits
+        if "stalls" not in str(exc):
+            raise
+        program.text = re.sub(r" wait=\d+", "", program.text)
+        return finish(program)
 
 
 def run_golden(program: Program):

@@ -21,11 +21,13 @@ SEEDS = range(12)
 REPRO = Path(__file__).parent / "repro"
 STEMS = sorted(p.stem for p in REPRO.glob("*.s"))
 RTL_GAPS = {     # RTL changes needed (rtl/ is not changed with these reproducers); strict: an RTL fix turns them green
-    "dtype_mix_mariana": "the engine RTL has no matmul-time DTYPE_MIX refusal (FP32 weights, FP16 moving; D-T31)",
-    "mx_pump_mismatch_mariana": "the engine RTL has no matmul-time BAD_MX refusal of weights loaded in another "
-                                "pump mode (QUAD_ROW weights, OCT_ROW MatmulMX; D-T31)",
     "fp32_4pass_then_matmul_mariana": "the engine RTL writes the last PSUM cell of an FP32 4-pass (HIGH / LOW_HIGH) "
                                       "matmul again two cycles after its last write when a matmul follows at once",
+    "fp32_4pass_then_xpose_mariana": "the same FP32 4-pass gap when a transposing matmul follows at once",
+    "psum_collision_cayman": "two matmuls write one PSUM partition (two banks) in one cycle; the RTL keeps one "
+                             "write (issue 20 item 4)",
+    "pe_reg_write_value_maverick": "the golden engine refuses a PeRegWrite whose SBUF value is neither 0 nor 1; "
+                                   "the RTL executes it",
 }
 
 
@@ -174,3 +176,35 @@ def test_reproducer_replays_on_the_golden_engine(stem):
 def test_reproducer_on_the_rtl(stem):
     bad = lockstep.run(R.load(REPRO / stem), psum_partitions=8)
     assert bad is None, str(bad)
+
+
+# --- the extra blocks (second random stream, D-T73) ------------------------------------------------
+
+def test_extra_blocks_keep_the_first_streams_program():
+    """A seed's first-stream program is the prefix of its program with extra blocks, bit for bit."""
+    for gen in (Gen.CAYMAN, Gen.MAVERICK):
+        for seed in range(4):
+            base, full = R.generate(gen, seed, extras=0), R.generate(gen, seed, extras=5)
+            assert full.text.startswith(base.text) and len(full.text) > len(base.text)
+            assert np.array_equal(full.sbuf[:, :0x100], base.sbuf[:, :0x100])
+
+
+def test_extra_blocks_reach_what_the_first_stream_does_not():
+    """Across seeds the extra blocks execute seed moves (every opcode of MARIANA), transposed and
+    TAG_WEIGHT loads, 2-D patterns, row / column groups, 32-bit transposes, LUT moving codes, the MX
+    element orders, and the bypass / done-first / perf-counter registers."""
+    import re
+    text, regs, executed = "", set(), set()
+    for seed in range(16):
+        p = R.generate("mariana", seed, extras=6)
+        _, trace = R.run_golden(p)
+        executed |= {o.desc.op for o in trace.ops if o.error == ErrorCode.NONE}
+        text += p.text
+        regs |= set(p.regs)
+    assert {int(op) for op in opcodes_of("mariana")} <= {int(op) for op in executed}
+    for needle in ("pe_manage_seed mode=save_seed", "pe_manage_seed mode=load_seed", "xpose_mode=enabled, load_order",
+                   "tag_weight_mode=tag_weight", "step_elem=[1,", "row_grp=1", "in_dtype=fp32 fp32_mode=high out_dtype",
+                   "in_dtype=uint8 out_dtype=fp32", "oct_row_interleave"):
+        assert needle in text, needle
+    assert len(set(re.findall(r"perf_mode=(\w+)", text))) >= 5
+    assert {"queue_cfg", "arr_cluster_cfg", "perf_cntr_cfg"} <= regs

@@ -1,0 +1,596 @@
+"""Functional coverage of golden-engine runs (issue #18 item 4, D-T74).
+
+`facts(program, trace)` reads one run of the golden engine (the decoded descriptors, their refusal
+codes, issue cycles and events) and names the coverage bins it hits, once per program:
+
+    opcode            every opcode the generation has, executed
+    load              weight loads: dtype x mode (plain, transposed, TAG_WEIGHT, LUT, FP8 double row,
+                      MX quad / oct) x load order
+    matmul            opcode x dtype x mode (plain, moving dtype other than the stationary one, fp32
+                      LOW / HIGH / LOW_HIGH, double row, LUT moving codes, LUT weights, MX, transpose,
+                      seed move)
+    flags             accumulate group (MAVERICK: overwrite / accumulate) x zero region x out dtype
+    mx                op x element dtype x perf mode (the element orders: interleaved, tiled)
+    xpose             transposed element width x out dtype;  sparse: fmaps, tag source
+    tiles             row / column groups (MAVERICK tile size and selects)
+    error             every error code;  stall: every issue rule that delayed an issue (`stalls`)
+    zero              banks zeroed x wrapping past bank 7;  rounding: bf16 PSUM writes under RNE / SR,
+                      PeRegWrite value x source (SBUF fetch or bypass)
+    seed, events, config, values   seed moves, event set / wait / wait that stalled, host register
+                      settings, classes of the values written to PSUM (NaN, Inf, -0, subnormal, ...)
+
+`Coverage` accumulates facts and writes them through cocotb-coverage (CoverPoint / CoverCross, one
+cross per group, illegal combinations as ignore bins) to its XML database; shards' databases merge
+with cocotb-coverage's `merge_coverage`; `report(xml)` lists every group's coverage and its holes,
+as text and HTML.  `stalls(trace, regs)` names, for each issued micro-op, the issue rules of
+docs/timing.md that set its issue cycle: a monitor that restates the rules from the trace alone,
+so a micro-op whose cycle none of them explains is reported as `unexplained`."""
+from __future__ import annotations
+
+import ast
+import html
+import threading
+from collections import Counter
+from itertools import product
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa import ErrorCode, Opcode, opcodes_of
+from tensore.model.isa.check import active_cols, matmul_input_dtypes
+from tensore.model.isa.enums import (AccumulateGroup, FP32Mode, LoadOrder, MXPerfMode, PerfOpt, ScalarMode, SeedMode,
+                                     TagWeightMode, TileColSize, TileRowSize)
+from tensore.model.isa.layouts import EVENT_NONE
+from tensore.model.timing import MAX_IN_FLIGHT
+
+PREFIX = "tensore"
+_LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
+MATMULS = (Opcode.MATMUL, Opcode.MATMUL_MX, Opcode.MATMUL_SPARSE)
+LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
+BARRIERS = (Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MANAGE_SEED)
+RULES = ("fifo_full", "inter_instr_delay", "after_barrier", "barrier", "dependency_check_off", "weight_port",
+         "swap_wait", "sparse_drain", "moving_port", "after_load", "pass_or_kind_change", "in_flight_limit",
+         "wait_event", "pass_rhythm", "unexplained")
+FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
+VALUES = ("zero", "-0", "normal", "subnormal", "+inf", "-inf", "nan")
+
+
+def _cv():
+    try:
+        from cocotb_coverage import coverage
+    except ImportError as exc:           # the `regress` / `test` extras install it
+        raise ValueError("functional coverage needs cocotb-coverage: pip install 'tensore[regress]'") from exc
+    return coverage
+
+
+def _name(x) -> str:
+    return x.name.lower() if hasattr(x, "name") else str(x)
+
+
+# --- the coverage model of a generation --------------------------------------------------------------
+
+def _mx_dtypes(gen) -> list:
+    return [_name(d) for d in sorted(dt.dtypes_of(gen)) if dt.is_valid_mx_dtype(d, gen)]
+
+
+def model(gen) -> dict:
+    """{group: (axes {axis: bins}, legal(*bin) or None)} for `gen`: the bins and the combinations that
+    count (the rest are ignore bins of the cross)."""
+    gen = Gen.parse(gen)
+    mav, mx = gen.layout == Gen.MAVERICK, gen >= Gen.MARIANA
+    mm_dtypes = [_name(d) for d in sorted(matmul_input_dtypes(gen))]
+    mxd = _mx_dtypes(gen) if mx else []
+    fp8 = {_name(d) for d in FP8}
+    sixteen = {"bfloat16", "fp16"}
+    load_modes = ["plain", "xpose"] + ([] if mav else ["tag_weight", "double_row"]) + (["lut"] if mx else []) + \
+        (["mx_quad", "mx_oct"] if mx else [])
+
+    def load_ok(d, mode, order):
+        if mode == "lut":
+            return d == "uint8"
+        if mode.startswith("mx"):
+            return d in mxd
+        if d == "uint8" or (d not in mm_dtypes):
+            return False
+        return {"xpose": d in sixteen, "tag_weight": d in sixteen, "double_row": d in fp8}.get(mode, True)
+
+    mm_ops = ["matmul", "matmul_sparse"] + (["matmul_mx"] if mx and not mav else [])
+    mm_modes = ["plain", "mixed", "fp32_low", "fp32_high", "fp32_low_high", "xpose"] + \
+        ([] if mav else ["double_row"]) + (["lut", "lut_weights", "mx"] if mx else []) + (["seed"] if mav else [])
+
+    def mm_ok(op, d, mode):
+        if op == "matmul_mx" or mode == "mx":
+            return mode == "mx" and d in mxd and op == ("matmul" if mav else "matmul_mx")
+        if mode == "lut" or d == "uint8":
+            return mode == "lut" and d == "uint8" and op == "matmul"
+        if d not in mm_dtypes:
+            return False
+        if op == "matmul_sparse":
+            return mode == "plain" and d in sixteen
+        if mode.startswith("fp32"):
+            return d == "fp32"
+        if mode == "seed":
+            return d == "fp32"
+        if d == "fp32":
+            return mode == "xpose"
+        return {"mixed": d in sixteen | fp8, "double_row": d in fp8, "lut_weights": d in sixteen}.get(mode, True)
+
+    accs = ["overwrite", "accumulate"] if mav else [_name(a) for a in AccumulateGroup]
+    zeros = ["none"] if mav else ["none", "1", "2", "4", "8"]
+    outs = ["fp32", "bfloat16"] if mx else ["fp32"]
+    groups = {
+        "opcode": ({"op": [_name(o) for o in sorted(opcodes_of(gen))]}, None),
+        "load": ({"dtype": sorted(set(mm_dtypes + mxd + (["uint8"] if mx else []))), "mode": load_modes,
+                  "order": [_name(o) for o in LoadOrder]}, load_ok),
+        "matmul": ({"op": mm_ops, "dtype": sorted(set(mm_dtypes + mxd + (["uint8"] if mx else []))), "mode": mm_modes},
+                   mm_ok),
+        "flags": ({"acc": accs, "zero": zeros, "out": outs},       # a group start zeroes 1 bank or more
+                  lambda a, z, o: mav or (z == "none") == (a in ("multi_mid", "multi_end"))),
+        "xpose": ({"width": ["8", "16", "32"], "out": outs}, lambda w, o: not (w == "32" and o == "bfloat16")),
+        "sparse_fmaps": ({"fmaps": ["2", "3", "4"]}, None),
+        "sparse_tags": ({"source": ["force_0", "force_4", "force_8", "force_12"] + ([] if mav else ["tag_weight"])},
+                        None),
+        "tiles": ({"tile": _tiles(gen)}, None),
+        "error": ({"code": _error_bins(gen)}, None),
+        "stall": ({"rule": [r for r in RULES if r != "unexplained"]}, None),
+        "events": ({"event": ["set", "wait", "wait_stalled"]}, None),
+        "config": ({"setting": ["fifo_1", "dependency_check_off", "inter_instr_delay", "bypass_peregwrite",
+                                "matmul_done_first", "perf_counters"]}, None),
+        "values": ({"value": list(VALUES)}, None),
+        "round_reg": ({"value": ["rne", "sr"], "source": ["sbuf", "bypass"]}, None),
+    }
+    if not mav:
+        groups["zero"] = ({"banks": ["1", "2", "4", "8"], "wrap": ["no", "yes"]}, lambda b, w: not (b == "1" and w == "yes"))
+    if mx:
+        groups["mx"] = ({"op": ["load", "matmul"], "dtype": mxd,
+                         "perf": [_name(m) for m in MXPerfMode if m != MXPerfMode.NONE]}, None)
+        groups["rounding"] = ({"bf16_write": ["rne", "sr"]}, None)
+        groups["seed"] = ({"move": ["save_seed", "load_seed"]}, None)
+    return groups
+
+
+def _error_bins(gen) -> list:
+    """The refusal codes a descriptor of `gen` can draw: not OPCODE_NOT_IN_GEN where every PE opcode
+    exists, no seed / LUT / indirect-pattern codes before MARIANA, no accumulate-flag code on
+    MAVERICK (its accumulate_flag is one bit)."""
+    never = set()
+    if {int(o) for o in Opcode} <= {int(o) for o in opcodes_of(gen)}:
+        never.add(ErrorCode.OPCODE_NOT_IN_GEN)
+    if gen < Gen.MARIANA:
+        never |= {ErrorCode.BAD_SEED_OP, ErrorCode.BAD_LUT, ErrorCode.UNSUPPORTED_PATTERN}
+    if gen.layout == Gen.MAVERICK:
+        never.add(ErrorCode.BAD_ACCUMULATE)
+    return [_name(e) for e in ErrorCode if e != ErrorCode.NONE and e not in never]
+
+
+def _tiles(gen) -> list:
+    if gen.layout == Gen.MAVERICK:
+        return ["r128_c128", "r128_c256", "r64_c128_0_0", "r64_c128_0_1", "r64_c128_1_0", "r64_c128_1_1", "r64_c256_0",
+                "r64_c256_1", "r128_c128_col1"]
+    return [f"row{r}_col{c}" for r in range(4) for c in range(4)]
+
+
+# --- what one run hits -------------------------------------------------------------------------------
+
+def _flag(f, name, default=0):
+    return f.get("flags", {}).get(name, f.get(name, default))
+
+
+def _xpose(f) -> bool:
+    return bool(_flag(f, "xpose_mode") or f.get("transpose_mode", 0))
+
+
+def _mx(op, f) -> bool:
+    return op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX) or f.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
+
+
+def _tile(gen, f) -> str:
+    if gen.layout == Gen.MAVERICK:
+        ts, sel = f["tile_size"], f["tile_sel"]
+        r = "r64" if ts["row_size_log2"] == TileRowSize.R64 else "r128"
+        c = "c128" if ts["col_size_log2"] == TileColSize.C128 else "c256"
+        if r == "r64":
+            return f"r64_{c}_{sel['row_sel']}" + (f"_{sel['col_sel']}" if c == "c128" else "")
+        return f"{r}_{c}" + ("_col1" if c == "c128" and sel["col_sel"] else "")
+    return f"row{f.get('row_grp', 0)}_col{f.get('col_grp', 0)}"
+
+
+def _load_mode(op, f) -> str:
+    if _mx(op, f):
+        return "mx_quad" if f["perf_mode"] in (1, 2, 3) else "mx_oct"
+    if _flag(f, "scalar_mode") == ScalarMode.LUT:
+        return "lut"
+    if f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT:
+        return "tag_weight"
+    if _xpose(f):
+        return "xpose"
+    return "double_row" if f.get("perf_opt") == PerfOpt.DOUBLE_ROW else "plain"
+
+
+def _mm_mode(op, f, stationary) -> str:
+    if _flag(f, "seed_mode"):
+        return "seed"
+    if _mx(op, f):
+        return "mx"
+    if _xpose(f):
+        return "xpose"
+    if f.get("fp32_mode", 0):
+        return "fp32_" + _name(FP32Mode(f["fp32_mode"]))
+    if f.get("perf_opt") == PerfOpt.DOUBLE_ROW:
+        return "double_row"
+    if _flag(f, "scalar_mode") == ScalarMode.LUT:
+        return "lut"
+    if stationary == "lut":
+        return "lut_weights"
+    return "mixed" if stationary not in (None, _name(f["in_dtype"])) else "plain"
+
+
+def _acc(f) -> tuple:
+    """(accumulate group, zero region or 'none')."""
+    if "psum_accumulate_flags" in f:
+        flags = f["psum_accumulate_flags"]
+        group = _name(AccumulateGroup(flags & 3))
+        zero = str(1 << int(f["psum_zero_region"])) if flags & 1 and "psum_zero_region" in f else "none"
+        return group, zero
+    return _name(f["flags"]["accumulate_flag"]), "none"
+
+
+def _value_classes(trace) -> set:
+    out = set()
+    for nbytes, shift in ((4, 0), (2, 16)):
+        bits = np.array([e.data["bits"] for e in trace.events if e.kind == "psum_write" and e.data["bytes"] == nbytes],
+                        np.uint32)
+        if not bits.size:
+            continue
+        x = (bits << np.uint32(shift)).view(np.float32)
+        with np.errstate(invalid="ignore"):
+            for name, hit in (("zero", (x == 0) & ~np.signbit(x)), ("-0", (x == 0) & np.signbit(x)),
+                              ("nan", np.isnan(x)), ("+inf", x == np.inf), ("-inf", x == -np.inf),
+                              ("subnormal", (x != 0) & (np.abs(x) < np.finfo(np.float32).tiny)),
+                              ("normal", np.abs(x) >= np.finfo(np.float32).tiny)):
+                if (hit & ~np.isnan(x) if name == "normal" else hit).any():
+                    out.add(name)
+    return out
+
+
+def _config(regs: dict) -> set:
+    from tensore.model.regs import RegisterFile
+    rf = RegisterFile()
+    for name, value in regs.items():
+        rf.write(rf.offset_of(name), value)
+    checks = {"fifo_1": ("queue_cfg", "fifo_size_sel", 1), "dependency_check_off": ("queue_cfg", "disable_dependency_check", 1),
+              "inter_instr_delay": ("arr_cluster_cfg", "en_inter_instr_dly", 1),
+              "bypass_peregwrite": ("queue_cfg", "bypass_peregwrite_instr", 1),
+              "matmul_done_first": ("arr_cluster_cfg", "matmul_done_last", 0), "perf_counters": ("perf_cntr_cfg", "cntr_en", 1)}
+    return {k for k, (reg, field, want) in checks.items() if rf.get(reg, field) == want}
+
+
+def _matmul_facts(hit, gen, o, st):
+    d, f = o.desc, o.desc.fields
+    mode = _mm_mode(d.op, f, st["stationary"])
+    hit("matmul", o.name, _name(f["in_dtype"]), mode)
+    if mode == "seed":
+        hit("seed", _name(SeedMode(_flag(f, "seed_mode"))))
+        return
+    out = _name(f.get("out_dtype") or Dtype.FP32)
+    hit("flags", *_acc(f), out)
+    if mode == "mx":
+        hit("mx", "matmul", _name(f["in_dtype"]), _name(MXPerfMode(f["perf_mode"])))
+    if mode == "xpose":
+        hit("xpose", str(dt.format_of(f["in_dtype"], gen).width), out)
+    if d.op == Opcode.MATMUL_SPARSE:
+        hit("sparse_fmaps", str(f["src_mem_pattern"]["num_elem"][3]))
+    if out == "bfloat16" and mode != "xpose":
+        hit("rounding", "sr" if st["round_sr"] else "rne")
+
+
+def _op_facts(hit, trace, o, st):
+    """The bins an executed micro-op hits; `st` carries the stationary dtype and the rounding mode."""
+    d, f = o.desc, o.desc.fields
+    hit("opcode", o.name)
+    for name, event in (("set", d.events.set_event), ("wait", d.events.wait_event)):
+        if event != EVENT_NONE:
+            hit("events", name)
+    if "tile_size" in f or "row_grp" in f:
+        hit("tiles", _tile(trace.gen, f))
+    if d.op in (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX):
+        mode = _load_mode(d.op, f)
+        hit("load", _name(f["in_dtype"]), mode, _name(LoadOrder(_flag(f, "load_order"))))
+        st["stationary"] = "lut" if mode == "lut" else _name(f["in_dtype"])
+        if mode == "tag_weight":
+            hit("sparse_tags", "tag_weight")
+        if _mx(d.op, f):
+            hit("mx", "load", _name(f["in_dtype"]), _name(MXPerfMode(f["perf_mode"])))
+    elif d.op == Opcode.LDTAGS:
+        hit("sparse_tags", f"force_{f['force_tag_bits']}")
+    elif d.op in MATMULS:
+        _matmul_facts(hit, trace.gen, o, st)
+    elif d.op == Opcode.PE_REG_WRITE:
+        value = next((e.data["value"] for e in trace.events if e.kind == "reg" and e.op == o.index), 0)
+        st["round_sr"] = value == 1
+        hit("round_reg", "sr" if st["round_sr"] else "rne", "bypass" if st["bypass"] else "sbuf")
+    elif d.op == Opcode.PE_MANAGE_SEED:
+        hit("seed", _name(SeedMode(f["mode"])))
+
+
+def facts(program, trace, sbuf_latency: int = 2) -> set:
+    """The bins one golden run hits: {(generation, group, bin tuple)}."""
+    out: set = set()
+
+    def hit(group, *key):
+        out.add((trace.gen.name, group, tuple(str(k) for k in key)))
+    config = _config(program.regs)
+    for s in config:
+        hit("config", s)
+    st = {"stationary": None, "round_sr": False, "bypass": "bypass_peregwrite" in config}
+    for o in trace.ops:
+        if o.error != ErrorCode.NONE:
+            hit("error", _name(o.error))
+        elif o.t_issue is not None:
+            _op_facts(hit, trace, o, st)
+    for e in trace.events:
+        if e.kind == "psum_zero":
+            hit("zero", str(e.data["banks"]), "yes" if e.data["bank"] + e.data["banks"] > 8 else "no")
+    for v in _value_classes(trace):
+        hit("values", v)
+    for _, rules in stalls(trace, program.regs, sbuf_latency):
+        for r in rules:
+            hit("stall", r)
+            if r == "wait_event":
+                hit("events", "wait_stalled")
+    return out
+
+
+# --- the issue-rule monitor (docs/timing.md) ---------------------------------------------------------
+
+def _kind(op, f) -> str:
+    return "xpose" if _xpose(f) else "sparse" if op == Opcode.MATMUL_SPARSE else "mm"
+
+
+def _passes(f) -> int:
+    return 4 if f.get("fp32_mode") in (FP32Mode.HIGH, FP32Mode.LOW_HIGH) and not _xpose(f) else 1
+
+
+def _rules_of(o, st, R, C, L, regs) -> dict:
+    """Each issue rule's earliest cycle for micro-op `o` in the state `st` the earlier ones left."""
+    d, f = o.desc, o.desc.fields
+    c = {"decode": o.t_decode + 1, "after_barrier": st["barrier"] + 1}
+    if regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
+        c["inter_instr_delay"] = st["last_issue"] + 1 + regs.get("arr_cluster_cfg", "inter_instr_dly_cnt")
+    barrier = d.op in BARRIERS or bool(_flag(f, "seed_mode"))
+    if barrier or regs.get("queue_cfg", "disable_dependency_check"):
+        c["barrier" if barrier else "dependency_check_off"] = st["all"] + 1
+    elif d.op in LOADS:
+        c["weight_port"] = st["lw_port"]
+        if st["mm"]:
+            c["swap_wait"] = st["mm"]["t_data"] + st["mm"]["passes"] * (R + C) - L
+        if d.op == Opcode.LDTAGS:
+            c["sparse_drain"] = st["sparse_end"]
+    else:
+        c["moving_port"] = st["mm_port"]
+        c["after_load"] = max(st["last_lw"], st["last_ldtags"]) + 1
+        mm = st["mm"]
+        if mm and (mm["passes"] != _passes(f) or mm["kind"] != _kind(d.op, f)):
+            c["pass_or_kind_change"] = mm["t_complete"] + 1
+    if len(st["done"]) >= MAX_IN_FLIGHT:
+        c["in_flight_limit"] = sorted(st["done"])[-MAX_IN_FLIGHT] + 1
+    we = d.events.wait_event
+    if we != EVENT_NONE:
+        sets = [s for s in st["events"].get(we, []) if s >= st["consumed"].get(we, -1)]
+        c["wait_event"] = min(sets) + 1 if sets else 10 ** 12
+    return c
+
+
+def _advance(o, st, R, C, L):
+    """The state after micro-op `o` issued (the timestamps docs/timing.md's rules read)."""
+    d, f, t = o.desc, o.desc.fields, o.t_issue
+    st["last_issue"], st["all"] = t, max(st["all"], o.t_complete)
+    st["done"].append(o.t_complete)
+    if d.op in BARRIERS or _flag(f, "seed_mode"):
+        st["barrier"] = o.t_complete
+    if d.events.set_event != EVENT_NONE:
+        st["events"].setdefault(d.events.set_event, []).append(o.t_complete)
+    if d.op in LOADS:
+        st["lw_port"] = t + f["num_active_rows"]
+        st["last_ldtags" if d.op == Opcode.LDTAGS else "last_lw"] = t
+    elif d.op == Opcode.PE_MANAGE_SEED:
+        rows = min(16, R)
+        st["lw_port"], st["last_lw"] = t + rows, t
+        t_mm = t + rows + L
+        st["mm"] = {"t_data": t_mm + L, "passes": 1, "t_complete": o.t_complete, "kind": "xpose", "t_issue": t_mm}
+        st["mm_port"] = t_mm + 16
+    elif d.op in MATMULS and _flag(f, "seed_mode"):
+        st["mm"] = {"t_data": t + L, "passes": 1, "t_complete": o.t_complete, "kind": "xpose", "t_issue": t}
+        st["mm_port"] = t + 1
+    elif d.op in MATMULS:
+        passes, ncols = _passes(f), active_cols(d, C)
+        vectors = f["num_active_rows"] if _xpose(f) else o.psum_writes // max(1, ncols)
+        st["mm_port"] = t + vectors * passes
+        st["mm"] = {"t_data": t + L, "passes": passes, "t_complete": o.t_complete, "kind": _kind(d.op, f), "t_issue": t}
+        if d.op == Opcode.MATMUL_SPARSE:
+            st["sparse_end"] = t + vectors + C
+
+
+def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2) -> list:
+    """[(OpRecord, {rules})] for every issued micro-op: the issue rules (docs/timing.md) whose cycle is
+    its issue cycle when that is later than decode + 1 (`fifo_full` when it waited to enter the
+    FIFO); {'unexplained'} when no rule gives its issue cycle."""
+    from tensore.model.regs import RegisterFile
+    rf = RegisterFile()
+    for name, value in (regs or {}).items():
+        rf.write(rf.offset_of(name), value)
+    R, C, L = trace.rows, trace.cols, sbuf_latency
+    neg = -10 ** 9
+    st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "last_lw": neg, "last_ldtags": neg,
+          "sparse_end": neg, "mm_port": 0, "mm": None, "done": [], "events": {}, "consumed": {}}
+    out = []
+    for i, o in enumerate(trace.ops):
+        if o.error != ErrorCode.NONE or o.t_issue is None:
+            continue
+        c = _rules_of(o, st, R, C, L, rf)
+        t = max(c.values())
+        mm = st["mm"]
+        passes = _passes(o.desc.fields) if o.desc.op in MATMULS else 1
+        rhythm = t
+        while passes > 1 and mm is not None and rhythm <= mm["t_complete"] and (rhythm - mm["t_issue"]) % passes:
+            rhythm += 1
+        if rhythm != o.t_issue:
+            rules = {"unexplained"}
+        elif rhythm > t:
+            rules = {"pass_rhythm"}
+        else:
+            rules = {r for r, v in c.items() if v == t and r != "decode"} if t > c["decode"] else set()
+        if o.t_push > i:
+            rules.add("fifo_full")
+        we = o.desc.events.wait_event
+        if we != EVENT_NONE:
+            st["consumed"][we] = o.t_issue
+        _advance(o, st, R, C, L)
+        out.append((o, rules))
+    return out
+
+
+# --- the database (cocotb-coverage) ---------------------------------------------------------------
+
+def _group(cv, name: str, axes: dict, legal):
+    """The cocotb-coverage items of one group: a CoverPoint per axis and, with two or more axes, their
+    CoverCross with the illegal combinations ignored; returns the sampling function (one bin tuple)."""
+    points = [f"{name}.{a}" for a in axes]
+
+    def sample(key):
+        return None
+    covers = [cv.CoverPoint(point, xf=lambda key, i=i: key[i], bins=list(bins))
+              for i, (point, bins) in enumerate(zip(points, axes.values()))]
+    f = sample
+    if len(axes) > 1:                   # innermost: it reads the points' hits of this sample
+        ign = [combo for combo in product(*axes.values()) if legal and not legal(*combo)]
+        f = cv.CoverCross(f"{name}.cross", items=points, ign_bins=ign)(f)
+    for cover in reversed(covers):
+        f = cover(f)
+    return f
+
+
+class Coverage:
+    """Facts of many runs (hits = runs that hit a bin), written as a cocotb-coverage database."""
+
+    def __init__(self, gens=None):
+        self.gens = [Gen.parse(g) for g in (gens or list(Gen))]
+        self.hits: Counter = Counter()
+        self.runs = 0
+
+    def add(self, program, trace, sbuf_latency: int = 2):
+        self.add_facts(facts(program, trace, sbuf_latency))
+
+    def add_facts(self, hit: set):
+        """One run's facts ({(generation, group, bin tuple)})."""
+        self.hits.update(hit)
+        self.runs += 1
+
+    def update(self, other: Coverage):
+        self.hits.update(other.hits)
+        self.runs += other.runs
+
+    def write_xml(self, path) -> Path:
+        """The database of the facts so far: cocotb-coverage's XML (tensore.<GEN>.<group>...)."""
+        cv = _cv()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _LOCK:
+            cv.coverage_db.clear()
+            samplers = {(g.name, name): _group(cv, f"{PREFIX}.{g.name}.{name}", axes, legal)
+                        for g in self.gens for name, (axes, legal) in model(g).items()}
+            for (g, name, key), n in sorted(self.hits.items()):
+                if (g, name) in samplers:
+                    for _ in range(n):
+                        samplers[(g, name)](key)
+            cv.coverage_db.export_to_xml(str(path))
+            cv.coverage_db.clear()
+        return path
+
+
+def merge(paths, out) -> Path:
+    """Merge shards' databases (cocotb-coverage's merge_coverage)."""
+    _cv().merge_coverage(lambda *a: None, str(out), *map(str, paths))
+    return Path(out)
+
+
+# --- reports -------------------------------------------------------------------------------------------
+
+def read(xml) -> dict:
+    """{group name: {"size", "covered", "bins": {label: hits}}} of the crosses and single points of a
+    database (a group of several axes reports its cross)."""
+    root = ElementTree.parse(str(xml)).getroot()
+    items: dict = {}
+    for el in root.iter():
+        name = el.attrib.get("abs_name", "")
+        if "bin" in el.attrib:
+            parent = name.rsplit(".", 1)[0]
+            items.setdefault(parent, {"bins": {}})["bins"][_label(el.attrib["bin"])] = int(el.attrib["hits"])
+    groups: dict = {}
+    for name, item in items.items():
+        group = name.rsplit(".", 1)[0].removeprefix("top.").removeprefix(f"{PREFIX}.")
+        is_cross = name.endswith(".cross")
+        if group in groups and not is_cross:
+            continue
+        groups[group] = item | {"size": len(item["bins"]), "covered": sum(1 for h in item["bins"].values() if h)}
+    return dict(sorted(groups.items()))
+
+
+def _label(text: str) -> str:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    return " x ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def holes(xml) -> dict:
+    """{group: [bins never hit]}."""
+    return {g: [b for b, h in item["bins"].items() if not h] for g, item in read(xml).items()}
+
+
+def text_report(xml, *, max_holes: int = 40) -> str:
+    groups = read(xml)
+    size = sum(g["size"] for g in groups.values())
+    covered = sum(g["covered"] for g in groups.values())
+    lines = [f"functional coverage: {covered} of {size} bins ({100 * covered / max(size, 1):.1f}%)", ""]
+    for name, g in groups.items():
+        missing = [b for b, h in g["bins"].items() if not h]
+        lines.append(f"{name:<28} {g['covered']:>4}/{g['size']:<4} {100 * g['covered'] / max(g['size'], 1):5.1f}%")
+        if missing:
+            shown = ", ".join(missing[:max_holes]) + (f", ... ({len(missing) - max_holes} more)"
+                                                      if len(missing) > max_holes else "")
+            lines.append(f"    holes: {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def html_report(xml, title: str = "tensore functional coverage") -> str:
+    groups = read(xml)
+    rows = []
+    for name, g in groups.items():
+        pct = 100 * g["covered"] / max(g["size"], 1)
+        colour = "#c8f0c8" if pct == 100 else "#f8e8b0" if pct >= 75 else "#f4c0c0"
+        cells = "".join(f'<span class="{"hit" if h else "hole"}" title="{h} run(s)">{html.escape(b)}</span> '
+                        for b, h in g["bins"].items())
+        rows.append(f'<tr><td>{html.escape(name)}</td><td style="background:{colour}">{g["covered"]}/{g["size"]} '
+                    f'({pct:.1f}%)</td><td>{cells}</td></tr>')
+    size = sum(g["size"] for g in groups.values())
+    covered = sum(g["covered"] for g in groups.values())
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
+            "body{font-family:sans-serif} td{vertical-align:top;padding:4px;border-bottom:1px solid #ddd}"
+            ".hit{color:#206020} .hole{color:#fff;background:#c03030;padding:0 3px}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1><p>{covered} of {size} bins "
+            f"({100 * covered / max(size, 1):.1f}%); holes in red.</p>"
+            "<table><tr><th>group</th><th>covered</th><th>bins</th></tr>" + "".join(rows) + "</table></body></html>")
+
+
+def write_report(xml, out) -> str:
+    """Write the report `out` (.html: HTML; else text) of a database; returns the text report."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = text_report(xml)
+    out.write_text(html_report(xml) if out.suffix in (".html", ".htm") else text)
+    return text

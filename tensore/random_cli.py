@@ -1,0 +1,166 @@
+"""`tensore random`, `tensore coverage`, `tensore regress`: constrained-random programs on the golden
+engine and the RTL, functional coverage, and the sharded regression (README "Regression", D-T73,
+D-T74)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tensore.model.dtypes import Gen
+
+GENS = [g.name.lower() for g in Gen]
+
+
+def _config(args, **over):
+    from tensore.cosim.regress import Config
+    for name in ("rows", "cols", "blocks"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    return Config(rows=args.rows, cols=args.cols, blocks=args.blocks, rtl=args.rtl, shrink=args.shrink,
+                  out=args.output, **over)
+
+
+def _coverage_out(report: str, cov) -> str:
+    """Write the database beside the report (REPORT with .xml) and the report; the text report."""
+    from tensore.cosim import coverage
+    out = Path(report)
+    xml = cov.write_xml(out.with_suffix(".xml") if out.suffix != ".xml" else out.with_name(out.stem + ".db.xml"))
+    return coverage.write_report(xml, out)
+
+
+def cmd_random(args) -> int:
+    from tensore.cosim import random_programs as R
+    from tensore.cosim import regress
+    from tensore.cosim.coverage import Coverage
+    if args.count < 1:
+        raise ValueError(f"--count must be >= 1, got {args.count}")
+    cfg = _config(args, gens=[args.gen], programs=args.count, seed=args.seed)
+    cov = Coverage([args.gen]) if args.coverage else None
+    cases = regress.run_random(args.gen, range(args.seed, args.seed + args.count), cfg, cov,
+                               log=lambda m: print(m, file=sys.stderr))
+    for c in cases:
+        status = "ERROR" if c["error"] else "FAIL" if c["failure"] else "ok"
+        rtl = f", RTL {c['rtl_cycles']} cycles" if "rtl_cycles" in c else ""
+        print(f"{c['suite']}.{c['name']}: {status} ({c.get('descriptors', '?')} descriptors, "
+              f"{c.get('cycles', '?')} cycles{rtl})" + (f": {c['error'] or c['failure']}" if status != "ok" else ""))
+        if c.get("reproducer"):
+            print(f"  reproducer: {c['reproducer']}.s / .npz")
+    if args.save_all:
+        for s in range(args.seed, args.seed + args.count):
+            p = R.generate(args.gen, s, rows=args.rows, cols=args.cols, blocks=args.blocks)
+            R.save(p, Path(args.output) / p.name)
+        print(f"programs: {args.output}/random_{Gen.parse(args.gen).name.lower()}_<seed>.s / .npz")
+    if cov is not None:
+        print(_coverage_out(args.coverage, cov), end="")
+        print(f"coverage report: {args.coverage}")
+    bad = sum(1 for c in cases if c["failure"] or c["error"])
+    print(f"{len(cases) - bad} of {len(cases)} programs passed")
+    return 1 if bad else 0
+
+
+def cmd_coverage(args) -> int:
+    from tensore.cosim import coverage
+    from tensore.cosim import random_programs as R
+    if args.merge:
+        xml = coverage.merge(args.merge, Path(args.output).with_suffix(".xml"))
+        print(coverage.write_report(xml, args.output), end="")
+        print(f"coverage report: {args.output}")
+        return 0
+    if args.random < 0:
+        raise ValueError(f"--random must be >= 0, got {args.random}")
+    cov = coverage.Coverage(args.gen)
+    for gen in args.gen:
+        progs = [R.generate(gen, s, rows=args.rows, cols=args.cols) for s in range(args.seed, args.seed + args.random)]
+        if args.library:
+            from tensore.cosim.programs import library
+            progs += library(gen, rows=args.rows, cols=args.cols)
+        for p in progs:
+            cov.add(p, R.run_golden(p)[1])
+    print(_coverage_out(args.output, cov), end="")
+    print(f"coverage report: {args.output}")
+    return 0
+
+
+def cmd_regress(args) -> int:
+    from tensore.cosim import regress
+    if args.merge:
+        report = regress.merge(regress.read_shards(args.output), args.output)
+    else:
+        if args.programs < 0 or args.fuzz < 0:
+            raise ValueError("-n and --fuzz are counts (>= 0)")
+        cfg = _config(args, gens=[Gen.parse(g).name for g in args.gen], programs=args.programs, fuzz=args.fuzz,
+                      seed=args.seed, fuzz_engine=args.fuzz_engine)
+        log = (lambda m: print(m, file=sys.stderr))
+        if args.dask:
+            if args.workers < 1:
+                raise ValueError(f"--workers must be >= 1, got {args.workers}")
+            address = None if args.dask == "local" else args.dask
+            results = regress.run_dask(cfg, args.workers, address, workers=args.workers)
+        elif args.shard:
+            i, n = regress.parse_shard(args.shard)
+            path = regress.write_shard(regress.run_shard(cfg, i, n, log), args.output)
+            print(f"shard {i}/{n}: {path} (merge with: tensore regress --merge -o {args.output})")
+            return 0
+        else:
+            results = [regress.run_shard(cfg, 0, 1, log)]
+        for r in results:
+            regress.write_shard(r, args.output)
+        report = regress.merge(results, args.output)
+    print(regress.format_report(report))
+    print(report["coverage_text"], end="")
+    print(f"reports: {args.output}/regress.json, junit.xml, coverage.html")
+    return 1 if report["totals"]["failed"] or report["totals"]["errors"] else 0
+
+
+def _program_args(p):
+    p.add_argument("--rows", type=int, default=8, help="array rows")
+    p.add_argument("--cols", type=int, default=8, help="array columns (MAVERICK: each half)")
+    p.add_argument("--blocks", type=int, default=8, help="random blocks per program (and blocks // 3 extra ones)")
+    p.add_argument("--rtl", action="store_true", help="also run each program on the engine RTL (Verilator, compiled "
+                   "harness) in lockstep with the golden engine")
+    p.add_argument("--shrink", action="store_true", help="shrink a failing program (delta debugging) before "
+                   "writing its reproducer")
+
+
+def register(sub) -> None:
+    """Add the verification subcommands to tensore's subparsers."""
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    p = sub.add_parser("random", help="constrained-random programs on the golden engine (and --rtl the RTL); "
+                       "failing ones written as reproducers", formatter_class=fmt)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
+    p.add_argument("--seed", type=int, default=0, help="the first program's seed")
+    p.add_argument("--count", type=int, default=1, help="programs (seeds seed .. seed + count - 1)")
+    _program_args(p)
+    p.add_argument("-o", "--output", default="build/random", help="directory for reproducers (repro/) and programs")
+    p.add_argument("--save-all", action="store_true", help="write every program (.s + .npz), not only failing ones")
+    p.add_argument("--coverage", metavar="REPORT", help="write the functional coverage of these runs: REPORT "
+                   "(.html, else text) and its cocotb-coverage database (.xml)")
+    p.set_defaults(func=cmd_random)
+    p = sub.add_parser("coverage", help="functional coverage of random programs (and the library) on the golden "
+                       "engine, with its holes", formatter_class=fmt)
+    p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower)
+    p.add_argument("--random", type=int, default=20, help="random programs per generation")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--library", action="store_true", help="also the program library")
+    p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--cols", type=int, default=8)
+    p.add_argument("--merge", nargs="+", metavar="XML", help="report the merge of these coverage databases instead")
+    p.add_argument("-o", "--output", default="build/coverage.html", help="the report (.html, else text)")
+    p.set_defaults(func=cmd_coverage)
+    p = sub.add_parser("regress", help="random programs and the descriptor fuzz of every generation, sharded; "
+                       "merged JUnit XML / JSON report and coverage", formatter_class=fmt)
+    p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower)
+    p.add_argument("-n", "--programs", type=int, default=20, help="random programs per generation")
+    p.add_argument("--fuzz", type=int, default=0, help="fuzz descriptors per generation (RTL decoder parity)")
+    p.add_argument("--fuzz-engine", type=int, default=None, help="of those, how many also run as programs on the "
+                   "engine (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="the first random program's seed")
+    _program_args(p)
+    p.add_argument("--shard", help="run shard i of n (i/n, 0-based) and write its result; then --merge")
+    p.add_argument("--merge", action="store_true", help="merge the shard results in -o into the reports")
+    p.add_argument("--dask", metavar="ADDRESS", help="run the shards on a dask.distributed scheduler "
+                   "(tcp://host:8786), or 'local' for a LocalCluster")
+    p.add_argument("--workers", type=int, default=2, help="--dask: shards (and LocalCluster workers)")
+    p.add_argument("-o", "--output", default="build/regress", help="directory of shard results and reports")
+    p.set_defaults(func=cmd_regress)
