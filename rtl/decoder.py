@@ -37,7 +37,8 @@ from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK,
                                        psum_half)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
-from tensore.rtl.isa import Kind, MmKind, hw_member, struct_layout, uop_layout  # noqa: F401 (Kind, uop_layout: rtl/top.py)
+from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
+from tensore.rtl.wires import any_of
 
 E = ErrorCode
 NCODES = max(ErrorCode) + 1
@@ -54,12 +55,6 @@ def _in(values, x):
         out = out | (x == int(v))
     return out
 
-
-def _or(bits):
-    out = Const(0, 1)
-    for b in bits:
-        out = out | b
-    return out
 
 
 def _lowest(bits: Signal):
@@ -178,7 +173,7 @@ class _Op:
     def tensor(self, cond, pat, memory, esize, rows, name):
         nums = [pat.num_elem[i] for i in range(len(pat.num_elem))]
         steps = [pat.step_elem[i] for i in range(len(pat.step_elem))]
-        zero = _or([n == 0 for n in nums])
+        zero = any_of([n == 0 for n in nums])
         self.bad(E.BAD_PATTERN, cond & zero)
         self.window(cond & ~zero, pat.start_addr, memory, esize, steps, nums, rows, name)
         count = nums[0]
@@ -430,8 +425,8 @@ class Decoder(wiring.Component):
             checks.append(o.r)
             fits.append(o.fit)
         chk, fit = Signal(NCODES), Signal(NCODES)
-        m.d.comb += [chk.eq(Cat(*[_or([r.bits[i] for r in checks]) for i in range(NCODES)])),
-                     fit.eq(Cat(*[_or([r.bits[i] for r in fits]) for i in range(NCODES)]))]
+        m.d.comb += [chk.eq(Cat(*[any_of([r.bits[i] for r in checks]) for i in range(NCODES)])),
+                     fit.eq(Cat(*[any_of([r.bits[i] for r in fits]) for i in range(NCODES)]))]
         m.d.comb += [self.check_error.eq(_lowest(chk)),
                      self.error.eq(Mux(chk != 0, _lowest(chk), _lowest(fit)))]
         return m

@@ -124,17 +124,22 @@ print("g++    verilated.o Vtop__ALL.a       -o harness", flush=True)
 """
 
 
-def test_build_progress_is_plain_lines_off_a_terminal(tmp_path):
-    """A build's output through the progress meter, in a process whose stderr is a pipe: plain lines
-    with the stage, files compiled of the number planned and the elapsed time; its log keeps all."""
+def _fake_build_code(tmp_path) -> str:
+    """A process that runs a fake Verilator build (_FAKE_BUILD) through the progress meter."""
     script = tmp_path / "fake_build.py"
     script.write_text(_FAKE_BUILD)
-    code = ("import sys; from pathlib import Path\n"
+    return ("import sys; from pathlib import Path\n"
             "from tensore.cosim.progress import Progress, VerilatorMeter, run_logged\n"
             f"obj = Path({str(tmp_path / 'obj')!r})\n"
             "with open(obj.parent / 'build.log', 'w') as logf, Progress('build', print) as p:\n"
             f"    rc = run_logged([sys.executable, {str(script)!r}, str(obj)], logf, meter=VerilatorMeter(p, obj))\n"
             "sys.exit(rc)\n")
+
+
+def test_build_progress_is_plain_lines_off_a_terminal(tmp_path):
+    """A build's output through the progress meter, in a process whose stderr is a pipe: plain lines
+    with the stage, files compiled of the number planned and the elapsed time; its log keeps all."""
+    code = _fake_build_code(tmp_path)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, CI="", TERM="xterm"))
     assert res.returncode == 0, res.stderr
@@ -148,13 +153,7 @@ def test_build_progress_is_plain_lines_off_a_terminal(tmp_path):
 def test_build_progress_is_a_bar_on_a_terminal(tmp_path):
     """The same build with stderr on a terminal: one line redrawn in place, with a bar."""
     import pty
-    script = tmp_path / "fake_build.py"
-    script.write_text(_FAKE_BUILD)
-    code = ("import sys; from pathlib import Path\n"
-            "from tensore.cosim.progress import Progress, VerilatorMeter, run_logged\n"
-            f"obj = Path({str(tmp_path / 'obj')!r})\n"
-            "with open(obj.parent / 'build.log', 'w') as logf, Progress('build', print) as p:\n"
-            f"    run_logged([sys.executable, {str(script)!r}, str(obj)], logf, meter=VerilatorMeter(p, obj))\n")
+    code = _fake_build_code(tmp_path)
     leader, follower = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"TERM": "xterm"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=follower, env=env)

@@ -1,21 +1,15 @@
-"""The engine's units alone in Amaranth's simulator (D-T68): the sequencer's issue cycles against the
-golden engine's trace, one row port against the rules of docs/timing.md and D-T40, the PSUM write
-crossbar against its selection rule.  A failure here names its unit."""
+"""The engine's units alone in Amaranth's simulator (D-T68): one row port against the rules of
+docs/timing.md and D-T40, the PSUM write crossbar against its selection rule (the sequencer alone:
+tests/test_rtl_seq.py).  A failure here names its unit."""
 import numpy as np
 import pytest
-from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from tensore.cosim import programs as P
-from tensore.cosim.lockstep import Lockstep
 from tensore.model.isa.enums import SeedMode
 from tensore.rtl.psum_xbar import PsumWriteXbar, halves
 from tensore.rtl.rowport import REC_LAYOUT, WREC_FIELDS, XIT_LAYOUT, RowPort
-from tensore.rtl.seq import Sequencer
 
 SEED = 20261130
-SEQ_PROGRAMS = ("accumulate_group", "backpressure", "invalid_mixed", "reg_write_bypass", "seed_replay", "tiles",
-                "sparse_mixed", "bf16_drain_sr")
 
 
 def _run(dut, bench):
@@ -23,56 +17,6 @@ def _run(dut, bench):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-
-
-# -- the sequencer --------------------------------------------------------------------------------------
-
-def test_sequencer_issues_in_the_golden_cycles():
-    """Library programs (MARIANA 8 x 4; register setup, FIFO back-pressure, refused descriptors, a
-    PeManageSeed, tiles, sparse, SR drain) through the sequencer alone, the engine's reset between
-    them: every issue (cycle, opcode) and refusal (cycle, code) is the golden engine's."""
-    progs = [p for p in P.library("mariana", rows=8, cols=4, n=4) if p.name in SEQ_PROGRAMS]
-    assert len({p.name for p in progs}) == len(SEQ_PROGRAMS)
-    lks = [Lockstep(p) for p in progs]
-    dut = Sequencer(progs[0].gen, progs[0].rows, progs[0].cols)
-    top = Module()
-    top.domains.sync = sync = ClockDomain()
-    top.submodules.seq = dut
-    got = []
-
-    async def bench(ctx):
-        for lk in lks:
-            ctx.set(sync.rst, 1)
-            for _ in range(2):
-                await ctx.posedge(sync.clk)
-            ctx.set(sync.rst, 0)
-            for addr, value in lk.setup:
-                ctx.set(dut.bus_addr, addr)
-                ctx.set(dut.bus_wdata, value)
-                ctx.set(dut.bus_we, 1)
-                await ctx.tick()
-            ctx.set(dut.bus_we, 0)
-            events, nxt = [], 0
-            for cycle in range(lk.end):
-                ctx.set(dut.desc_valid, int(nxt < len(lk.descs)))
-                if nxt < len(lk.descs):
-                    ctx.set(dut.desc_data, lk.descs[nxt])
-                if ctx.get(dut.issue):
-                    events.append((cycle, "issue", ctx.get(dut.uop.op)))
-                if ctx.get(dut.refuse):
-                    events.append((cycle, "refuse", ctx.get(dut.refuse_code)))
-                accepted = ctx.get(dut.desc_ready)
-                await ctx.tick()
-                nxt += int(nxt < len(lk.descs) and accepted)
-            ctx.set(dut.desc_valid, 0)
-            got.append(events)
-
-    _run(top, bench)
-    for p, lk, events in zip(progs, lks, got):
-        want = [(e.cycle, e.kind, int(e.data["code"] if e.kind == "refuse" else e.data["opcode"]))
-                for e in lk.trace.events if e.kind in ("issue", "refuse")]
-        assert events == sorted(want), p.name
-        assert any(kind == "issue" for _, kind, _ in events), p.name
 
 
 # -- one row port ----------------------------------------------------------------------------------------
