@@ -275,7 +275,7 @@ def cmd_cosim(args) -> int:
     from tensore.inputs import load_sbuf, read_program
     from tensore.model import addrmap
     gen = dt.Gen.parse(args.gen)
-    cols = args.cols or (2 * args.rows if gen.layout == dt.Gen.MAVERICK else args.rows)
+    cols = array_cols(gen, args.rows, args.cols)
     src = read_program(args.program, gen)
     sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
     prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
