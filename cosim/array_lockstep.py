@@ -7,33 +7,15 @@ The first difference is reported with cycle, PE, signal, expected and actual (bi
 and a VCD of the run up to it is written."""
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from amaranth.sim import Simulator
 
+from tensore.cosim.amaranth_sim import simulate
+from tensore.cosim.mismatch import Mismatch, first_with_waveform
 from tensore.rtl.array import Array
 from tensore.rtl.pe import SPARSE_FMAPS
-
-
-@dataclass
-class Mismatch:
-    cycle: int
-    row: int
-    col: int
-    signal: str
-    expected: int
-    actual: int
-    vcd: str | None = None
-
-    def __str__(self):
-        def show(bits):
-            return f"{bits:#010x} ({np.uint32(bits).view(np.float32)!r})"
-        text = (f"first mismatch at cycle {self.cycle}, PE (row {self.row}, col {self.col}), {self.signal}: "
-                f"expected {show(self.expected)}, got {show(self.actual)}")
-        return text + (f"; waveform: {self.vcd}" if self.vcd else "")
 
 
 def _slots(codes, pack: int) -> dict:
@@ -147,7 +129,7 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
                         checks.append(("moving value", int(expect["act"][r, c]), ctx.get(pe.act_out.code.s0)))
                     for name, want, got in checks:
                         if want != got:
-                            result.append(Mismatch(cycle, r, c, name, want, got))
+                            result.append(Mismatch.at_pe(cycle, r, c, name, want, got))
                             return
             await ctx.tick()
             for r in range(trace.rows):
@@ -162,28 +144,6 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
     return result[0] if result else None
 
 
-def simulate(dut, bench, vcd=None) -> float:
-    """Run `bench` against `dut` in Amaranth's simulator (10 ns clock), optionally writing a VCD;
-    returns the seconds the run took."""
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    t0 = time.perf_counter()
-    if vcd:
-        Path(vcd).parent.mkdir(parents=True, exist_ok=True)
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
-    return time.perf_counter() - t0
-
-
 def check(trace, gen, *, pack: int = 1, vcd_dir: str = "build/lockstep", name: str = "array"):
     """Run; on a mismatch re-run with a VCD up to it and return the report (None if all match)."""
-    bad = run(trace, gen, pack=pack)
-    if bad is None:
-        return None
-    path = str(Path(vcd_dir) / f"{name}.vcd")
-    run(trace, gen, pack=pack, vcd=path, stop_at=bad.cycle + 2)
-    bad.vcd = path
-    return bad
+    return first_with_waveform(partial(run, trace, gen, pack=pack), Path(vcd_dir) / f"{name}.vcd")

@@ -40,17 +40,14 @@ import numpy as np
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import ErrorCode, Opcode, opcodes_of
-from tensore.model.isa.check import active_cols, matmul_input_dtypes
-from tensore.model.isa.enums import (AccumulateGroup, FP32Mode, LoadOrder, MXPerfMode, PerfOpt, ScalarMode, SeedMode,
-                                     TagWeightMode, TileColSize, TileRowSize)
+from tensore.model.isa.check import matmul_input_dtypes
+from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE
+from tensore.model.isa.microop import DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind
 from tensore.model.timing import MAX_IN_FLIGHT
 
 PREFIX = "tensore"
 _LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
-MATMULS = (Opcode.MATMUL, Opcode.MATMUL_MX, Opcode.MATMUL_SPARSE)
-LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
-BARRIERS = (Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MANAGE_SEED)
 RULES = ("fifo_full", "inter_instr_delay", "after_barrier", "barrier", "dependency_check_off", "weight_port",
          "swap_wait", "sparse_drain", "moving_port", "after_load", "pass_or_kind_change", "in_flight_limit",
          "wait_event", "pass_rhythm", "unexplained")
@@ -175,18 +172,6 @@ def _tiles(gen) -> list:
 
 # --- what one run hits -------------------------------------------------------------------------------
 
-def _flag(f, name, default=0):
-    return f.get("flags", {}).get(name, f.get(name, default))
-
-
-def _xpose(f) -> bool:
-    return bool(_flag(f, "xpose_mode") or f.get("transpose_mode", 0))
-
-
-def _mx(op, f) -> bool:
-    return op in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX) or f.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
-
-
 def _tile(gen, f) -> str:
     if gen.layout == Gen.MAVERICK:
         ts, sel = f["tile_size"], f["tile_sel"]
@@ -198,44 +183,44 @@ def _tile(gen, f) -> str:
     return f"row{f.get('row_grp', 0)}_col{f.get('col_grp', 0)}"
 
 
-def _load_mode(op, f) -> str:
-    if _mx(op, f):
-        return "mx_quad" if f["perf_mode"] in (1, 2, 3) else "mx_oct"
-    if _flag(f, "scalar_mode") == ScalarMode.LUT:
+def _load_mode(u, f) -> str:
+    """A weight load's mode bin, from its micro-op `u` (MX pumps: 4 elements per step, or 8)."""
+    if u.mx:
+        return "mx_quad" if PUMP_PACK[f["perf_mode"]] == 4 else "mx_oct"
+    if u.lut:
         return "lut"
-    if f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT:
+    if u.tagw:
         return "tag_weight"
-    if _xpose(f):
+    if u.xpose:
         return "xpose"
-    return "double_row" if f.get("perf_opt") == PerfOpt.DOUBLE_ROW else "plain"
+    return "double_row" if u.pack == DOUBLE_ROW_PACK else "plain"
 
 
-def _mm_mode(op, f, stationary) -> str:
-    if _flag(f, "seed_mode"):
+def _mm_mode(u, f, stationary) -> str:
+    """A matmul's mode bin, from its micro-op `u` and the stationary dtype."""
+    if u.seed:
         return "seed"
-    if _mx(op, f):
+    if u.mx:
         return "mx"
-    if _xpose(f):
+    if u.xpose:
         return "xpose"
-    if f.get("fp32_mode", 0):
-        return "fp32_" + _name(FP32Mode(f["fp32_mode"]))
-    if f.get("perf_opt") == PerfOpt.DOUBLE_ROW:
+    if u.fp32_mode:
+        return "fp32_" + _name(u.fp32_mode)
+    if u.pack == DOUBLE_ROW_PACK:
         return "double_row"
-    if _flag(f, "scalar_mode") == ScalarMode.LUT:
+    if u.lut:
         return "lut"
     if stationary == "lut":
         return "lut_weights"
     return "mixed" if stationary not in (None, _name(f["in_dtype"])) else "plain"
 
 
-def _acc(f) -> tuple:
-    """(accumulate group, zero region or 'none')."""
+def _acc(u, f) -> tuple:
+    """(accumulate group, banks its first write zeroes or 'none')."""
+    zero = str(u.zero_banks) if u.zero_banks else "none"
     if "psum_accumulate_flags" in f:
-        flags = f["psum_accumulate_flags"]
-        group = _name(AccumulateGroup(flags & 3))
-        zero = str(1 << int(f["psum_zero_region"])) if flags & 1 and "psum_zero_region" in f else "none"
-        return group, zero
-    return _name(f["flags"]["accumulate_flag"]), "none"
+        return _name(AccumulateGroup(f["psum_accumulate_flags"] & 3)), zero
+    return _name(f["flags"]["accumulate_flag"]), zero
 
 
 def _value_classes(trace) -> set:
@@ -269,14 +254,14 @@ def _config(regs: dict) -> set:
 
 
 def _matmul_facts(hit, gen, o, st):
-    d, f = o.desc, o.desc.fields
-    mode = _mm_mode(d.op, f, st["stationary"])
+    d, f, u = o.desc, o.desc.fields, o.uop
+    mode = _mm_mode(u, f, st["stationary"])
     hit("matmul", o.name, _name(f["in_dtype"]), mode)
     if mode == "seed":
-        hit("seed", _name(SeedMode(_flag(f, "seed_mode"))))
+        hit("seed", _name(u.seed))
         return
     out = _name(f.get("out_dtype") or Dtype.FP32)
-    hit("flags", *_acc(f), out)
+    hit("flags", *_acc(u, f), out)
     if mode == "mx":
         hit("mx", "matmul", _name(f["in_dtype"]), _name(MXPerfMode(f["perf_mode"])))
     if mode == "xpose":
@@ -289,7 +274,7 @@ def _matmul_facts(hit, gen, o, st):
 
 def _op_facts(hit, trace, o, st):
     """The bins an executed micro-op hits; `st` carries the stationary dtype and the rounding mode."""
-    d, f = o.desc, o.desc.fields
+    d, f, u = o.desc, o.desc.fields, o.uop
     hit("opcode", o.name)
     for name, event in (("set", d.events.set_event), ("wait", d.events.wait_event)):
         if event != EVENT_NONE:
@@ -297,23 +282,24 @@ def _op_facts(hit, trace, o, st):
     if "tile_size" in f or "row_grp" in f:
         hit("tiles", _tile(trace.gen, f))
     if d.op in (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX):
-        mode = _load_mode(d.op, f)
-        hit("load", _name(f["in_dtype"]), mode, _name(LoadOrder(_flag(f, "load_order"))))
+        mode = _load_mode(u, f)
+        order = LoadOrder.LAST_COL_FIRST if u.lcf else LoadOrder.FIRST_COL_FIRST
+        hit("load", _name(f["in_dtype"]), mode, _name(order))
         st["stationary"] = "lut" if mode == "lut" else _name(f["in_dtype"])
         if mode == "tag_weight":
             hit("sparse_tags", "tag_weight")
-        if _mx(d.op, f):
+        if u.mx:
             hit("mx", "load", _name(f["in_dtype"]), _name(MXPerfMode(f["perf_mode"])))
     elif d.op == Opcode.LDTAGS:
         hit("sparse_tags", f"force_{f['force_tag_bits']}")
-    elif d.op in MATMULS:
+    elif u.kind == Kind.MATMUL:
         _matmul_facts(hit, trace.gen, o, st)
     elif d.op == Opcode.PE_REG_WRITE:
         value = next((e.data["value"] for e in trace.events if e.kind == "reg" and e.op == o.index), 0)
         st["round_sr"] = value == 1
         hit("round_reg", "sr" if st["round_sr"] else "rne", "bypass" if st["bypass"] else "sbuf")
     elif d.op == Opcode.PE_MANAGE_SEED:
-        hit("seed", _name(SeedMode(f["mode"])))
+        hit("seed", _name(u.seed))
 
 
 def facts(program, trace, sbuf_latency: int = 2) -> set:
@@ -346,24 +332,15 @@ def facts(program, trace, sbuf_latency: int = 2) -> set:
 
 # --- the issue-rule monitor (docs/timing.md) ---------------------------------------------------------
 
-def _kind(op, f) -> str:
-    return "xpose" if _xpose(f) else "sparse" if op == Opcode.MATMUL_SPARSE else "mm"
-
-
-def _passes(f) -> int:
-    return 4 if f.get("fp32_mode") in (FP32Mode.HIGH, FP32Mode.LOW_HIGH) and not _xpose(f) else 1
-
-
 def _rules_of(o, st, R, C, L, regs) -> dict:
     """Each issue rule's earliest cycle for micro-op `o` in the state `st` the earlier ones left."""
-    d, f = o.desc, o.desc.fields
+    d, u = o.desc, o.uop
     c = {"decode": o.t_decode + 1, "after_barrier": st["barrier"] + 1}
     if regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
         c["inter_instr_delay"] = st["last_issue"] + 1 + regs.get("arr_cluster_cfg", "inter_instr_dly_cnt")
-    barrier = d.op in BARRIERS or bool(_flag(f, "seed_mode"))
-    if barrier or regs.get("queue_cfg", "disable_dependency_check"):
-        c["barrier" if barrier else "dependency_check_off"] = st["all"] + 1
-    elif d.op in LOADS:
+    if u.barrier or regs.get("queue_cfg", "disable_dependency_check"):
+        c["barrier" if u.barrier else "dependency_check_off"] = st["all"] + 1
+    elif u.kind == Kind.LOAD:
         c["weight_port"] = st["lw_port"]
         if st["mm"]:
             c["swap_wait"] = st["mm"]["t_data"] + st["mm"]["passes"] * (R + C) - L
@@ -373,7 +350,7 @@ def _rules_of(o, st, R, C, L, regs) -> dict:
         c["moving_port"] = st["mm_port"]
         c["after_load"] = max(st["last_lw"], st["last_ldtags"]) + 1
         mm = st["mm"]
-        if mm and (mm["passes"] != _passes(f) or mm["kind"] != _kind(d.op, f)):
+        if mm and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
             c["pass_or_kind_change"] = mm["t_complete"] + 1
     if len(st["done"]) >= MAX_IN_FLIGHT:
         c["in_flight_limit"] = sorted(st["done"])[-MAX_IN_FLIGHT] + 1
@@ -386,30 +363,28 @@ def _rules_of(o, st, R, C, L, regs) -> dict:
 
 def _advance(o, st, R, C, L):
     """The state after micro-op `o` issued (the timestamps docs/timing.md's rules read)."""
-    d, f, t = o.desc, o.desc.fields, o.t_issue
+    d, u, t = o.desc, o.uop, o.t_issue
     st["last_issue"], st["all"] = t, max(st["all"], o.t_complete)
     st["done"].append(o.t_complete)
-    if d.op in BARRIERS or _flag(f, "seed_mode"):
+    if u.barrier:
         st["barrier"] = o.t_complete
     if d.events.set_event != EVENT_NONE:
         st["events"].setdefault(d.events.set_event, []).append(o.t_complete)
-    if d.op in LOADS:
-        st["lw_port"] = t + f["num_active_rows"]
+    if u.kind == Kind.LOAD:
+        st["lw_port"] = t + u.rows
         st["last_ldtags" if d.op == Opcode.LDTAGS else "last_lw"] = t
-    elif d.op == Opcode.PE_MANAGE_SEED:
-        rows = min(16, R)
-        st["lw_port"], st["last_lw"] = t + rows, t
-        t_mm = t + rows + L
-        st["mm"] = {"t_data": t_mm + L, "passes": 1, "t_complete": o.t_complete, "kind": "xpose", "t_issue": t_mm}
-        st["mm_port"] = t_mm + 16
-    elif d.op in MATMULS and _flag(f, "seed_mode"):
-        st["mm"] = {"t_data": t + L, "passes": 1, "t_complete": o.t_complete, "kind": "xpose", "t_issue": t}
+    elif u.kind == Kind.SEED:                     # the identity load of its states, then their transpose
+        st["lw_port"], st["last_lw"] = t + u.rows, t
+        t_mm = t + u.rows + L
+        st["mm"] = {"t_data": t_mm + L, "passes": 1, "t_complete": o.t_complete, "kind": MmKind.XPOSE, "t_issue": t_mm}
+        st["mm_port"] = t_mm + SEED_STATES
+    elif u.kind == Kind.MATMUL and u.seed:
+        st["mm"] = {"t_data": t + L, "passes": 1, "t_complete": o.t_complete, "kind": MmKind.XPOSE, "t_issue": t}
         st["mm_port"] = t + 1
-    elif d.op in MATMULS:
-        passes, ncols = _passes(f), active_cols(d, C)
-        vectors = f["num_active_rows"] if _xpose(f) else o.psum_writes // max(1, ncols)
-        st["mm_port"] = t + vectors * passes
-        st["mm"] = {"t_data": t + L, "passes": passes, "t_complete": o.t_complete, "kind": _kind(d.op, f), "t_issue": t}
+    elif u.kind == Kind.MATMUL:
+        vectors = u.rows if u.xpose else o.psum_writes // max(1, u.cols)
+        st["mm_port"] = t + vectors * u.passes
+        st["mm"] = {"t_data": t + L, "passes": u.passes, "t_complete": o.t_complete, "kind": u.mmkind, "t_issue": t}
         if d.op == Opcode.MATMUL_SPARSE:
             st["sparse_end"] = t + vectors + C
 
@@ -433,7 +408,7 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2) -> list:
         c = _rules_of(o, st, R, C, L, rf)
         t = max(c.values())
         mm = st["mm"]
-        passes = _passes(o.desc.fields) if o.desc.op in MATMULS else 1
+        passes = o.uop.passes
         rhythm = t
         while passes > 1 and mm is not None and rhythm <= mm["t_complete"] and (rhythm - mm["t_issue"]) % passes:
             rhythm += 1

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from tensore.cosim import toolchain
-from tensore.cosim.hdl import (COSIM_TOP, VERILATOR_FLAGS, HdlResult, _locked, _wrapper, as_trace,
-                               control_file, forms, trace_flags, traced_form, verilate)
+from tensore.cosim.hdl import (COSIM_TOP, VERILATOR_FLAGS, HdlResult, as_trace, control_file, forms, locked,
+                               trace_flags, traced_form, verilate, wrapper)
 from tensore.cosim.progress import silent
 from tensore.cosim.wave_request import Trace, format_of
 from tensore.rtl.rowport import MV_ELEMS
@@ -72,7 +72,7 @@ def build(exported: dict, *, trace=None, opt: str = "-O1", log=print) -> dict:
     how = plan(exported, trace, opt, log)
     out, trace = how["dir"], how["trace"]
     stamp = out / "built.json"
-    with _locked(out):
+    with locked(out):
         if not stamp.exists():
             log(f"building the harness of {exported['top']} ({exported['rows']}x{exported['cols']}"
                 f"{_traced(trace)}) ...")
@@ -97,7 +97,7 @@ def _compile(exported: dict, how: dict, log) -> None:
     vlt.write_text(control_file(exported, how["form"], how["hier"], how["trace"]))
     cmd = ["verilator", "--cc", "--exe", "-Mdir", str(out / "obj"), "--top-module", COSIM_TOP, "--prefix", "Vtop",
            "-o", "harness", *how["flags"], "-CFLAGS", f"-I{out}", str(SOURCE), str(vlt), *map(str, sources),
-           str(_wrapper(exported, out))]
+           str(wrapper(exported, out))]
     with open(out / "build.log", "w") as logf:
         verilate(cmd, out, how["opt"], logf, log, hierarchical=how["hier"])
 

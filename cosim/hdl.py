@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tensore.cosim import toolchain
-from tensore.cosim.lockstep import Lockstep, Mismatch, one_array
+from tensore.cosim.lockstep import Lockstep, one_array
+from tensore.cosim.mismatch import Mismatch
 from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
 from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
@@ -63,7 +64,9 @@ class Config:
 
 
 @contextmanager
-def _locked(directory: Path):
+def locked(directory: Path):
+    """Hold `directory`'s lock file (created with the directory): one process at a time builds or
+    exports into it, so parallel test workers share one build."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -82,7 +85,7 @@ def _source_hash() -> str:
 def export_cached(cfg: Config, *, log=print) -> dict:
     """The engine's Verilog for `cfg`, exported once per source version."""
     out = toolchain.cache_root() / "verilog" / f"{cfg.label}-{_source_hash()}"
-    with _locked(out):
+    with locked(out):
         info_file = out / "engine.json"
         if not info_file.exists():
             from tensore.rtl.export import export_engine
@@ -171,7 +174,7 @@ def build_cached(exported: dict, sim: str = "verilator", *, waves=None, opt: str
                          f"{array_form}|{extra}|{trace_rules(trace)}".encode()).hexdigest()[:16]
     out = toolchain.cache_root() / "sim" / f"{sim}-{exported['top']}-{key}"
     stamp = out / "built.json"
-    with _locked(out):
+    with locked(out):
         if not stamp.exists():
             if sim == "icarus":
                 ensure_icarus(log)
@@ -215,11 +218,11 @@ endmodule
 
 def _icarus_build(exported: dict, sources: list, out: Path, logf, log):
     from cocotb_tools.runner import get_runner
-    sources = [_icarus_source(f, out) for f in sources]
+    sources = [icarus_source(f, out) for f in sources]
     dump = out / "tensore_dump.v"
     dump.write_text(_ICARUS_DUMP)
     with Progress("build", log, stage="iverilog"), _redirect(logf):
-        get_runner("icarus").build(sources=[*sources, _wrapper(exported, out), dump], hdl_toplevel=COSIM_TOP,
+        get_runner("icarus").build(sources=[*sources, wrapper(exported, out), dump], hdl_toplevel=COSIM_TOP,
                                    build_dir=out / "obj", build_args=["-s", "tensore_dump"],
                                    timescale=("1ns", "1ps"), always=True)
 
@@ -238,7 +241,7 @@ _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ 
 _CONST_ALWAYS = re.compile(r"  always @\*\n(    [^\n;]+ = \d+'[hbd][0-9a-fA-F]+;\n)")
 
 
-def _icarus_source(path: Path, out: Path) -> Path:
+def icarus_source(path: Path, out: Path) -> Path:
     """Yosys's Verilog starts its `always @*` blocks by declaring `reg trigger = 0` that every block
     reads; Icarus runs that initialiser without an event, so the blocks would wait for their first
     input change with X outputs.  A copy whose trigger also changes at 1 ps evaluates them all, and
@@ -254,7 +257,7 @@ def _icarus_source(path: Path, out: Path) -> Path:
     return copy
 
 
-def _wrapper(exported: dict, out: Path) -> Path:
+def wrapper(exported: dict, out: Path) -> Path:
     """A module with the engine's ports and nothing else: the only signals cocotb needs to reach, so
     Verilator can keep everything inside private (cocotb's own flow makes every signal public,
     which multiplies the C++ and its compile time)."""
@@ -283,7 +286,7 @@ def _verilator_build(exported: dict, sources: list, out: Path, flags: list, opt:
     cmd = ["verilator", "-cc", "--exe", "-Mdir", str(out / "obj"), "--top-module", COSIM_TOP, "--vpi", "--prefix",
            "Vtop", "-o", COSIM_TOP, "-LDFLAGS", f"-Wl,-rpath,{cfg.libs_dir} -L{cfg.libs_dir} -lcocotbvpi_verilator",
            *flags, "--timescale", "1ns/1ps", str(cfg.share_dir / "lib" / "verilator" / "verilator.cpp"), str(vlt),
-           *map(str, sources), str(_wrapper(exported, out))]
+           *map(str, sources), str(wrapper(exported, out))]
     verilate(cmd, out, opt, logf, log, hierarchical=hierarchical)
 
 

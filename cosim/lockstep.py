@@ -5,67 +5,29 @@
 in every cycle compares the PSUM writes of every partition (partition, byte offset, stored bits)
 and the error status with the golden trace's events of that cycle; at the end it reads the
 counters and status registers over the register bus and compares them with the model's register
-file.  The first difference is a `Mismatch` (cycle, partition or register, expected / actual bits
-and value).  `bench(lk, port)` is written against a small port adapter, so the same testbench runs
-in Amaranth's simulator (`run`, here) and on exported Verilog through cocotb (cosim/hdl.py).
+file.  The first difference is a `Mismatch` (cosim/mismatch.py: cycle, partition or register,
+expected / actual bits and value).  `bench(lk, port)` is written against a small port adapter, so
+the same testbench runs in Amaranth's simulator (`run`, here) and on exported Verilog through cocotb
+(cosim/hdl.py).
 Wide ports are read and written packed (one integer per port per cycle)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from tensore.cosim.amaranth_sim import simulate
+from tensore.cosim.mismatch import Mismatch, first_with_waveform
 from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.engine import Engine as GoldenEngine
 from tensore.model.isa.asm import assemble
 from tensore.rtl.top import MV_ELEMS
+from tensore.rtl.writeback import PSUM_PORTS, monitor_names
 
 MV_BITS = 32 * MV_ELEMS                 # one row of mv_resp_data
 MV_MASK = (1 << MV_BITS) - 1
 CHECK_REGS = ("err_status", "err_count", "done_count", "matmul_done_count")
-
-
-@dataclass
-class Mismatch:
-    cycle: int
-    where: str
-    expected: object
-    actual: object
-    vcd: str | None = None
-
-    def __str__(self):
-        text = f"first mismatch at cycle {self.cycle}, {self.where}: expected {_show(self.expected)}, got {_show(self.actual)}"
-        return text + (f"; waveform: {self.vcd}" if self.vcd else "")
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        for k in ("expected", "actual"):
-            if isinstance(d[k], (set, frozenset)):
-                d[k] = sorted(d[k])
-        return d
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Mismatch":
-        d = dict(d)
-        for k in ("expected", "actual"):
-            if isinstance(d[k], list):
-                d[k] = {tuple(x) for x in d[k]}
-        return cls(**d)
-
-
-def _show(x):
-    if isinstance(x, (set, frozenset)):
-        return "{" + ", ".join(f"(offset {o:#x}, {b:#010x} = {_value(b, n)})" for o, b, n in sorted(x)) + "}"
-    if isinstance(x, int):
-        return f"{x:#010x}"
-    return str(x)
-
-
-def _value(bits, nbytes):
-    if nbytes == 2:
-        return repr(np.array([bits << 16], np.uint32).view(np.float32)[0])
-    return repr(np.array([bits], np.uint32).view(np.float32)[0])
 
 
 class SbufServer:
@@ -143,8 +105,8 @@ class Lockstep:
             [(f"counter {n}", r["offset"]) for n, r in REGISTERS.items() if ".instr_cnt_" in n]
         self.regs = [(n, off, self.eng.read_reg(off)) for n, off in regs]     # (name, offset, expected)
         self.server = SbufServer(program.sbuf)
-        # the PSUM write monitors: MAVERICK's partitions have a second write port (c256)
-        self.monitors = ("mon", "mon2") if program.gen.layout.name == "MAVERICK" else ("mon",)
+        # the PSUM write monitors: a partition's first, second, ... write of a cycle (D-T40 (6))
+        self.monitors = monitor_names(PSUM_PORTS)
         self.checks = 0
         self.compare = True          # False: drive and serve only (measures the checking's cost)
 
@@ -298,7 +260,6 @@ class AmaranthPort:
 
 def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, stop_at=None, stats=None, tamper=None):
     """Simulate `program` (cosim.programs.Program) in Amaranth; None when everything matches, else a Mismatch."""
-    from tensore.cosim.array_lockstep import simulate
     from tensore.rtl.top import Engine
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions,
                   stop_at=stop_at, tamper=tamper)
@@ -329,7 +290,6 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     The engine has the largest elements per PE any of them needs."""
     from amaranth.hdl import ClockDomain, Module
 
-    from tensore.cosim.array_lockstep import simulate
     from tensore.rtl.top import Engine
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
@@ -358,13 +318,8 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
 
 def check(program, *, vcd_dir="build/lockstep", **kw):
     """Run; on a mismatch re-run with a VCD up to it and return the report (None if all match)."""
-    bad = run(program, **kw)
-    if bad is None:
-        return None
-    path = str(Path(vcd_dir) / f"{program.name}_{program.gen.name.lower()}.vcd")
-    run(program, vcd=path, stop_at=bad.cycle + 2, **kw)
-    bad.vcd = path
-    return bad
+    return first_with_waveform(partial(run, program, **kw),
+                               Path(vcd_dir) / f"{program.name}_{program.gen.name.lower()}.vcd")
 
 
 def run_waves(program, waves_to, *, depth: int = 0, stats=None, **kw):

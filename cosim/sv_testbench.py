@@ -292,7 +292,7 @@ def write(lk, exported: dict, out_dir, *, max_cycles: int | None = None) -> dict
     """The testbench directory: tensore_tb.sv, the program's data files, the engine's Verilog
     (rtl/: the structural form for event-driven simulators; rtl_sim/: the loop form for Verilator,
     D-T60), files.f / files_verilator.f and engine.json."""
-    from tensore.cosim.hdl import _icarus_source
+    from tensore.cosim.hdl import icarus_source
     out = Path(out_dir)
     src = Path(exported["dir"])
     sb_shape = _sbuf_shape(lk.server.mem)
@@ -305,7 +305,7 @@ def write(lk, exported: dict, out_dir, *, max_cycles: int | None = None) -> dict
         d.mkdir(parents=True)
         names = (src / flist).read_text().split()
         for f in names:
-            patched = _icarus_source(src / f, d) if sub == "rtl" else src / f
+            patched = icarus_source(src / f, d) if sub == "rtl" else src / f
             if patched.parent != d:
                 shutil.copy(patched, d / f)
         lists[sub] = [f"{sub}/{f}" for f in names]
@@ -333,11 +333,11 @@ def _build_dir(kind: str, flags: list, srcs: list) -> Path:
 
 def build_icarus(tb: dict, log=print) -> Path:
     """iverilog -g2012 of the testbench and the structural engine; cached by content."""
-    from tensore.cosim.hdl import _locked, ensure_icarus
+    from tensore.cosim.hdl import ensure_icarus, locked
     srcs = _sources(tb, "files.f")
     out = _build_dir("icarus", ["-g2012"], srcs)
     vvp = out / "sim.vvp"
-    with _locked(out):
+    with locked(out):
         if not vvp.exists():
             ensure_icarus(log)
             (out / "cmds.f").write_text("+timescale+1ns/1ps\n")
@@ -360,12 +360,12 @@ def verilator_flags(x_unique: bool = False, fst: bool = False, trace_depth: int 
 
 def build_verilator(tb: dict, *, x_unique: bool = False, fst: bool = False, opt: str = "-O0", log=print) -> Path:
     """`verilator --binary --timing` of the testbench and the loop-form engine (D-T60); cached by content."""
-    from tensore.cosim.hdl import _locked
+    from tensore.cosim.hdl import locked
     flags = verilator_flags(x_unique, fst)
     srcs = _sources(tb, "files_verilator.f")
     out = _build_dir("verilator", [*flags, opt], srcs)
     exe = out / "obj" / f"V{TB_TOP}"
-    with _locked(out):
+    with locked(out):
         if not exe.exists():
             if fst:
                 toolchain.ensure_fst_headers(log)

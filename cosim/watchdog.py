@@ -23,10 +23,9 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, decode, error_code
 from tensore.model.isa.enums import FP32Mode
 from tensore.model.isa.layouts import EVENT_NONE
+from tensore.model.isa.microop import FP32_PASSES, KIND_OF, Kind
 
 SLACK = 8                    # reset and the last completion's bookkeeping
-LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
-BARRIERS = (Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD)
 STATUS = REGISTERS["status"]
 
 
@@ -67,18 +66,17 @@ def _src_count(fields: dict) -> int:
 
 
 def _cost(d, rows: int, cols: int, latency: int) -> int:
-    """The most cycles descriptor `d` can keep the engine busy after the one before it."""
-    if d.layout is None:
-        return 1
-    f = d.fields
-    if d.op in LOADS:
+    """The most cycles the valid descriptor `d` can keep the engine busy after the one before it.
+    A matmul counts its fp32 mode's passes whether or not it transposes (a bound)."""
+    kind = KIND_OF[d.op]
+    if kind == Kind.LOAD:
         return rows + latency + 2
-    if d.op in BARRIERS:
-        return latency + 2
-    if d.op == Opcode.PE_MANAGE_SEED:            # identity load, then a transpose of 16 states
+    if kind == Kind.SEED:                        # identity load, then a transpose of 16 states
         return 2 * (rows + latency) + cols + 40
-    passes = 4 if f.get("fp32_mode") in (FP32Mode.HIGH, FP32Mode.LOW_HIGH) else 1
-    return latency + passes * (_src_count(f) + 2 * rows + cols + 2) + 2
+    if kind != Kind.MATMUL:                      # PeRegWrite, ConvLutLoad
+        return latency + 2
+    passes = FP32_PASSES[d.fields.get("fp32_mode", FP32Mode.NONE)]
+    return latency + passes * (_src_count(d.fields) + 2 * rows + cols + 2) + 2
 
 
 def _delay(regs: dict) -> int:
@@ -121,9 +119,11 @@ def program_bound(program, *, sbuf_latency: int = 2) -> Bound:
 
 
 def _unit(op) -> str:
-    if op.desc.op in LOADS:
+    """The unit an issued micro-op keeps busy (a seed-moving Matmul: the array)."""
+    kind = op.uop.kind
+    if kind == Kind.LOAD:
         return f"weight port: #{op.index} {op.name}"
-    if op.desc.op in BARRIERS or op.desc.op == Opcode.PE_MANAGE_SEED:
+    if kind in (Kind.REGWRITE, Kind.LUT, Kind.SEED):
         return f"barrier: #{op.index} {op.name}"
     return f"array: #{op.index} {op.name}"
 
@@ -182,7 +182,7 @@ async def watch(port, bound: Bound, cycle: int) -> Hang | None:
 def run_amaranth(program, *, sbuf_latency: int = 2, psum_partitions: int = 16, bound: Bound | None = None):
     """`program` on the engine RTL in Amaranth's simulator, in lockstep with the golden engine, then
     the watchdog: (Mismatch or None, Hang or None)."""
-    from tensore.cosim.array_lockstep import simulate
+    from tensore.cosim.amaranth_sim import simulate
     from tensore.cosim.lockstep import AmaranthPort, Lockstep, bench
     from tensore.rtl.top import Engine
     lk = Lockstep(program, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)

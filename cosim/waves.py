@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tensore.cosim.lockstep import Lockstep, Mismatch
+from tensore.cosim.lockstep import Lockstep
+from tensore.cosim.mismatch import Mismatch
 
 
 def domain_ports() -> tuple[str, str]:

@@ -14,9 +14,7 @@ from tensore.model.engine import Engine
 from tensore.model.isa.asm import assemble
 from tensore.model.sbuf import Sbuf, image_bytes
 
-
-def _bits(x):
-    return np.asarray(x, np.float32).view(np.uint32)
+from tests.fixtures import fp32_bits
 
 
 def test_matmul_takes_ml_dtypes_and_float_arrays():
@@ -28,7 +26,7 @@ def test_matmul_takes_ml_dtypes_and_float_arrays():
     want = oracle.matmul(w.view(np.uint16), a.view(np.uint16), in_dtype="bf16", gen="mariana")
     for sw, sa in ((w, a), (w.astype(np.float32), a.astype(np.float64)), (w.view(np.uint16), a.view(np.uint16))):
         got = matmul(sw, sa, in_dtype="bf16", gen="mariana")
-        assert np.array_equal(_bits(got), _bits(want)), (sw.dtype, sa.dtype)
+        assert np.array_equal(fp32_bits(got), fp32_bits(want)), (sw.dtype, sa.dtype)
 
 
 def test_matmul_fp8_by_format_and_values():
@@ -37,10 +35,10 @@ def test_matmul_fp8_by_format_and_values():
     a = rng.uniform(-8, 8, (8, 6)).astype(ml_dtypes.float8_e4m3fn)
     want = oracle.matmul(w.view(np.uint8), a.view(np.uint8), in_dtype="fp8_e4m3", gen="mariana")
     got = matmul(w, a, in_dtype="fp8_e4m3", gen="mariana")
-    assert np.array_equal(_bits(got), _bits(want))
+    assert np.array_equal(fp32_bits(got), fp32_bits(want))
     # on CAYMAN FP8_EXP4 is the IEEE-style E4M3 (max 240): an e4m3fn array is values there
     ok = matmul(w, a, in_dtype="fp8_e4m3", gen="cayman")
-    assert np.array_equal(_bits(ok), _bits(want))
+    assert np.array_equal(fp32_bits(ok), fp32_bits(want))
     with pytest.raises(ValueError, match=r"stationary: 1 of 32 values are not e4m3 values \(the first is 448.0"):
         matmul(np.where(np.arange(32).reshape(8, 4) == 3, ml_dtypes.float8_e4m3fn(448), w).astype(
             ml_dtypes.float8_e4m3fn), a, in_dtype="fp8_e4m3", gen="cayman")

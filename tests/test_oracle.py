@@ -18,6 +18,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.engine import Engine
 from tensore.model.isa.asm import assemble
 from tensore.model.isa.check import matmul_input_dtypes
+from tests.fixtures import fp32_bits
 from tests.oracles import fused_chain_oracle, softfloat_chain
 
 SPECIAL_F32 = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.17e-38, 3.4e38, -3.4e38,
@@ -28,10 +29,6 @@ def _nan_canonical(bits):
     bits = np.asarray(bits, np.uint32)
     nan = ((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x7FFFFF) != 0)
     return np.where(nan, np.uint32(0x7FC00000), bits)
-
-
-def _bits(x):
-    return np.asarray(x, np.float32).view(np.uint32)
 
 
 @pytest.mark.parametrize("gen", list(Gen), ids=lambda g: g.name)
@@ -67,7 +64,7 @@ def test_single_product_chains_match_softfloat(dtype, gen):
     subnormals and overflow included (NaNs compared as NaN)."""
     rng = np.random.default_rng(sum(map(ord, dtype)) + int(gen))
     w, a = _codes(rng, dtype, gen, (12, 5)), _codes(rng, dtype, gen, (12, 6))
-    got = _bits(oracle.matmul(w, a, in_dtype=dtype, gen=gen))
+    got = fp32_bits(oracle.matmul(w, a, in_dtype=dtype, gen=gen))
     wv, av = oracle.decode(w, dtype, gen).float64(), oracle.decode(a, dtype, gen).float64()
     assert np.array_equal(got, _nan_canonical(softfloat_chain(wv, av)))
 
@@ -80,10 +77,10 @@ def test_fp32_high_matches_softfloat():
     a = rng.integers(0, 1 << 32, (10, 5), dtype=np.uint64)
     w[:, :3] = (rng.standard_normal((10, 3)).astype(np.float32)).view(np.uint32)
     a[:, :3] = (rng.standard_normal((10, 3)).astype(np.float32) * 1e-20).view(np.uint32)
-    w[:, 4], a[:, 4] = _bits(rng.choice(SPECIAL_F32, 10)), _bits(rng.choice(SPECIAL_F32, 10))
-    w[:, 5], a[:, 3] = _bits(np.float32(-(2.0 ** -100))), _bits(np.float32(2.0 ** -100))   # -2^-200: -0
-    w[0, 2], a[0, 2] = _bits(np.float32(3e38)), _bits(np.float32(10.0))                     # Inf
-    got = _bits(oracle.matmul(w, a, in_dtype="fp32", gen="cayman", fp32_mode="high"))
+    w[:, 4], a[:, 4] = fp32_bits(rng.choice(SPECIAL_F32, 10)), fp32_bits(rng.choice(SPECIAL_F32, 10))
+    w[:, 5], a[:, 3] = fp32_bits(np.float32(-(2.0 ** -100))), fp32_bits(np.float32(2.0 ** -100))   # -2^-200: -0
+    w[0, 2], a[0, 2] = fp32_bits(np.float32(3e38)), fp32_bits(np.float32(10.0))                     # Inf
+    got = fp32_bits(oracle.matmul(w, a, in_dtype="fp32", gen="cayman", fp32_mode="high"))
     want = _nan_canonical(softfloat_chain(w.astype(np.uint32).view(np.float32), a.astype(np.uint32).view(np.float32)))
     assert np.array_equal(got, want)
     assert got[5, 3] == 0x80000000 and got[2, 2] == 0x7F800000
@@ -96,7 +93,7 @@ def test_fp32_split_modes_match_the_fraction_chain(mode):
     w = rng.standard_normal((6, 4)).astype(np.float32)
     a = rng.standard_normal((6, 5)).astype(np.float32)
     a[2, 1], w[3, 2] = np.inf, np.nan
-    got = _bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), in_dtype="fp32", gen="mariana", fp32_mode=mode))
+    got = fp32_bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), in_dtype="fp32", gen="mariana", fp32_mode=mode))
     w_hi, w_lo = dt.split_fp32(w)
     a_hi, a_lo = dt.split_fp32(a)
     if mode == "low":
@@ -132,7 +129,7 @@ def test_multi_term_steps_match_the_fraction_chain(dtype, gen, perf):
         exp = lambda s: np.where(s == 255, np.nan, s - 127.0)          # noqa: E731
         blk = np.arange(rows) * pack // 32
         scales = (exp(sw)[blk], exp(sa)[blk])
-    got = _bits(oracle.matmul(w, a, in_dtype=dtype, gen=gen, perf_mode=perf, **kw))
+    got = fp32_bits(oracle.matmul(w, a, in_dtype=dtype, gen=gen, perf_mode=perf, **kw))
     assert np.array_equal(got, fused_chain_oracle(wv, av, scales))
 
 
@@ -141,7 +138,7 @@ def test_sparse_matches_the_fraction_chain():
     w = _codes(rng, "fp16", Gen.MARIANA, (8, 4))
     a = _codes(rng, "fp16", Gen.MARIANA, (8, 3, 5))
     tags = rng.integers(0, 3, (8, 4))
-    got = _bits(oracle.matmul(w, a, in_dtype="fp16", gen="mariana", tags=tags))
+    got = fp32_bits(oracle.matmul(w, a, in_dtype="fp16", gen="mariana", tags=tags))
     wv, av = oracle.decode(w, "fp16", "mariana").float64(), oracle.decode(a, "fp16", "mariana").float64()
     want = np.zeros((4, 5), np.uint32)
     for c in range(4):                           # column c reads fmap tags[r, c] in row r
@@ -156,12 +153,12 @@ def test_fraction_path_equals_the_integer_path(monkeypatch):
              (rng.integers(0, 256, (32, 3)), rng.integers(0, 256, (32, 4)), "fp8_e4m3",
               {"perf_mode": "quad_row", "stationary_scales": rng.integers(100, 160, (1, 3)),
                "moving_scales": rng.integers(100, 160, (1, 4))})]
-    fast = [_bits(oracle._matmul(w, a, in_dtype=d, gen="mariana", fp32_mode=None, tags=None,
+    fast = [fp32_bits(oracle._matmul(w, a, in_dtype=d, gen="mariana", fp32_mode=None, tags=None,
                                  **({"perf_mode": None, "stationary_scales": None, "moving_scales": None} | kw)))
             for w, a, d, kw in cases]
     monkeypatch.setattr(oracle, "FAST_BITS", -1)
     before = oracle.STATS["fraction"]
-    slow = [_bits(oracle._matmul(w, a, in_dtype=d, gen="mariana", fp32_mode=None, tags=None,
+    slow = [fp32_bits(oracle._matmul(w, a, in_dtype=d, gen="mariana", fp32_mode=None, tags=None,
                                  **({"perf_mode": None, "stationary_scales": None, "moving_scales": None} | kw)))
             for w, a, d, kw in cases]
     assert oracle.STATS["fraction"] - before > 100
@@ -174,7 +171,8 @@ def test_wide_sums_take_the_fraction_path():
     w = np.float32([[2.0 ** 50, 1.0], [2.0 ** -30 * 1.5, -(2.0 ** -30)]])
     a = np.float32([[2.0 ** 50, 3.0], [2.0 ** -30 * 1.25, 2.0 ** -30]])
     before = oracle.STATS["fraction"]
-    got = _bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), in_dtype="fp32", gen="cayman", fp32_mode="high"))
+    got = fp32_bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), in_dtype="fp32", gen="cayman",
+                                  fp32_mode="high"))
     assert oracle.STATS["fraction"] > before
     assert np.array_equal(got, _nan_canonical(softfloat_chain(w, a)))
 
@@ -186,10 +184,11 @@ def test_add_f32_is_ieee_addition():
     y = rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(np.uint32)
     y[:5000] = (x[:5000] ^ 0x80000000)                       # exact cancellation: +0
     y[5000:10000] = x[5000:10000] + rng.integers(-3, 4, 5000).astype(np.uint32)   # near cancellation
-    xs, ys = np.concatenate([x, _bits(SPECIAL_F32).repeat(15)]), np.concatenate([y, np.tile(_bits(SPECIAL_F32), 15)])
+    special = fp32_bits(SPECIAL_F32)
+    xs, ys = np.concatenate([x, special.repeat(15)]), np.concatenate([y, np.tile(special, 15)])
     with np.errstate(all="ignore"):
-        want = _nan_canonical(_bits(xs.view(np.float32) + ys.view(np.float32)))
-    assert np.array_equal(_bits(oracle.add_f32(xs.view(np.float32), ys.view(np.float32))), want)
+        want = _nan_canonical(fp32_bits(xs.view(np.float32) + ys.view(np.float32)))
+    assert np.array_equal(fp32_bits(oracle.add_f32(xs.view(np.float32), ys.view(np.float32))), want)
 
 
 # --- independence of the library's expectations --------------------------------------------------
@@ -279,7 +278,7 @@ def test_fp32_split_parts_match_ieee_subtraction():
     """hi clears the low 10 mantissa bits; lo = x - hi by IEEE subtraction: +0 when exact (also for
     negative x and -0), +0 for Inf / NaN (D-12)."""
     rng = np.random.default_rng(4)
-    x = np.concatenate([_bits(SPECIAL_F32), _bits(np.float32([-1.0, -2.5, -(2.0 ** -140)])),
+    x = np.concatenate([fp32_bits(SPECIAL_F32), fp32_bits(np.float32([-1.0, -2.5, -(2.0 ** -140)])),
                         np.uint32([0x80000400, 0x7F800001, 0xFFFFFFFF]),
                         rng.integers(0, 1 << 32, 4000, dtype=np.uint64).astype(np.uint32)])
     hi, lo = oracle.split_fp32(oracle.from_f32_bits(x), x)

@@ -53,7 +53,7 @@ def test_mismatch_report_names_cycle_pe_signal_and_writes_vcd(tmp_path):
     rec["steps"][2].view(np.uint32)[1, 3] ^= 1                 # the model now expects a wrong bit
     bad = array_lockstep.check(trace, prog.gen, vcd_dir=str(tmp_path), name="faulty")
     assert bad is not None
-    assert (bad.row, bad.col, bad.signal) == (2, 1, "psum")
+    assert bad.where == "PE (row 2, col 1), psum"
     assert bad.cycle == rec["timing"].t_data + 3 + 2 + 1 + 1    # vector 3 in PE (2, 1), one cycle later
     assert bad.expected ^ bad.actual == 1
     text = str(bad)

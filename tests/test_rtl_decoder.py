@@ -17,7 +17,7 @@ from tensore.model.isa.microop import Kind, microop, pack_of, region_of
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import uop_layout
 
-from tests.test_isa import BOUNDARIES, SEED, _mutants, valid
+from tests.fixtures import BOUNDARIES, SEED, mutants, valid
 
 LAYOUT_GENS = [Gen.CAYMAN, Gen.MARIANA, Gen.MAVERICK]
 
@@ -54,7 +54,7 @@ def _compare(gen, rows, cols, descriptors, eng=None, **weights):
 def test_fuzz_parity_full_size(gen):
     cols = 256 if gen.layout == Gen.MAVERICK else 128
     rnd = random.Random(SEED + 17 * int(gen))
-    data = list(_mutants(rnd, gen, 10_000))
+    data = list(mutants(rnd, gen, 10_000))
     want, _ = _compare(gen, 128, cols, data)
     assert len(set(want)) >= 12            # the fuzz reaches most rules, valid descriptors included
     assert 0 in want
