@@ -3,16 +3,20 @@
 The sequencer (seed 000 section 10, SPEC section 8) takes descriptors in order through the
 instruction FIFO, decodes and checks each one (SPEC D-23), issues it when its dependencies allow
 (docs/timing.md), and executes it: the values come from model.array / model.psum, the cycles from
-model.timing.  The result is a Trace: every architectural event with its cycle (PSUM writes with
-partition, address and bits; weight swaps; refusals; completions) plus the final state."""
+model.timing.  The result is a Trace (model/trace.py): every architectural event with its cycle
+(PSUM writes with partition, address and bits; weight swaps; refusals; completions) plus the final
+state.  trace="aggregate" records each matmul's PSUM writes as one WriteBlock of arrays instead of
+an Event per write (same values, cycles and order; what a large kernel needs, issue 19)."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
+from tensore.model.array import _values as decode_values
 from tensore.model.array import column_chain, sig_bits_of
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
@@ -28,16 +32,10 @@ from tensore.model.sbuf import Sbuf
 from tensore.model.timing import (DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS, PERF_COUNTERS,
                                   ArrayTiming, in_rhythm, load_complete, load_port_free, mm_port_free,
                                   seed_transpose_issue, sparse_end, weights_swapped)
+from tensore.model.trace import Event, Trace, WriteBlock
 
 E = ErrorCode
-
-
-@dataclass
-class Event:
-    cycle: int
-    kind: str          # issue, refuse, complete, psum_write, psum_zero, swap, state_write, reg, matmul_done
-    op: int
-    data: dict = field(default_factory=dict)
+TRACE_MODES = ("detailed", "aggregate")
 
 
 @dataclass
@@ -58,113 +56,6 @@ class OpRecord:
         return self.desc.op.name.lower() if isinstance(self.desc.op, Opcode) else f"0x{self.desc.op:02x}"
 
 
-@dataclass
-class Trace:
-    gen: Gen
-    rows: int
-    cols: int
-    ops: list
-    events: list
-    stalled: str | None = None
-    pe_log: list = field(default_factory=list)
-
-    @property
-    def cycles(self) -> int:
-        return 1 + max((e.cycle for e in self.events), default=-1)
-
-    def of_kind(self, kind: str) -> list:
-        return [e for e in self.events if e.kind == kind]
-
-    def pe_state(self, cycle: int) -> dict:
-        """Every PE's registers during `cycle` (record_pe=True engines): the active weight (`weight`,
-        code of pack slot 0, from the first cycle after its swap), the moving value register
-        (`act`, the code of pack slot 0), the partial-sum register (`psum`, float32 bits) and
-        their valid bits, each [rows, cols].  A PE's registers hold what it computed in the
-        previous cycle window (D-15, docs/timing.md); rows below a matmul's block pass its sums on."""
-        act = np.zeros((self.rows, self.cols), np.uint32)
-        psum = np.zeros((self.rows, self.cols), np.uint32)
-        weight = np.zeros((self.rows, self.cols), np.uint32)
-        valid = np.zeros((self.rows, self.cols), bool)
-        act_valid = np.zeros((self.rows, self.cols), bool)
-        rgrid, cgrid = np.indices((self.rows, self.cols))
-        for rec in self.pe_log:
-            if rec.get("kind") == "xpose":            # (k, n) is in PE (r, n)'s sum register in cycle
-                tm, bits = rec["timing"], rec["bits"]  # t_data + k + n + r + 1
-                ncol, k_all = bits.shape
-                kk = cycle - 1 - tm.t_data - cgrid - rgrid
-                live = (cgrid < ncol) & (kk >= 0) & (kk < k_all)
-                psum = np.where(live, bits[np.minimum(cgrid, ncol - 1), np.clip(kk, 0, k_all - 1)], psum)
-                valid = np.where(live, True, valid)
-                continue
-            if rec.get("kind") != "mm":
-                continue
-            tm, row0, col0 = rec["timing"], rec["row0"], rec["col0"]
-            swapped = rec["swapped"] & (cycle > tm.t_data + tm.passes * (rgrid + cgrid))
-            weight = np.where(swapped, rec["w_code"], weight)
-            steps, a = rec["steps"], rec["a"]
-            k, _, n = a.shape
-            m = steps[0].shape[0]
-            r = np.arange(self.rows)[:, None]
-            c = np.arange(self.cols)[None, :]
-            # the window that ended just before `cycle`: v = (cycle - t_data) // passes - 1 - r - c
-            v = (cycle - tm.t_data) // tm.passes - 1 - r - c
-            in_cols = (c >= col0) & (c < col0 + m)
-            live = in_cols & (v >= 0) & (v < n) & (r >= row0)
-            if not live.any():
-                continue
-            rr = np.clip(r - row0, 0, k - 1) + np.zeros_like(c)
-            cc = np.clip(c - col0, 0, m - 1) + np.zeros_like(r)
-            vv = np.clip(v, 0, n - 1)
-            stack = np.stack(steps)                                   # [k, m, n]
-            p = stack[rr, cc, vv].view(np.uint32)
-            x = rec["a_codes"][np.minimum(rr, k - 1), 0, vv]
-            act = np.where(live & (r < row0 + k), x, act)
-            act_valid |= live & (r < row0 + k)
-            psum = np.where(live, p, psum)
-            valid |= live
-        return {"weight": weight, "act": act, "act_valid": act_valid, "psum": psum, "valid": valid}
-
-    def steps(self, pe: bool = False):
-        """The trace one clock at a time: (cycle, events of that cycle[, pe_state(cycle)])."""
-        by_cycle: dict[int, list] = {}
-        for e in self.events:
-            by_cycle.setdefault(e.cycle, []).append(e)
-        for cycle in range(self.cycles):
-            if pe:
-                yield cycle, by_cycle.get(cycle, []), self.pe_state(cycle)
-            else:
-                yield cycle, by_cycle.get(cycle, [])
-
-    def replay_psum(self, psum: Psum | None = None) -> Psum:
-        """Apply the trace's PSUM events (zeroing and cell writes) in order to `psum` (a fresh one
-        by default): the cycle-level events alone rebuild the engine's PSUM."""
-        psum = Psum() if psum is None else psum
-        for e in self.events:
-            d = e.data
-            if e.kind == "psum_zero":
-                lo, hi = d["partitions"]
-                psum.zero_banks(np.arange(lo, hi + 1), d["bank"], d["banks"])
-            elif e.kind == "psum_write":
-                psum.cells(d["bytes"])[d["partition"], d["offset"] // d["bytes"]] = d["bits"]
-        return psum
-
-    def summary(self) -> str:
-        done = [o for o in self.ops if o.error == E.NONE and o.t_complete is not None]
-        refused = [o for o in self.ops if o.error != E.NONE]
-        lines = [f"{self.gen.name} {self.rows}x{self.cols}: {len(self.ops)} descriptors, {len(done)} executed, "
-                 f"{len(refused)} refused, {self.cycles} cycles, {len(self.of_kind('psum_write'))} PSUM writes"]
-        for o in self.ops:
-            if o.error != E.NONE:
-                lines.append(f"  #{o.index} {o.name}: refused {o.error.name} at cycle {o.t_decode}: "
-                             f"{o.violations[0] if o.violations else ''}")
-            elif o.t_issue is not None:
-                lines.append(f"  #{o.index} {o.name}: issue {o.t_issue}, complete {o.t_complete}, "
-                             f"{o.psum_writes} PSUM writes")
-        if self.stalled:
-            lines.append(f"  stalled: {self.stalled}")
-        return "\n".join(lines)
-
-
 class Weights:
     """One plane of PE weight registers (active or shadow): values and codes per pack slot."""
 
@@ -176,15 +67,63 @@ class Weights:
         self.scale = np.zeros((rows, cols))                    # E8M0 exponent of the MX block (NaN: NaN scale)
 
     def copy_from(self, other: "Weights", mask: np.ndarray):
+        every = bool(mask.all())
         for name in ("val", "code", "dtype", "pack", "scale"):
-            getattr(self, name)[mask] = getattr(other, name)[mask]
+            dst = getattr(self, name)
+            np.copyto(dst, getattr(other, name), where=True if every else
+                      mask.reshape(mask.shape + (1,) * (dst.ndim - 2)))
+
+
+def _run(idx: np.ndarray):
+    """idx as a slice when it is a run of consecutive indices, ascending or descending (numpy
+    moves a slice fastest), else idx itself."""
+    n = idx.size
+    if n and idx[0] >= 0 and (idx == idx[0] + np.arange(n)).all():
+        return slice(int(idx[0]), int(idx[0]) + n)
+    if n and idx[0] - n >= -1 and (idx == idx[0] - np.arange(n)).all():
+        return slice(int(idx[0]), int(idx[0]) - n if idx[0] >= n else None, -1)
+    return idx
+
+
+def _in_order(codes: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """codes[:, order] (order [vectors, pack] element indices): a view when order is the pattern order."""
+    if np.array_equal(order.reshape(-1), np.arange(order.size)):
+        return codes[:, :order.size].reshape(codes.shape[0], *order.shape)
+    return codes[:, order]
+
+
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """np.unique(x), with the common case of one value found in two reductions."""
+    if x.size and x.min() == x.max():
+        return x.reshape(-1)[:1].copy()
+    return np.unique(x)
+
+
+@dataclass(frozen=True)
+class _Cells:
+    """What one matmul writes to PSUM (Engine._write_results): column c goes to partition part[c]
+    in column half slot[c], vector v of half s to byte offset offs[v + s * V], cells of esize bytes;
+    data[c, v] is the value (or with `raw` the bit pattern) written."""
+    part: np.ndarray
+    slot: np.ndarray
+    offs: np.ndarray
+    esize: int
+    out_dtype: Dtype
+    accumulate: bool
+    data: np.ndarray
+    raw: bool
 
 
 class Engine:
-    """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256)."""
+    """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256).
+    trace: "detailed" (an Event per PSUM write) or "aggregate" (a WriteBlock per matmul)."""
 
     def __init__(self, gen, *, rows: int = ARRAY_ROWS, cols: int | None = None, sbuf: Sbuf | np.ndarray | None = None,
-                 sbuf_latency: int = DEFAULT_SBUF_LATENCY, e4m3: str | None = None, record_pe: bool = False):
+                 sbuf_latency: int = DEFAULT_SBUF_LATENCY, e4m3: str | None = None, record_pe: bool = False,
+                 trace: str = "detailed"):
+        if trace not in TRACE_MODES:
+            raise ValueError(f"trace {trace!r}: one of {', '.join(TRACE_MODES)}")
+        self.aggregate = trace == "aggregate"
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
         full = full_cols(self.gen)
@@ -209,6 +148,7 @@ class Engine:
         self.lut_dtype = Dtype.BFLOAT16
         self.external_events: dict[int, list] = {}
         self._last_swap = np.zeros((rows, cols), bool)
+        self._current_of: dict = {}
 
     # -- host interface -------------------------------------------------------------------------
     def write_reg(self, reg, value: int):
@@ -294,8 +234,22 @@ class Engine:
             byte = self.sbuf.gather(parts, nib >> 1, 1)
             codes = (byte >> ((nib & 1) * 4).astype(np.uint64)) & 0xF
         else:
-            codes = self.sbuf.gather(parts, loc.offset + offs * (esize_bits // 8), esize_bits // 8)
+            codes = self._gather(parts, loc.offset + offs * (esize_bits // 8), esize_bits // 8)
         return codes[:, :count], loc.partition
+
+    def _gather(self, parts: np.ndarray, offsets: np.ndarray, esize: int) -> np.ndarray:
+        """Sbuf.gather of consecutive partitions at offsets of one alignment mod esize, as unsigned
+        integers of esize bytes: through a little-endian typed view of those rows (one index per
+        element, not per byte)."""
+        data = self.sbuf.data
+        r = int(offsets[0]) % esize if offsets.size else 0
+        width = (data.shape[1] - r) // esize
+        inside = parts.size and offsets.size and offsets.min() >= 0 and offsets.max() + esize <= data.shape[1] and \
+            parts[-1] < data.shape[0] and not ((offsets - r) % esize).any()
+        if not inside:
+            return self.sbuf.gather(parts, offsets, esize)
+        rows = data[parts[0]:parts[-1] + 1, r:r + width * esize].view(f"<u{esize}")
+        return np.array(rows[:, _run((offsets - r) // esize)], f"u{esize}")
 
     def _read_scales(self, pat: Pattern, first_partition: int, blocks: int, pack: int, count: int) -> np.ndarray:
         """E8M0 exponents [blocks, count]: block b's scales are bytes at scale_addr in partition
@@ -311,8 +265,10 @@ class Engine:
         if lut:
             idx = codes.astype(np.intp)
             return self.lut[idx], self.lut_codes[idx], self.lut_dtype
-        vals = dt.to_fp32(codes, dtype, self.gen, e4m3=self.e4m3).astype(np.float64)
-        return vals, codes.astype(np.uint32), Dtype(dtype)
+        narrow = {8: np.uint8, 16: np.uint16}.get(self._width(dtype))
+        if narrow is not None and codes.dtype != narrow and codes.size and not int(codes.max()) >> self._width(dtype):
+            codes = codes.astype(narrow)                                      # decode_values: one table look-up
+        return decode_values(codes, dtype, self.gen, self.e4m3), codes, Dtype(dtype)
 
     def _width(self, dtype) -> int:
         return dt.format_of(dtype, self.gen).width
@@ -326,8 +282,9 @@ class Engine:
         if len(program) % 64:
             raise ValueError(f"a program is a whole number of 64-byte descriptors, got {len(program)} bytes")
         descs = [decode(program[i:i + 64], self.gen) for i in range(0, len(program), 64)]
-        self._events: list[Event] = []
+        self._log: list = []
         self._pe_log = []
+        self._current_of = {}                           # the host may have changed the weights
         ops = [OpRecord(i, d) for i, d in enumerate(descs)]
         depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
         self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "mm_port": 0,
@@ -360,15 +317,14 @@ class Engine:
             self._execute(op)
             self._state["last_issue"] = t
             self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
-            self._state["completions"].append(op.t_complete)
+            bisect.insort(self._state["completions"], op.t_complete)          # kept sorted
             if op.uop.barrier:
                 self._state["barrier_complete"] = op.t_complete
             self._complete(op)
-        events = sorted(self._events, key=lambda e: e.cycle)
-        return Trace(self.gen, self.rows, self.cols, ops, events, stalled, self._pe_log)
+        return Trace(self.gen, self.rows, self.cols, ops, self._log, stalled, self._pe_log)
 
     def _emit(self, cycle, kind, op, **data):
-        self._events.append(Event(int(cycle), kind, op, data))
+        self._log.append(Event(int(cycle), kind, op, data))
 
     def _refuse(self, op: OpRecord):
         opcode = int(op.desc.raw[0])
@@ -400,20 +356,19 @@ class Engine:
         row0, rows, col0, cols = self.region(d)
         if row0 + rows > self.rows or col0 + cols > self.cols:
             return None
-        reg = self._current_weights()
-        codes = np.unique(reg.dtype[row0:row0 + rows, col0:col0 + cols])
+        codes = _distinct(self._current("dtype")[row0:row0 + rows, col0:col0 + cols])
         codes = [c for c in codes.tolist() if c]
         if any(c == Dtype.FP32 for c in codes):
             return Dtype.FP32 if all(c == Dtype.FP32 for c in codes) else Dtype.BFLOAT16 \
                 if d.fields["in_dtype"] == Dtype.FP32 else Dtype.FP32
         return Dtype(codes[0]) if codes else None
 
-    def _current_weights(self) -> Weights:
-        """The weights a matmul issued now would use: shadow where a load is pending."""
-        w = Weights(self.rows, self.cols)
-        w.copy_from(self.active, np.ones((self.rows, self.cols), bool))
-        w.copy_from(self.shadow, self.pending)
-        return w
+    def _current(self, name: str) -> np.ndarray:
+        """A [rows, cols] field (dtype, pack) of the weights a matmul issued now would use: the
+        shadow's where a load is pending (kept until a load or a swap changes them; read only)."""
+        if name not in self._current_of:
+            self._current_of[name] = np.where(self.pending, getattr(self.shadow, name), getattr(self.active, name))
+        return self._current_of[name]
 
     def _runtime_rules(self, d) -> list:
         """Rules that need engine state (D-T31): weights loaded in the matmul's pump mode (BAD_MX),
@@ -421,8 +376,8 @@ class Engine:
         out = []
         if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX) and not transposes(d) and not seed_mode(d):
             row0, rows, col0, cols = self.region(d)
-            w = self._current_weights()
-            packs = np.unique(w.pack[row0:row0 + rows, col0:col0 + cols][w.dtype[row0:row0 + rows, col0:col0 + cols] != 0])
+            blk = (slice(row0, row0 + rows), slice(col0, col0 + cols))
+            packs = _distinct(self._current("pack")[blk][self._current("dtype")[blk] != 0])
             if packs.size and (packs.size > 1 or int(packs[0]) != pack_of(d)):
                 out.append(Violation(E.BAD_MX, "perf_mode", f"weights were loaded {int(packs[0])} per PE, "
                                      f"the matmul streams {pack_of(d)}"))
@@ -460,7 +415,7 @@ class Engine:
             t = max(t, st["mm_port"], st["last_lw"] + 1, st["last_ldtags"] + 1)
             if mm is not None and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
                 t = max(t, mm["t_complete"] + 1)
-        done = sorted(st["completions"])
+        done = st["completions"]
         if len(done) >= MAX_IN_FLIGHT:          # at most 16 micro-ops in flight (D-T38)
             t = max(t, done[-MAX_IN_FLIGHT] + 1)
         we = d.events.wait_event
@@ -507,7 +462,7 @@ class Engine:
                 grid = codes.T.reshape(rows, pack, cols).transpose(0, 2, 1)
             else:
                 codes, first = self._read_codes(u.src, rows, cols * pack, bits)
-                grid = codes[:, self._element_order(u, cols)]                         # [rows, cols, pack]
+                grid = _in_order(codes, self._element_order(u, cols))               # [rows, cols, pack]
             if u.tagw:
                 self.tags[row0:row0 + rows, phys] = (grid[:, :, 0] >> 16).astype(np.uint8) & 0xF
                 if self.record_pe:
@@ -520,15 +475,16 @@ class Engine:
                 blocks = rows * pack // MX_BLOCK
                 s = self._read_scales(u.src, first, blocks, pack, cols)                 # [blocks, cols]
                 scales = s[(np.arange(rows) * pack) // MX_BLOCK]
-        sh = self.shadow
-        sh.val[sl, phys, :pack] = vals
-        sh.val[sl, phys, pack:] = 0
-        sh.code[sl, phys, :pack] = stored
-        sh.code[sl, phys, pack:] = 0
-        sh.dtype[sl, phys] = int(vdtype)
-        sh.pack[sl, phys] = pack
-        sh.scale[sl, phys] = scales
-        self.pending[sl, phys] = True
+        sh, cs = self.shadow, _run(phys)
+        sh.val[sl, cs, :pack] = vals
+        sh.val[sl, cs, pack:] = 0
+        sh.code[sl, cs, :pack] = stored
+        sh.code[sl, cs, pack:] = 0
+        sh.dtype[sl, cs] = int(vdtype)
+        sh.pack[sl, cs] = pack
+        sh.scale[sl, cs] = scales
+        self.pending[sl, cs] = True
+        self._current_of = {}
         if self.record_pe:
             self._pe_log.append({"kind": "lw", "op": op.index, "t": t, "latency": L, "row0": row0, "rows": rows,
                                  "phys": np.asarray(phys), "codes": stored.astype(np.uint32), "dtype": int(vdtype),
@@ -595,7 +551,7 @@ class Engine:
         w = self.active
         wsl = (slice(row0, row0 + rows), slice(col0, col0 + cols))
         w_vals = w.val[wsl[0], wsl[1], :pack].transpose(0, 2, 1)                # [rows, pack, cols]
-        st_dtypes = [Dtype(c) for c in np.unique(w.dtype[wsl]).tolist() if c]
+        st_dtypes = [Dtype(c) for c in _distinct(w.dtype[wsl]).tolist() if c]
         if d.op == Opcode.MATMUL_SPARSE:
             fm = u.src.nums[3]
             codes, _ = self._read_codes(u.src, rows, n_vec, self._width(dtype))
@@ -612,8 +568,8 @@ class Engine:
         else:
             bits = 4 if u.mx and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else self._width(dtype)
             codes, first = self._read_codes(u.src, rows, n_vec * pack, bits)
-            order = self._element_order(u, n_vec)
-            a_vals, a_codes, a_dtype = self._to_values(codes[:, order].transpose(0, 2, 1), dtype, u.lut)  # [rows, pack, N]
+            moving = _in_order(codes, self._element_order(u, n_vec)).transpose(0, 2, 1)      # [rows, pack, N]
+            a_vals, a_codes, a_dtype = self._to_values(moving, dtype, u.lut)
             scales = None
             sa_rows = np.zeros((rows, n_vec))
             if u.mx:
@@ -659,6 +615,7 @@ class Engine:
         if swap.any():
             self.active.copy_from(self.shadow, swap)
             self.pending &= ~swap
+            self._current_of = {}
             self._emit(timing.pe_cycle(row0, col0, 0), "swap", op.index, rows=(row0, row0 + rows),
                        cols=(col0, col0 + cols))
 
@@ -670,12 +627,11 @@ class Engine:
         return loc.partition, offs[:count], esize
 
     def _write_results(self, op, timing, *, values=None, raw=None, vectors, ncols, col0):
-        """Apply the PSUM writes of one matmul in cycle order and emit them."""
+        """Apply the PSUM writes of one matmul (column c, vector v: values[c, v], or the bit
+        patterns raw[c, v]) and record them: an Event each, or one WriteBlock (aggregate)."""
         d, u = op.desc, op.uop
         half = self._half()
         p0, offs, esize = self._dst_offsets(u, vectors * (2 if ncols > half and self.maverick else 1))
-        out_dtype = Dtype.BFLOAT16 if u.out_bf16 else Dtype.FP32
-        accumulate = u.accumulate and raw is None
         c = np.arange(ncols)
         slot = c // half if self.maverick else np.zeros(ncols, int)
         part = p0 + (c % half if self.maverick else c)
@@ -685,28 +641,16 @@ class Engine:
             self.psum.zero_banks(np.unique(part), bank, u.zero_banks)
             self._emit(first_write, "psum_zero", op.index, partitions=(int(part.min()), int(part.max())),
                        bank=int(offs[0] // addrmap.PSUM_BANK_BYTES), banks=u.zero_banks)
-        last = first_write
-        # cycle of (column c, vector v): t_data + passes*(v + R + col0 + c) + 1; walk the diagonals in order
-        for step in range(vectors + ncols - 1):
-            for s in (0, 1) if self.maverick else (0,):
-                cc = c[(slot == s) & (c <= step) & (step - c < vectors)]
-                if not cc.size:
-                    continue
-                vv = step - cc
-                cycle = timing.write_cycle(col0 + int(cc[0]), int(vv[0]))
-                o = offs[vv + s * vectors]
-                if raw is not None:
-                    bits = raw[cc, vv]
-                    if esize == 2:
-                        self.psum.cells(2)[part[cc], o // 2] = bits.astype(np.uint16)
-                    else:
-                        self.psum.write_raw32(part[cc], o, bits)
-                else:
-                    bits = self.psum.write(part[cc], o, values[cc, vv], out_dtype=out_dtype, accumulate=accumulate)
-                for pi, oi, bi in zip(part[cc].tolist(), o.tolist(), bits.tolist()):
-                    self._emit(cycle, "psum_write", op.index, partition=pi, offset=oi, bits=int(bi), bytes=esize)
-                op.psum_writes += cc.size
-                last = max(last, cycle)
+        cells = _Cells(part, slot, offs, esize, Dtype.BFLOAT16 if u.out_bf16 else Dtype.FP32,
+                       u.accumulate and raw is None, values if raw is None else raw, raw is not None)
+        if not self.aggregate:
+            self._write_diagonals(op, cells, vectors, timing, col0)
+        elif ncols and vectors:
+            bits = self._write_whole(cells, vectors) if self._independent(cells) else \
+                self._write_diagonals(op, cells, vectors, timing, col0)
+            self._log.append(WriteBlock(op.index, part, slot, offs, bits, timing, col0, esize))
+        op.psum_writes += ncols * vectors
+        last = timing.write_cycle(col0 + ncols - 1, vectors - 1) if ncols and vectors else first_write
         done_at = last if self.regs.get("arr_cluster_cfg", "matmul_done_last") else first_write
         self._emit(done_at, "matmul_done", op.index)
         self.regs.add("matmul_done_count", "count")
@@ -716,6 +660,57 @@ class Engine:
                                   "kind": u.mmkind, "t_issue": op.t_issue}
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)
+
+    def _store(self, k: _Cells, part, offs, sel) -> np.ndarray:
+        """One PSUM write per (partition, offset) pair, partitions distinct (or a [P, 1] column of
+        distinct partitions against [1, V] offsets): the stored bits, uint32."""
+        data = k.data[sel]
+        if k.raw:
+            if k.esize == 2:
+                self.psum.cells(2)[part, offs // 2] = data.astype(np.uint16)
+            else:
+                self.psum.write_raw32(part, offs, data)
+            return data
+        return self.psum.write(part, offs, data, out_dtype=k.out_dtype, accumulate=k.accumulate)
+
+    def _write_diagonals(self, op, k: _Cells, vectors, timing: ArrayTiming, col0):
+        """The writes in cycle order, one anti-diagonal (c + v = step) per cycle (the cycle of column
+        c, vector v is timing.write_cycle(col0 + c, v)), column halves in order: an Event each, or
+        (aggregate) the stored bits [C, V]."""
+        c = np.arange(k.part.size)
+        grid = np.zeros((c.size, vectors), np.uint32) if self.aggregate else None
+        for step in range(vectors + c.size - 1):
+            for s in (0, 1) if self.maverick else (0,):
+                cc = c[(k.slot == s) & (c <= step) & (step - c < vectors)]
+                if not cc.size:
+                    continue
+                vv = step - cc
+                o = k.offs[vv + s * vectors]
+                bits = self._store(k, k.part[cc], o, (cc, vv))
+                if grid is not None:
+                    grid[cc, vv] = bits
+                    continue
+                cycle = timing.write_cycle(col0 + int(cc[0]), int(vv[0]))
+                for pi, oi, bi in zip(k.part[cc].tolist(), o.tolist(), bits.tolist()):
+                    self._emit(cycle, "psum_write", op.index, partition=pi, offset=oi, bits=int(bi), bytes=k.esize)
+        return grid
+
+    def _independent(self, k: _Cells) -> bool:
+        """Every write of the matmul is to its own cell and rounds without state (not SR into bf16):
+        the writes commute, so one vectorised write per column half gives the bits of the cycle order."""
+        sr = k.out_dtype == Dtype.BFLOAT16 and not k.raw and self.psum.round_mode == PsumRound.SR
+        return not sr and (bool((np.diff(k.offs) > 0).all()) or np.unique(k.offs).size == k.offs.size)
+
+    def _write_whole(self, k: _Cells, vectors) -> np.ndarray:
+        """_write_diagonals' bits [C, V] for _independent writes, one PSUM write per column half."""
+        halves = [np.flatnonzero(k.slot == s) for s in ((0, 1) if self.maverick else (0,))]
+        halves = [cs for cs in halves if cs.size]
+        if len(halves) == 1:                            # one half: its bits are the grid
+            return np.asarray(self._store(k, k.part[:, None], k.offs[None, :vectors], slice(None)), np.uint32)
+        grid = np.empty((k.part.size, vectors), np.uint32)
+        for s, cs in enumerate(halves):
+            grid[cs] = self._store(k, k.part[cs][:, None], k.offs[s * vectors:(s + 1) * vectors][None, :], _run(cs))
+        return grid
 
     def _half(self) -> int:
         return psum_half(self.gen, self.cols)

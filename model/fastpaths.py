@@ -31,7 +31,11 @@ def abs_span(x: np.ndarray, axis=None):
     NaN / Inf, min is +Inf when x holds no non-zero value."""
     ax = np.abs(x)
     hi = ax.max(axis=axis, initial=0.0)
-    lo = np.min(ax, axis=axis, where=ax > 0, initial=np.inf)
+    if ax.dtype.kind == "f":                    # zeros out of the way; fmin skips NaNs
+        np.copyto(ax, np.inf, where=ax == 0)
+        lo = np.fmin.reduce(ax, axis=axis, initial=np.inf)
+    else:
+        lo = np.min(ax, axis=axis, where=ax > 0, initial=np.inf)
     return (float(hi), float(lo)) if axis is None else (hi, lo)
 
 

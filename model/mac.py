@@ -105,8 +105,9 @@ CANONICAL_NAN = np.uint32(0x7FC00000)
 
 def canonical_nan(x: np.ndarray) -> np.ndarray:
     """float32 values with every NaN replaced by 0x7FC00000 (D-10)."""
-    bits = x.astype(np.float32).view(np.uint32)
-    return np.where(np.isnan(x), CANONICAL_NAN, bits).view(np.float32)
+    bits = np.array(x, np.float32).view(np.uint32)            # a copy
+    np.copyto(bits, CANONICAL_NAN, where=np.isnan(x))
+    return bits.view(np.float32)
 
 
 def fused_sum(psum: np.ndarray, terms: list) -> np.ndarray:

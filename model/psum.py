@@ -36,6 +36,17 @@ def bf16_round(values: np.ndarray, mode: PsumRound, states: np.ndarray | None = 
     return from_fp32(values, Dtype.BFLOAT16, Gen.MARIANA), states
 
 
+def _cells_index(cells: np.ndarray, partitions: np.ndarray, idx: np.ndarray):
+    """The index of cells[partitions, idx]: two slices when it is a rectangle inside `cells` (a
+    column of consecutive partitions against a row of consecutive cells), which numpy moves fastest."""
+    if partitions.ndim == idx.ndim == 2 and partitions.shape[1] == idx.shape[0] == 1 and partitions.size and idx.size:
+        p, i = partitions[:, 0], idx[0]
+        if 0 <= p[0] and p[0] + p.size <= cells.shape[0] and 0 <= i[0] and i[0] + i.size <= cells.shape[1] and \
+                (p == p[0] + np.arange(p.size)).all() and (i == i[0] + np.arange(i.size)).all():
+            return slice(p[0], p[0] + p.size), slice(i[0], i[0] + i.size)
+    return partitions, idx
+
+
 class Psum:
     """The PSUM array of one engine: `mem` is [partitions, 16384] raw bytes (cells(4) / cells(2)
     view it as fp32 / bf16 cells, fp32_view one bank as float32), `sr_state` the [partitions, 8, 2]
@@ -76,7 +87,8 @@ class Psum:
 
     def write(self, partitions: np.ndarray, offsets: np.ndarray, values: np.ndarray, *,
               out_dtype: Dtype, accumulate: bool) -> np.ndarray:
-        """One write per listed partition (distinct partitions): returns the stored cell bits."""
+        """One write per listed partition (distinct partitions): returns the stored cell bits.
+        A [P, 1] column of partitions against [1, V] offsets is one write per cell of the grid."""
         partitions = np.asarray(partitions, np.intp)
         offsets = np.asarray(offsets, np.intp)
         values = np.asarray(values, np.float32)
@@ -85,26 +97,27 @@ class Psum:
         if out_dtype == Dtype.BFLOAT16:
             cells = self.cells(2)
             idx = offsets // 2
+            at = _cells_index(cells, partitions, idx)
             if accumulate:
-                old = (cells[partitions, idx].astype(np.uint32) << 16).view(np.float32)
+                old = (cells[at].astype(np.uint32) << 16).view(np.float32)
                 with np.errstate(invalid="ignore", over="ignore"):
-                    values = canonical_nan((old + values).astype(np.float32))
+                    values = canonical_nan((old + values).astype(np.float32, copy=False))
             bank = offsets // addrmap.PSUM_BANK_BYTES
             slot = (offsets % addrmap.PSUM_BANK_BYTES // 2) & 1
             states = self.sr_state[partitions, bank, slot]
             codes, states = bf16_round(values, self.round_mode, states)
             if self.round_mode == PsumRound.SR:
                 self.sr_state[partitions, bank, slot] = states
-            cells[partitions, idx] = codes
+            cells[at] = codes
             return codes.astype(np.uint32)
         cells = self.cells(4)
-        idx = offsets // 4
+        at = _cells_index(cells, partitions, offsets // 4)
         if accumulate:
-            old = cells[partitions, idx].view(np.float32)
+            old = cells[at].view(np.float32)
             with np.errstate(invalid="ignore", over="ignore"):
-                values = (old + values).astype(np.float32)
+                values = (old + values).astype(np.float32, copy=False)
         bits = canonical_nan(values).view(np.uint32)
-        cells[partitions, idx] = bits
+        cells[at] = bits
         return bits
 
     def write_raw32(self, partitions: np.ndarray, offsets: np.ndarray, bits: np.ndarray):

@@ -3,13 +3,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-import ml_dtypes as md
-import numpy as np
+# One BLAS thread unless told otherwise, set before numpy and scipy load their OpenBLAS: the golden
+# model's chains are many small BLAS calls, which threads only slow down on a shared machine, and its
+# np.matmul baselines then run on one thread as well.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import ml_dtypes as md  # noqa: E402
+import numpy as np  # noqa: E402
 
 from tensore.model import dtypes as dt
 
@@ -239,6 +245,13 @@ def bench_golden_paths(repeat: int = 15) -> list[dict]:
             for k, v in r.items()]
 
 
+def bench_golden_gemm() -> list[dict]:
+    """A 2048^3 bf16 GEMM end to end through the cycle-level golden engine against np.matmul float32
+    (tensore/kernels/bench.py; target 20x, issue 19)."""
+    from tensore.kernels.bench import gemm_speed
+    return [gemm_speed()]
+
+
 def bench_kernels() -> list[dict]:
     """Cycle estimates of GEMMs on the full-size golden engines (tensore/kernels/bench.py)."""
     from tensore.kernels.bench import kernel_estimates
@@ -248,7 +261,8 @@ def bench_kernels() -> list[dict]:
 BENCHES = {"from_fp32": bench_from_fp32, "golden_matmul": bench_golden_matmul,
            "golden_engine": bench_golden_engine, "amaranth_array": bench_amaranth_array,
            "amaranth_engine": bench_amaranth_engine, "verilator_engine": bench_verilator_engine,
-           "pe_cells": bench_pe_cells, "golden_paths": bench_golden_paths, "kernels": bench_kernels}
+           "pe_cells": bench_pe_cells, "golden_paths": bench_golden_paths, "golden_gemm": bench_golden_gemm,
+           "kernels": bench_kernels}
 
 
 def main(argv=None) -> int:
@@ -267,7 +281,8 @@ def main(argv=None) -> int:
         print(f"running {name} ...", flush=True)
         results.extend(BENCHES[name](args.sizes, args.opt) if name == "verilator_engine" else BENCHES[name]())
     report = {"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                          "numpy": np.__version__}, "results": results}
+                          "numpy": np.__version__, "openblas_threads": os.environ["OPENBLAS_NUM_THREADS"]},
+              "results": results}
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))

@@ -69,3 +69,43 @@ def kernel_estimates(kernels=KERNELS, seed=0) -> list:
                      "ideal_cycles": e["ideal_cycles"], "utilisation": e["utilisation"], "bound": e["bound"],
                      "breakdown": e["breakdown"], "golden_seconds": time.perf_counter() - t0})
     return rows
+
+
+def gemm_speed(n=2048, gen="mariana", seed=0, repeat=2) -> dict:
+    """An n x n x n bf16 GEMM end to end through the cycle-level golden engine with an aggregate
+    trace (model/trace.py): gemm() from float32 A, B (quantise, tile, lay out SBUF), then run()
+    (assemble, engine, C read from the trace); against np.matmul float32 of the same A, B in the
+    same process.  Each side is the best of `repeat` runs (np.matmul: 3 before and 3 after), in
+    wall time and in CPU time, which a shared machine disturbs less.  Target: 20x (issue 19)."""
+    import resource
+
+    from tensore.kernels import gemm as G
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+
+    def timed(fn):
+        w, c = time.perf_counter(), time.process_time()
+        out = fn()
+        return time.perf_counter() - w, time.process_time() - c, out
+
+    ref = [timed(lambda: np.matmul(a, b))[:2] for _ in range(3)]
+    runs, result = [], None
+    for _ in range(repeat):
+        result = None                           # one run's trace in memory at a time
+        prog_wall, prog_cpu, prog = timed(lambda: G.gemm(a, b, dtype="bf16", gen=gen))
+        run_wall, run_cpu, result = timed(lambda: G.run(prog, trace="aggregate"))
+        runs.append((prog_wall, prog_cpu, run_wall, run_cpu))
+    ref += [timed(lambda: np.matmul(a, b))[:2] for _ in range(3)]
+    c, trace, _ = result
+    want = np.matmul(a, b)
+    err = float(np.abs(c - want).max() / np.abs(want).max())
+    if not err < 2.0 ** -6:                     # bf16 inputs: far below; a wrong result is far above
+        raise RuntimeError(f"gemm {n}^3 on the golden engine: relative error {err:.3g} against np.matmul")
+    wall, cpu = min(r[0] + r[2] for r in runs), min(r[1] + r[3] for r in runs)
+    base_wall, base_cpu = min(r[0] for r in ref), min(r[1] for r in ref)
+    return {"name": f"golden engine gemm bf16 {n}^3 {gen}", "seconds": wall, "trace": "aggregate",
+            "program_seconds": min(r[0] for r in runs), "engine_seconds": min(r[2] for r in runs),
+            "baseline": "np.matmul float32", "baseline_seconds": base_wall, "ratio_vs_baseline": wall / base_wall,
+            "cpu_seconds": cpu, "baseline_cpu_seconds": base_cpu, "cpu_ratio_vs_baseline": cpu / base_cpu,
+            "target_ratio": 20.0, "cycles": trace.cycles, "psum_writes": trace.psum_write_count,
+            "max_rel_error": err, "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}

@@ -66,22 +66,13 @@ class KernelProgram(Program):
         drain of the bank would read once its group is complete; banks may be reused later)."""
         es = 2 if self.out_dtype == Dtype.BFLOAT16 else 4
         last = {t.last_op: t for t in self.tiles}
-        part, off, bits, op = [], [], [], []
-        for e in trace.events:
-            if e.kind == "psum_write" and e.op in last:
-                d = e.data
-                part.append(d["partition"]), off.append(d["offset"]), bits.append(d["bits"]), op.append(e.op)
         out = np.full(self.out_shape, np.nan, np.float32)
-        if not op:
-            return out
-        part, off, op = np.array(part), np.array(off), np.array(op)
-        bits = np.array(bits, np.uint32)
-        vals = (bits << 16).view(np.float32) if es == 2 else bits.view(np.float32)
-        t0 = np.array([[last[o].m0, last[o].n0, last[o].bank] for o in op])
-        bank = off // addrmap.PSUM_BANK_BYTES
-        m = t0[:, 0] + (off % addrmap.PSUM_BANK_BYTES) // es
-        n = t0[:, 1] + part + (bank - t0[:, 2]) * self.half
-        out[m, n] = vals
+        for op, (_, part, off, bits) in trace.psum_writes_of(last).items():
+            t, bits = last[op], bits.astype(np.uint32)
+            bank = off // addrmap.PSUM_BANK_BYTES
+            m = t.m0 + (off % addrmap.PSUM_BANK_BYTES) // es
+            n = t.n0 + part + (bank - t.bank) * self.half
+            out[m, n] = (bits << 16).view(np.float32) if es == 2 else bits.view(np.float32)
         return out
 
 
@@ -364,17 +355,18 @@ def _schedule(txt: _Text, g: Geometry, m, k, n, es, offs, psum_banks) -> list:
     return tiles
 
 
-def run(prog: KernelProgram, *, record_pe=False):
-    """Run on the golden engine: (C [M, N] float32, trace, engine)."""
+def run(prog: KernelProgram, *, record_pe=False, trace="detailed"):
+    """Run on the golden engine: (C [M, N] float32, trace, engine); trace="aggregate" records the
+    PSUM writes as arrays (model/trace.py), what a large GEMM needs."""
     from tensore.model.engine import Engine
     from tensore.model.isa.asm import assemble
-    eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=record_pe)
+    eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=record_pe, trace=trace)
     for reg, value in prog.regs.items():
         eng.write_reg(reg, value)
-    trace = eng.run(assemble(prog.text, prog.gen))
-    if trace.stalled or any(o.error for o in trace.ops):
-        raise RuntimeError(f"kernel program failed on the golden engine:\n{trace.summary()}")
-    return prog.read(trace), trace, eng
+    tr = eng.run(assemble(prog.text, prog.gen))
+    if tr.stalled or any(o.error for o in tr.ops):
+        raise RuntimeError(f"kernel program failed on the golden engine:\n{tr.summary()}")
+    return prog.read(tr), tr, eng
 
 
 def sparse_gemm(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", rows=None, cols=None,
