@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# Verilator builds at -O0 (cosim/toolchain.cxx_opt): the test programs are short, the builds half the time
 test: $(STAMP) icarus
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=25
+	TENSORE_OPT=$${TENSORE_OPT:--O0} $(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=25
 
 # five of the six Amaranth-simulator library groups (tests/test_rtl_top.py; about 10 minutes on 2 cores)
 cosim: $(STAMP)

@@ -53,11 +53,11 @@ def _traced(trace) -> str:
     return f", traced ({trace.fmt}, depth {trace.depth or 'all'})" if trace else ""
 
 
-def plan(exported: dict, trace=None, opt: str = "-O1", log=silent) -> dict:
+def plan(exported: dict, trace=None, opt: str | None = None, log=silent) -> dict:
     """Where and how the harness of `exported` is built: the array form (the loop form; a trace of
     everything, the structural array inlined, D-T66), the flags and the cache directory, keyed by the
     Verilog, the harness source, the form, the waveform format and depth, and `opt`."""
-    trace = as_trace(trace)
+    trace, opt = as_trace(trace), toolchain.cxx_opt(opt)
     form, hier = traced_form(trace)
     header = _ports_header(exported)
     flags = [*VERILATOR_FLAGS, *trace_flags(trace, log)]
@@ -67,7 +67,7 @@ def plan(exported: dict, trace=None, opt: str = "-O1", log=silent) -> dict:
             "dir": toolchain.cache_root() / "sim" / f"harness-{exported['top']}-{key}"}
 
 
-def build(exported: dict, *, trace=None, opt: str = "-O1", log=print) -> dict:
+def build(exported: dict, *, trace=None, opt: str | None = None, log=print) -> dict:
     """The harness executable for an exported engine (`plan`), built once and cached."""
     how = plan(exported, trace, opt, log)
     out, trace = how["dir"], how["trace"]

@@ -156,16 +156,18 @@ def ensure_icarus(log=print):
         toolchain.apt_install(["iverilog"], "Icarus Verilog (iverilog, vvp)", log, present=toolchain.have_icarus)
 
 
-def build_cached(exported: dict, sim: str = "verilator", *, waves=None, opt: str = "-O1",
+def build_cached(exported: dict, sim: str = "verilator", *, waves=None, opt: str | None = None,
                  array_form: str = "loop", log=print) -> dict:
     """Compile the exported Verilog for `sim`; reused while Verilog and flags match.  `opt` is the C++
-    optimisation of a Verilator build: -O0 builds twice as fast as -O1, for short test programs.
+    optimisation of a Verilator build (`toolchain.cxx_opt`): -O0 builds twice as fast as -O1, for
+    short test programs.
     `waves` (a Trace; True: a VCD of everything) makes a traced Verilator build (`traced_form`: of
     everything, the structural array inlined, the PEs' registers by name; to a depth, the untraced
     build's form; D-T66), cached beside the untraced one; an Icarus build serves traced and
     untraced runs alike (the format and depth are chosen when it runs)."""
     if sim not in SIMS:
         raise ValueError(f"unknown simulator {sim!r}; one of {', '.join(SIMS)}")
+    opt = toolchain.cxx_opt(opt)
     trace = as_trace(waves) if sim == "verilator" else None
     array_form, hier = traced_form(trace, array_form) if sim == "verilator" else ("structural", False)
     flags = _flags(sim) + trace_flags(trace, log)
@@ -470,7 +472,7 @@ def fit_pack(lks, pack: int | None = None) -> int:
 
 
 def run(program, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, pack=None, sbuf_latency=2,
-        psum_partitions=16, opt="-O1", tamper=None, compare=True, harness=None, dtypes=None, log=silent) -> HdlResult:
+        psum_partitions=16, opt=None, tamper=None, compare=True, harness=None, dtypes=None, log=silent) -> HdlResult:
     """Export (cached), build (cached) and run `program` in lockstep on `sim` (`compare=False`: the
     same stimulus without the per-cycle checks, for measuring their cost).  The engine has `pack`
     elements per PE, or as many as the program needs (`fit_pack`); `waves_to` names a waveform file
@@ -483,10 +485,11 @@ def run(program, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, 
                          harness=harness, log=log)[0]
 
 
-def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, opt="-O1",
+def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, opt=None,
                   harness=None, log=silent) -> list:
     """Locksteps of one engine configuration in one simulator process, on the chosen harness."""
     check_dtypes(lks, cfg)
+    opt = toolchain.cxx_opt(opt)
     trace = Trace.of(waves_to, waves_depth) if waves_to else Trace(depth=waves_depth) if waves else None
     exported = export_cached(cfg, log=log)
     if _harness(sim, harness) == "compiled":
@@ -497,7 +500,7 @@ def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=No
     return simulate_many(lks, built, waves_to=waves_to, trace=trace)
 
 
-def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt="-O1", harness=None,
+def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_partitions=16, opt=None, harness=None,
              dtypes=None, log=silent) -> list:
     """Programs of one generation and array size on one build (the most elements per PE any of them
     needs, `fit_pack`) and in one simulator process: a list of HdlResult, one per program."""

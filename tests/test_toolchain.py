@@ -34,3 +34,15 @@ def test_verilator_env_sets_pch_flags():
     assert env["MAKEFLAGS"] == "-j2 " + toolchain.VERILATOR_MAKEFLAGS
     assert (Path(env["VERILATOR_ROOT"]) / "include" / "verilated.mk").exists()
     assert env["PATH"].split(":")[0].endswith("verilator/bin")
+
+
+def test_cxx_opt_from_argument_environment_or_default(monkeypatch):
+    """A Verilator build's C++ optimisation: the argument, else $TENSORE_OPT (make test: -O0), else
+    -O1; a bad value is one clear error naming the variable."""
+    monkeypatch.delenv(toolchain.OPT_ENV, raising=False)
+    assert toolchain.cxx_opt() == "-O1" and toolchain.cxx_opt("-O2") == "-O2"
+    monkeypatch.setenv(toolchain.OPT_ENV, "-O0")
+    assert toolchain.cxx_opt() == "-O0" and toolchain.cxx_opt("-O3") == "-O3"
+    monkeypatch.setenv(toolchain.OPT_ENV, "fast")
+    with pytest.raises(ValueError, match="TENSORE_OPT"):
+        toolchain.cxx_opt()
