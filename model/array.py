@@ -65,7 +65,7 @@ def _scales(codes, blocks: int, width: int, name: str) -> np.ndarray:
 
 
 def _single_product_chain(a, w, sig_bits, partials):
-    """Rows with one product each (D-10): the fast exact paths, else fused_sum.
+    """Rows with one product each (D-10), exact on every path.
 
     Products of <= 24 significant bits that are multiples of 2^-149 below 2^128 are exact in
     float32: fastpaths.rank1_chain (D-T53, D-T75).  A value with s significant bits has its lowest
@@ -73,18 +73,20 @@ def _single_product_chain(a, w, sig_bits, partials):
     2^-149.  Non-finite operands: float32 multiply and add (IEEE specials are D-10's).  Products
     out of fp32's range: a float64 add and one round to fp32, still exact for such products (a
     double-rounding error needs the float64 sum to land on an fp32 tie it is not, which takes a
-    product of 25+ bits or one of 30+ bits).  Wider products (fp32 modes) go through _fp32."""
+    product of 25+ bits or one of 30+ bits).  Wider products (fp32 values): fastpaths.fp32_chain."""
+    if sig_bits > 24:
+        return fast.fp32_chain((w,), (a,), partials)
     k, m, n = a.shape[0], w.shape[1], a.shape[1]
     psum = np.zeros((m, n), np.float32)
     steps = [] if partials else None
     (hw, lw), (ha, la) = fast.abs_span(w), fast.abs_span(a)
     finite = np.isfinite(hw) and np.isfinite(ha)
-    if sig_bits <= 24 and finite and lw * la >= 2.0 ** (sig_bits - 149) and hw * ha < fast.HUGE:
+    if finite and lw * la >= 2.0 ** (sig_bits - 149) and hw * ha < fast.HUGE:
         w32, a32 = np.ascontiguousarray(w, np.float32), np.ascontiguousarray(a, np.float32)
         psum, steps = fast.rank1_chain(w32, a32, partials)
         return psum, (list(steps) if partials else None)
     in_range = lw * la >= 2.0 ** -126 and hw * ha < 2.0 ** 128 if finite else _finite_in_range(w, a)
-    if sig_bits <= 24 and in_range:
+    if in_range:
         wc, ar = w.astype(np.float32)[:, :, None], a.astype(np.float32)[:, None, :]
         prod = np.empty((m, n), np.float32)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -93,7 +95,7 @@ def _single_product_chain(a, w, sig_bits, partials):
                 np.add(psum, prod, out=psum)
                 if partials:
                     steps.append(psum.copy())
-    elif sig_bits <= 24:
+    else:
         wc, ar = w.astype(np.float64)[:, :, None], a.astype(np.float64)[:, None, :]
         prod = np.empty((m, n))
         with np.errstate(invalid="ignore", over="ignore"):
@@ -103,15 +105,6 @@ def _single_product_chain(a, w, sig_bits, partials):
                 psum = prod.astype(np.float32)
                 if partials:
                     steps.append(psum)
-    elif _wide_ok([w], [a]):
-        with np.errstate(over="ignore"):
-            return fast.wide_chain([(w[r], a[r], sig_bits) for r in range(k)], m, n, 1, partials)
-    else:
-        for r in range(k):
-            with np.errstate(invalid="ignore"):
-                psum = fused_sum(psum, [np.multiply.outer(w[r], a[r])])
-            if partials:
-                steps.append(psum)
     return psum, steps
 
 
@@ -175,7 +168,7 @@ def _fast_multi(w, a, scales):
 
 def _row_sum_chain(w, a, partials):
     """Each row's products summed in float64 (exact by _fast_multi's check), then one wide step:
-    the float64 add and fp32 cast, with fastpaths.wide_chain's tie repair."""
+    the float64 add and fp32 cast, with fastpaths.repair_ties."""
     rows, pack, m = w.shape
     n = a.shape[2]
     p32 = np.zeros((n, m), np.float32, order="F")
@@ -319,42 +312,15 @@ def matmul(stationary, moving, *, in_dtype, gen, stationary_dtype=None, fp32_mod
 def _fp32(a, w, mode, partials):
     """fp32_mode passes (D-12): LOW one pass on hi parts, HIGH one exact product, LOW_HIGH four
     fused adds per row (moving*stationary: hi*hi, hi*lo, lo*hi, lo*lo) before the sum moves down
-    (D-T24: the passes are sub-steps inside each PE).  Returns (psum, steps).
-
-    Fast path (fastpaths.wide_chain, D-T53, D-T76): finite operands with min|w| min|a| >= 2^-101
-    and max|w| max|a| < 2^128.  Every part (x, hi, lo) of an fp32 x has its lowest bit at or above
-    x's, which is above |x| 2^-24, so every product of parts is a multiple of 2^-149 below 2^128.
-    hi*hi (<= 28 bits) and x*x (<= 48) are wide steps; hi*lo, lo*hi (<= 14 + 10 bits) and lo*lo
-    (<= 20) are exact in float32 (narrow)."""
+    (D-T24: the passes are sub-steps inside each PE).  Each is an fmaf chain
+    (fastpaths.fp32_chain, D-T76), exact for every input.  Returns (psum, steps)."""
     a32, w32 = np.asarray(a, np.float32), np.asarray(w, np.float32)
-    (a_hi, a_lo), (w_hi, w_lo) = dt.split_fp32(a32), dt.split_fp32(w32)
-    k, m, n = a.shape[0], w.shape[1], a.shape[1]
-    (hw, lw), (ha, la) = fast.abs_span(w32), fast.abs_span(a32)
-    if np.isfinite(hw) and np.isfinite(ha) and lw * la >= 2.0 ** -101 and hw * ha < fast.HUGE:
-        if mode == FP32Mode.HIGH:
-            w64, a64 = w32.astype(np.float64), a32.astype(np.float64)
-            terms = [(w64[r], a64[r], 48) for r in range(k)]
-        else:
-            wh, ah = w_hi.astype(np.float64), a_hi.astype(np.float64)
-            span = np.stack([*fast.abs_span(wh, axis=1), *fast.abs_span(ah, axis=1)], axis=1).tolist()
-            terms = [(wh[r], ah[r], 28, span[r]) for r in range(k)] if mode == FP32Mode.LOW else \
-                [t for r in range(k) for t in ((wh[r], ah[r], 28, span[r]), (w_lo[r], a_hi[r], 24),
-                                               (w_hi[r], a_lo[r], 24), (w_lo[r], a_lo[r], 20))]
-        with np.errstate(over="ignore"):                 # fp32 overflow: the cast gives +-Inf (RNE)
-            return fast.wide_chain(terms, m, n, len(terms) // k, partials)
-    a_hi, a_lo, w_hi, w_lo = (x.astype(np.float64) for x in (a_hi, a_lo, w_hi, w_lo))
-    if mode == FP32Mode.LOW:
-        return _single_product_chain(a_hi, w_hi, 28, partials)
     if mode == FP32Mode.HIGH:
-        return _single_product_chain(a32.astype(np.float64), w32.astype(np.float64), 48, partials)
-    psum, steps = np.zeros((m, n), np.float32), []
-    with np.errstate(invalid="ignore", over="ignore"):
-        for r in range(k):
-            for pa, pw in ((a_hi, w_hi), (a_hi, w_lo), (a_lo, w_hi), (a_lo, w_lo)):
-                psum = fused_sum(psum, [np.multiply.outer(pw[r], pa[r])])
-            if partials:
-                steps.append(psum)
-    return psum, steps
+        return fast.fp32_chain((w32,), (a32,), partials)
+    (a_hi, a_lo), (w_hi, w_lo) = dt.split_fp32(a32), dt.split_fp32(w32)
+    if mode == FP32Mode.LOW:
+        return fast.fp32_chain((w_hi,), (a_hi,), partials)
+    return fast.fp32_chain((w_hi, w_lo), (a_hi, a_lo), partials)
 
 
 def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):

@@ -2,8 +2,9 @@
 
 Every chain here returns the bits of the PE chain of SPEC D-10 / D-11 (psum starts at +0, each row
 adds its exact product or exact product sum with one round to nearest even), computed with BLAS on
-whole [N, M] arrays, one call per row.  The argument each one rests on is in its docstring; the
-precondition it needs is checked by the caller (or here, returning None) on the operands.
+whole [N, M] arrays, one call per row, or (fp32 modes, fp32_chain) with compiled fused multiply-adds.
+The argument each one rests on is in its docstring; the precondition it needs is checked by the
+caller (or here, returning None) on the operands.
 
 BLAS model: a BLAS forms each element of an update from the correctly rounded products of its
 operands and the old element by correctly rounded additions or fused multiply-adds, in an order
@@ -259,91 +260,24 @@ def cell_chain(wg: np.ndarray, ag: np.ndarray, partials: bool):
     return p, (out if partials else None)
 
 
-def wide_chain(terms: list, m: int, n: int, per_row: int, partials: bool):
-    """psum = RNE_fp32(psum + w (x) a) for each (w, a, sig[, span]) in order, one exact product of at
-    most `sig` significant bits per step (D-10; fp32 HIGH / LOW and LOW_HIGH's passes, D-12, D-T24);
-    span: (max|w|, min non-zero |w|, max|a|, min non-zero |a|) when known.
+def fp32_chain(ws: tuple, as_: tuple, partials: bool):
+    """fp32-mode chains (D-10, D-12, D-T76): psum = fmaf(w, a, psum) per product, in order.
 
-    sig <= 24: a float32 rank-1 update (rank1_chain's argument; w, a float32).  Wider (w, a
-    float64): a float64 rank-1 update (exact product, one rounding) and a cast to fp32 (a second
-    rounding).  The two differ from the one fused rounding only where the float64 sum is exactly an
-    fp32 tie and the exact sum is not (an fp32 tie is a float64 number, so it cannot lie strictly
-    between the exact sum and its float64 rounding): tie cells among those _suspects names are
-    checked with two_sum and redone with fused_sum (D-T53, D-T76).  Precondition: finite operands,
-    every product a multiple of 2^-149 (a sum in fp32's subnormal range is then exact in float64,
-    where the tie test does not apply) and below 2^128."""
-    p32 = np.zeros((n, m), np.float32, order="F")
-    p64 = _scratch("p64", (n, m), np.float64)
-    steps = _steps_buffer(len(terms) // per_row, m, n, partials)
-    for s, (w, a, sig, *span) in enumerate(terms):
-        if sig <= 24:
-            p32 = _blas.sger(1.0, a, w, a=p32, overwrite_a=1)
-        else:
-            suspects = _suspects(p32, w, a, sig, *span)
-            np.copyto(p64, p32)
-            p64 = _blas.dger(1.0, a, w, a=p64, overwrite_a=1)
-            cells = _ties(p64, suspects)
-            prev = p32.ravel(order="K")[cells] if cells.size else None
-            np.copyto(p32, p64, casting="unsafe")
-            if cells.size:
-                repair_ties(p32, prev, cells, lambda jj, ii, w=w, a=a: w[ii] * a[jj])
-        if partials and (s + 1) % per_row == 0:
-            steps[s // per_row] = p32.T
-    return p32.T, steps
-
-
-def _ties(p64: np.ndarray, suspects) -> np.ndarray:
-    """Flat (F-order) indices of the cells of p64 whose value is an fp32 tie, among `suspects`
-    (None: every cell; an index array: those)."""
-    if suspects is None:
-        bits, tie = _scratch("bits", p64.shape, np.uint64), _scratch("tie", p64.shape, bool)
-        np.bitwise_and(p64.view(np.uint64), MID_MASK, out=bits)
-        np.equal(bits, MID, out=tie)
-        return np.flatnonzero(tie.ravel(order="K")) if tie.any() else np.zeros(0, np.intp)
-    y = p64.ravel(order="K")[suspects].view(np.uint64)
-    return suspects[(y & MID_MASK) == MID]
-
-
-def _suspects(p32, w, a, sig, span=None):
-    """The cells where fl64(p + T) may round to fp32 differently from p + T (T = w_i a_j with
-    |T| < 2^sig lsb(T), p = the fp32 psum): None for every cell, else a (possibly empty) index array.
-    Per cell it rounds the same when p = 0 or T = 0 (exact); when 2^-28 |T| <= |p| <= 2^(52 - sig) |T|
-    (p + T is a multiple of min(lsb p, lsb T) below 2^53 times it, as lsb p > |p| 2^-24 and
-    lsb T > |T| 2^-sig: exact); and when |p| >= 2^25 |T| (|T| is at most half the fp32 spacing at
-    p: both give p).  For sig <= 30 (fp32 LOW's hi*hi) the first band is checked on the whole
-    array (min non-zero |p| >= 2^-28 max|T|) and the second leaves only the cells with
-    |w_i| |a_j| < 2^(sig - 52) max|p|: those are the suspects."""
-    if sig > 30:
-        return None
-    hw, lw, ha, la = span if span is not None else (*abs_span(w), *abs_span(a))
-    if hw == 0 or ha == 0:
-        return np.zeros(0, np.intp)
-    u = _scratch("pbits", p32.shape, np.uint32)
-    np.bitwise_and(p32.view(np.uint32), np.uint32(0x7FFFFFFF), out=u)
-    pmax = float(np.uint32(u.max()).view(np.float32))
-    u -= np.uint32(1)                                   # zeros wrap to the largest value
-    pmin = float(np.uint32((int(u.min()) + 1) & 0xFFFFFFFF).view(np.float32))
-    if not np.isfinite(pmax) or (pmin != 0 and pmin < 2.0 ** -28 * hw * ha):
-        return None
-    limit = 2.0 ** (sig - 52) * pmax
-    if lw * la >= limit:
-        return np.zeros(0, np.intp)
-    return _small_products(np.abs(w), np.abs(a), limit)
-
-
-def _small_products(aw: np.ndarray, aa: np.ndarray, limit: float) -> np.ndarray:
-    """Flat F-order indices (j + N i) of the cells with 0 < aw[i] aa[j] < limit."""
-    order = np.argsort(aa, kind="stable")
-    sa = aa[order]
-    start = np.searchsorted(sa, 0.0, side="right")                     # skip zeros
-    with np.errstate(divide="ignore"):                                 # a quotient rounded up: a superset
-        stop = np.searchsorted(sa, np.where(aw > 0, limit / aw * (1 + 2.0 ** -40), 0.0), side="right")
-    count = np.maximum(stop - start, 0)
-    ii = np.repeat(np.arange(aw.size), count)
-    offs = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    jj = order[start + offs]
-    keep = aw[ii] * aa[jj] < limit                                     # exact: products of <= 30 bits
-    return (jj + aa.size * ii)[keep]
+    ws, as_: (w,) and (a,) for one product per row (LOW's hi parts, HIGH's fp32 values), or
+    (w_hi, w_lo) and (a_hi, a_lo) for LOW_HIGH's four fused adds per row (moving x stationary: hi*hi,
+    hi*lo, lo*hi, lo*lo); each [rows, M] / [rows, N], fp32 values.  fmaf is D-10's step exactly (one
+    rounding of the exact w a + psum, subnormals kept, IEEE specials), so there is no precondition:
+    compiled loops (model/fma_kernels.py), as numpy and BLAS have no float32 FMA.  Returns
+    (psum [M, N] float32, steps [rows, M, N] or None)."""
+    from tensore.model import fma_kernels            # loads numba: the first fp32 matmul only
+    k, m, n = ws[0].shape[0], ws[0].shape[1], as_[0].shape[1]
+    if m % 2:                                        # the kernels take stationary columns in pairs
+        ws = [np.pad(np.asarray(x, np.float32), ((0, 0), (0, 1))) for x in ws]
+    p = np.zeros((m + m % 2, n), np.float32)
+    steps = np.empty((k if partials else 0, m + m % 2, n), np.float32)
+    args = [np.ascontiguousarray(x, np.float32) for x in (*ws, *as_)]
+    (fma_kernels.chain1 if len(ws) == 1 else fma_kernels.chain4)(*args, p, steps)
+    return p[:m], (steps[:, :m] if partials else None)
 
 
 def repair_ties(p32, prev, cells, term_at):
