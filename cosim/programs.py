@@ -837,3 +837,179 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
         progs += [specials(gen, "bf16", out_dtype="bf16", **kw), specials(gen, "fp8_e5m2", out_dtype="bf16", sr=True, **kw),
                   mx(gen, "fp8_e5m2", "quad_row", special=True, **kw), mx(gen, "fp8_e4m3", "oct_row", special=True, **kw)]
     return progs
+
+
+# --- the corners the RTL once refused (issue 20) --------------------------------------------------
+
+def _xpose_flags(b) -> str:
+    """The flags of a transposing matmul (MAVERICK: in its c128 tile, which writes partitions 0..C/2-1)."""
+    if b.gen.layout == Gen.MAVERICK:
+        return b.tile() + "flags=(xpose_mode=enabled, accumulate_flag=overwrite)"
+    return "flags=(xpose_mode=enabled) acc=single" if b.gen >= Gen.MARIANA else "transpose_mode=enabled acc=single"
+
+
+def _expect_xpose(p: Program, bank: int, picked: np.ndarray, bf16: bool):
+    """A transpose's PSUM: element e of partition k (picked [partitions, elements], codes in pattern
+    order) in partition e, cell k of the bank, zero-extended (D-13)."""
+    for e in range(picked.shape[1]):
+        if bf16:
+            p.expect_bf16[(e, bank)] = (0, picked[:, e].astype(np.uint16))
+        else:
+            p.expect_fp32[(e, bank)] = (0, picked[:, e].astype(np.uint32))
+
+
+def _pick(codes: np.ndarray, steps, nums) -> np.ndarray:
+    """The elements of a TENSOR3D-like pattern (element steps, counts, dim 0 fastest): [partitions, count]."""
+    idx = np.zeros(1, np.int64)
+    for s, n in zip(steps, nums):
+        idx = (np.arange(n)[:, None] * s + idx[None, :]).reshape(-1)
+    return codes[:, idx]
+
+
+def transpose_wide(gen="mariana", rows=8, cols=8, seed=40):
+    """Transposes of one element per column (MAVERICK: of the c128 tile) where the columns outnumber
+    the rows (D-T40 (1)): 16-bit elements of every row's partition, then, back to back, 32-bit
+    elements along a 2-D pattern of fewer partitions."""
+    b = _Builder("transpose_wide", gen, rows, cols, seed)
+    ncols = n = min(cols, addrmap.PARTITIONS)
+    flags = _xpose_flags(b)
+    bf16 = b.gen >= Gen.MARIANA
+    a = b.rng.integers(0, 1 << 16, (rows, n), dtype=np.uint64)
+    oa = b.put(0, a, 2)
+    b.line(f"matmul in_dtype=bf16 out_dtype={'bf16' if bf16 else 'fp32'} rows={rows} cols={ncols} {flags} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,2,0)', rows)}")
+    _expect_xpose(b.p, 2, a, bf16)
+    n0 = 4 if n % 4 == 0 else n
+    steps, nums, parts = (2, 2 * n0 + 3), (n0, n // n0), rows // 2 + 1
+    c = b.rng.integers(0, 1 << 32, (parts, (nums[1] - 1) * steps[1] + 2 * n0), dtype=np.uint64)
+    oc = b.put(0, c, 4)
+    b.line(f"matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows={parts} cols={ncols} {flags} "
+           f"src=(start_addr=sbuf(0,{oc:#x}), step_elem=[{steps[0]},{steps[1]},0], num_elem=[{nums[0]},{nums[1]},1]) "
+           f"dst={_t3('psum(0,3,0)', parts)}")
+    _expect_xpose(b.p, 3, _pick(c, steps, nums), False)
+    return b.done()
+
+
+def _nibbles(codes: np.ndarray) -> np.ndarray:
+    """[partitions, count] 4-bit codes as bytes, two per byte, low nibble first (D-06)."""
+    c = np.concatenate([codes, np.zeros((codes.shape[0], codes.shape[1] % 2), codes.dtype)], 1).astype(np.uint8)
+    return c[:, 0::2] | (c[:, 1::2] << 4)
+
+
+def transpose_packed(gen="mariana", rows=8, cols=8, seed=41):
+    """Transposes of packed data, one element per PE step whatever the pump (D-13): FP8 double row
+    (CAYMAN, MARIANA), FP4 codes along an odd nibble step (MARIANA), and MAVERICK's MXTensorV2
+    patterns of two dims (FP8 with the quad-row pump, FP4 with the oct-row pump; E8M0 scales, unused)."""
+    b = _Builder("transpose_packed", gen, rows, cols, seed)
+    n, flags, bank = min(cols, addrmap.PARTITIONS), _xpose_flags(b), 1
+    bf16 = b.gen >= Gen.MARIANA
+    out = f"out_dtype={'bf16' if bf16 else 'fp32'} rows={rows} cols={n} {flags}"
+    if b.gen.layout != Gen.MAVERICK:
+        a = b.rng.integers(0, 1 << 8, (rows, n), dtype=np.uint64)
+        b.line(f"matmul in_dtype=fp8_e5m2 perf_opt=double_row {out} "
+               f"src={_t3(f'sbuf(0,{b.put(0, a, 1):#x})', n)} dst={_t3(f'psum(0,{bank},0)', rows)}")
+        _expect_xpose(b.p, bank, a, bf16)
+    if b.gen == Gen.MARIANA:
+        bank += 1
+        a = b.rng.integers(0, 16, (rows, 3 * n), dtype=np.uint64)
+        b.line(f"matmul in_dtype=fp4_e2m1 {out} src={_t3(f'sbuf(0,{b.put(0, _nibbles(a), 1):#x})', n, step=3)} "
+               f"dst={_t3(f'psum(0,{bank},0)', rows)}")
+        _expect_xpose(b.p, bank, a[:, ::3][:, :n], bf16)
+    if b.gen.layout == Gen.MAVERICK:
+        n0 = 2 if n % 2 == 0 else 1
+        for dtype, perf, width, s1 in (("fp8_e4m3", "quad_row", 8, n0 + 3), ("fp4_e2m1", "oct_row", 4, n0 + 1)):
+            bank += 1
+            a = b.rng.integers(0, 1 << width, (rows, (n // n0 - 1) * s1 + n0), dtype=np.uint64)
+            od = b.put(0, a if width == 8 else _nibbles(a), 1)
+            osc = b.put(0, b.rng.integers(118, 136, (rows, n)), 1)
+            b.line(f"matmul in_dtype={dtype} perf_mode={perf} {out} src=mxtensor_v2(data_addr=sbuf(0,{od:#x}), "
+                   f"scale_addr=sbuf(0,{osc:#x}), num_elem=[{n0},{n // n0}], step_elem_data_1={s1}, p_f_dim=0x23, "
+                   f"scale_dtype=sfp8_e8) dst={_t3(f'psum(0,{bank},0)', rows)}")
+            _expect_xpose(b.p, bank, _pick(a, (1, s1), (n0, n // n0)), bf16)
+    return b.done()
+
+
+def _put_mx_rows(b, codes, pack, count, dtype, scales, perf, n0, gap):
+    """_put_mx along a 2-D MXTensorV2 pattern: element e of the order at (e mod n0) + (e div n0) * s1,
+    s1 = n0 + gap (elements; nibbles for 4-bit codes); returns (data offset, scale offset, s1)."""
+    rows = codes.shape[0] // pack
+    grid = np.zeros((rows, count * pack), np.uint64)
+    grid[:, _mx_index(perf, count, pack)] = codes.reshape(rows, pack, count).transpose(0, 2, 1)
+    s1, e = n0 + gap, np.arange(count * pack)
+    data = np.zeros((rows, (count * pack // n0 - 1) * s1 + n0), np.uint64)
+    data[:, e % n0 + e // n0 * s1] = grid
+    od = b.put(0, _nibbles(data) if dt.format_of(dtype, b.gen).width == 4 else data, 1)
+    sc = np.zeros((rows, count), np.uint64)
+    for blk in range(scales.shape[0]):
+        sc[blk * (32 // pack)] = scales[blk]
+    return od, b.put(0, sc, 1), s1
+
+
+def mx_rows(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, n0=(8, 4), gap=3, seed=42):
+    """A MAVERICK MX matmul whose weights and moving data are MXTensorV2 patterns of several rows
+    (num_elem[1] > 1): n0 = (weights, moving) elements per row, rows gap + n0 elements apart; the
+    gathers follow the element order across rows, with E8M0 block scales (D-21, D-T25, D-T40 (5))."""
+    dtype = Dtype.parse(dtype)
+    b = _Builder(f"mx_rows_{dtype.name.lower()}_{perf}_{n0[1]}", gen, rows, cols, seed)
+    pack = 4 if perf.startswith("quad") else 8
+    w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
+    dn, lines = dtype.name.lower(), []
+    for count, codes, scales, width in ((cols, w, sw, n0[0]), (n, a, sa, n0[1])):
+        od, osc, s1 = _put_mx_rows(b, codes, pack, count, dtype, scales, perf, width, gap)
+        lines.append(f"mxtensor_v2(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), "
+                     f"num_elem=[{width},{count * pack // width}], step_elem_data_1={s1}, p_f_dim=0x23, "
+                     "scale_dtype=sfp8_e8)")
+    b.line(f"ldweights in_dtype={dn} rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
+           f"flags=(load_order=first_col_first) src={lines[0]}")
+    b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
+           f"flags=(accumulate_flag=overwrite) src={lines[1]} dst={_t3('psum(0,2,0)', n)}")
+    _expect_fp32(b.p, 2, matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw,
+                                moving_scales=sa))
+    b.p.pack = pack
+    return b.done()
+
+
+def lut_sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=43):
+    """MatmulSparse in LUT mode (D-T15, D-T40 (4)): every fmap of a vector is a UINT8 index into the
+    ConvLutLoad table (bf16 entries); LdTags picks each PE's fmap."""
+    b = _Builder("lut_sparse", gen, rows, cols, seed)
+    table = b.values("bf16", (1, 64))
+    w = b.values("bf16", (rows, cols))
+    idx = b.rng.integers(0, 64, (rows, fmaps, n))
+    tags = b.rng.integers(0, fmaps, (rows, cols))
+    words = np.zeros((rows, (cols + 3) // 4), np.uint64)
+    for m in range(cols):                                   # 4 per u16, LSB = larger logical column
+        words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+    ot, otg, ow = b.put(0, table, 2), b.put(0, words, 2), b.put(0, w, 2)
+    oa = b.put(0, idx.reshape(rows, fmaps * n), 1)
+    mav = b.gen.layout == Gen.MAVERICK
+    flags = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if mav else "flags=(scalar_mode=lut) acc=single"
+    b.line(f"conv_lut_load in_dtype=bf16 num_entries=64 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[64])")
+    b.line(f"ldtags in_dtype=uint16 force_tag_bits=0 rows={rows} cols={cols} {b.tile()}"
+           f"src={_t3(f'sbuf(0,{otg:#x})', (cols + 3) // 4)}")
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}flags=(load_order=first_col_first) "
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    b.line(f"matmul_sparse in_dtype=uint8 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{flags} "
+           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+           f"dst={_t3('psum(0,1,0)', n)}")
+    _expect_fp32(b.p, 1, matmul(w, table[0][idx], in_dtype="bf16", gen=b.gen, tags=tags[:, ::-1]))
+    return b.done()
+
+
+def transposed_load_fp4(gen="mariana", rows=8, cols=8, n=6, seed=44):
+    """A transposing Ldweights of FP4 codes (4-bit: nibbles, every third one of each column's
+    partition, low and high ones), then a bf16 matmul: FP4 weights hold bf16 values exactly (D-13,
+    D-T40 (1))."""
+    b = _Builder("transposed_load_fp4", gen, rows, cols, seed)
+    wt = b.rng.integers(0, 16, (cols, 3 * rows), dtype=np.uint64)     # element k of partition c: nibble 3k
+    w = decode(wt[:, ::3].T, "fp4_e2m1", b.gen).float64().astype(np.float32).astype(ml_dtypes.bfloat16)
+    a = b.values("bf16", (rows, n))
+    ow, oa = b.put(0, _nibbles(wt), 1), b.put(0, a, 2)
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    b.line(f"ldweights in_dtype=fp4_e2m1 rows={rows} cols={cols} {b.tile()}"
+           "flags=(xpose_mode=enabled, load_order=first_col_first) "
+           f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[3,0,0], num_elem=[{rows},1,1])")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,2,0)', n)}")
+    _expect_fp32(b.p, 2, matmul(w.view(np.uint16), a, in_dtype="bf16", gen=b.gen))
+    return b.done()

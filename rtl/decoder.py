@@ -38,6 +38,7 @@ from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK,
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
+from tensore.rtl.mx import per_pack, rows_aligned
 from tensore.rtl.wires import any_of
 
 E = ErrorCode
@@ -674,15 +675,16 @@ class Decoder(wiring.Component):
         seed = o.flag("seed_mode") != SeedMode.NONE
         lut = o.flag("scalar_mode") == ScalarMode.LUT
         tagw = f.tag_weight_mode == TagWeightMode.TAG_WEIGHT if o.has("tag_weight_mode") else Const(0, 1)
-        sparse, tags = op == Opcode.MATMUL_SPARSE, op == Opcode.LDTAGS
+        tags = op == Opcode.LDTAGS
         mode = f.fp32_mode if o.has("fp32_mode") else Const(FP32Mode.NONE, 2)
         order = o.flag("load_order") if o.has("flags") and "load_order" in [p[0] for p in o.kind_of("flags").parts] \
             else (f.load_order if o.has("load_order") else Const(LoadOrder.LAST_COL_FIRST, 1))
         matmul = Const(int(KIND_OF[op] == microop.Kind.MATMUL), 1)
         m.d.comb += [
             u.supported.eq((~seed | Const(int(self.maverick and op == Opcode.MATMUL), 1)) &
-                           ~(lut & sparse) & ~(xpose & (o.pack() != 1))),
+                           ~(xpose & ~matmul & (o.pack() != 1))),
             u.lut.eq(lut), u.xpose.eq(xpose), u.barrier.eq(seed),      # any seed_mode op is a barrier
+            u.nib.eq(xpose & o.table(lambda x: _four_bit(x, self.gen), f.in_dtype)),   # transposed nibbles
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(o.pack()),
             u.passes.eq(Mux(matmul & ~xpose, _by_table(mode, FP32_PASSES, 1, 3), 1)),
@@ -724,37 +726,49 @@ class Decoder(wiring.Component):
             with m.If(o.seed):              # state 2 * dst bank + c / half), the c256 column split
                 m.d.comb += [u.seed.eq(o.flag("seed_mode")), u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE),
                              u.vectors.eq(1), u.c256.eq(1), u.accumulate.eq(0), u.out_bf16.eq(0), u.zero.eq(0)]
-        if not sparse:                  # a transpose: vector v = partition v, column c = element c
-            with m.If(o.xp):
+        if not sparse:                  # a transpose: vector v = partition v, column c = element c (4-bit
+            with m.If(o.xp):            # codes as nibbles); it moves one element per PE step whatever the pump
                 m.d.comb += [u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE), u.col0.eq(0), u.cols.eq(o.n),
                              u.vectors.eq(f.num_active_rows), u.accumulate.eq(0), u.c256.eq(0)]
         for i in range(3):
             m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
 
     def _mx_uop(self, o, u, is_mx):
-        """An MX load or matmul: its data as a 1-D element sequence (MARIANA MXMEM_PATTERN1D; MAVERICK
-        MXTENSOR_V2 with num_elem[1] == 1, else `supported` is 0), its block scales, its order."""
+        """An MX load or matmul: its data pattern (MARIANA MXMEM_PATTERN1D: 1-D; MAVERICK MXTENSOR_V2:
+        2-D, [1, step_elem_data_1] x num_elem; `supported` 0 where the gathers cannot follow it,
+        rtl/mx.py rows_aligned), its block scales, its order."""
         m, f = self._m, o.f
         if o.op in MX_OPS:
             p = f.src_mem_pattern
-            daddr, step, n0, flat, sc_valid = p.data_addr, p.step_elem, p.num_elem, Const(1, 1), Const(1, 1)
+            daddr, sc_valid = p.data_addr, Const(1, 1)
+            steps, nums = [p.step_elem, Const(0, signed(16))], [p.num_elem, Const(1, 16)]
         else:
             p = f.src_mem_pattern.mxtensor_v2
             daddr = p.data_addr & ~MARKER_MXTENSOR_V2
-            step, n0, flat = Const(1, signed(16)), p.num_elem[0], p.num_elem[1] == 1
+            steps, nums = [Const(1, signed(16)), p.step_elem_data_1], [p.num_elem[0], p.num_elem[1]]
             sc_valid = p.scale_dtype == Dtype.SFP8_E8         # no scales: every exponent 0 (microop.Pattern)
         nib = _in([d for d in Dtype if dt.is_valid_mx_dtype(d, self.gen) and dt.format_of(d, self.gen).width == 4],
                   f.in_dtype)
         order = _by_table(f.perf_mode, PUMP_ORDER, MxOrder.PACKED, 2)
+        pack = o.pack()
+        count = o.sig(per_pack(nums[0] * nums[1], pack), 16, "mx_count")   # vectors / columns
+        aligned = rows_aligned(order == MxOrder.PACKED, order == MxOrder.INTERLEAVE, order == MxOrder.TILED,
+                               pack, count, nums[0], nums[1])
         d_part, d_off = split(daddr, "sbuf")
         s_part, s_off = split(p.scale_addr, "sbuf")
         with m.If(is_mx):
             m.d.comb += [u.mx.eq(1), u.nib.eq(nib), u.esize.eq(1), u.sc_valid.eq(sc_valid), u.mxmode.eq(order),
-                         u.src_part.eq(d_part), u.src_off.eq(d_off), u.src_step[0].eq(step),
-                         u.src_num[0].eq(n0), u.src_num[1].eq(1), u.src_num[2].eq(1),
+                         u.src_part.eq(d_part), u.src_off.eq(d_off), u.src_num[2].eq(1),
                          u.sc_part.eq(s_part), u.sc_off.eq(s_off)]
-            with m.If(~flat):
+            m.d.comb += [u.src_step[d].eq(steps[d]) for d in range(2)] + [u.src_num[d].eq(nums[d]) for d in range(2)]
+            with m.If(~aligned & (o.xpose() != XposeMode.ENABLED)):      # a transpose walks any pattern
                 m.d.comb += u.supported.eq(0)
+
+
+def _four_bit(code, gen) -> bool:
+    """A dtype of 4-bit codes (FP4_EXP2, INT4): patterns count nibbles."""
+    return dt.is_in_enum(code, gen) and code != Dtype.INVALID and not dt.is_cptc(code) and \
+        dt.format_of(code, gen).width == 4
 
 
 def _and(bits):

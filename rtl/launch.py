@@ -6,14 +6,14 @@ chain moves and the array advances once per P cycles, t_data = t_ref + L), the s
 destination TENSOR3D iterators, MX addressing (vector v's `pack` elements from element e0(v),
 `stride` apart, in the micro-op's element order, D-T25) and PeManageSeed's transpose, launched at
 the cycle the sequencer names.  A transposing matmul's row 0 starts its element iterator (`xit`)."""
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
-from tensore.rtl.mx import tile
-from tensore.rtl.rowport import REC_LAYOUT, XIT_LAYOUT, PatternIter
+from tensore.rtl.mx import element_address, tile
+from tensore.rtl.rowport import REC_LAYOUT, PatternIter, xit_layout, xpose_rounds
 from tensore.rtl.seq import T
 from tensore.rtl.wires import any_of, wire
 
@@ -24,15 +24,17 @@ UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1, "xpose_rows": 1})   # th
 class Launch(wiring.Component):
     """`issue` / `uop` / `now` / `seed_at`: the sequencer's (seed_at: a PeManageSeed's transpose cycle).
     Out: the launch record and transpose iterator of row 0 (`rec`, `xit`), the request-chain shift,
-    the array rhythm (`advance`, `phase`) and `first_cycle` (an advance's first cycle, when the
-    columns' outputs are written).  `unsupported`: a matmul needing more elements per PE than built,
-    a dtype the PEs do not carry (D-T62), a transpose of more elements than rows (D-T40 (1))."""
+    the array rhythm (`advance`, `phase`) and `first_cycle` (the cycle after an advance, when the
+    columns' new outputs are written; so a change of rhythm, 4 passes to 1, writes no output twice).  `unsupported`: a matmul needing more elements per PE than built,
+    a dtype the PEs do not carry (D-T62), a transpose of more elements than the rows fetch (D-T40 (1):
+    xpose_rounds of a `cols`-column array)."""
 
-    def __init__(self, gen, rows: int, pack: int, sbuf_latency: int, dtypes=None):
+    def __init__(self, gen, rows: int, pack: int, sbuf_latency: int, dtypes=None, *, cols: int = 0):
         self.gen, self.rows, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, pack, sbuf_latency, dtypes
+        self.rounds = xpose_rounds(rows, cols) if cols else 1
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "now": In(T), "seed_at": In(T),
-            "rec": Out(REC_LAYOUT), "xit": Out(XIT_LAYOUT),
+            "rec": Out(REC_LAYOUT), "xit": Out(xit_layout(self.rounds)),
             "req_shift": Out(1), "advance": Out(1), "phase": Out(2), "first_cycle": Out(1),
             "unsupported": Out(UNSUPPORTED),
         })
@@ -60,16 +62,18 @@ class Launch(wiring.Component):
                 m.d.sync += active.eq(0)
         # array rhythm: t_data = t_ref + L
         ph = wire(m, (now[:2] - tref[:2] - self.L)[:2], "phase")
+        advanced = Signal()           # the array advanced at the end of the last cycle: new column outputs
+        m.d.sync += advanced.eq(self.advance)
         m.d.comb += [self.req_shift.eq(req_shift), self.advance.eq((P == 1) | (ph == P - 1)),
-                     self.phase.eq(Mux(P == 1, 0, ph)), self.first_cycle.eq((P == 1) | (ph == 0))]
+                     self.phase.eq(Mux(P == 1, 0, ph)), self.first_cycle.eq(advanced)]
         self._record(m, mm_go, mu, mmv, v, launch)
 
         mav_seed = (mu.seed != 0) & maverick
         missing = ~any_of([mu.dtype == int(x) for x in self.dtypes]) if self.dtypes is not None else Const(0)
-        m.d.comb += [self.unsupported.pack.eq(mm_go & (mu.pack > self.pack)),
+        m.d.comb += [self.unsupported.pack.eq(mm_go & ~mu.xpose & (mu.pack > self.pack)),
                      self.unsupported.dtype.eq(mm_go & ~mu.xpose & missing),
                      # a transpose's row c carries element c of each partition
-                     self.unsupported.xpose_rows.eq(mm_go & mu.xpose & ~mav_seed & (mu.cols > self.rows))]
+                     self.unsupported.xpose_rows.eq(mm_go & mu.xpose & ~mav_seed & (mu.cols > self.rounds * self.rows))]
         return m
 
     def _start(self, m, maverick):
@@ -98,8 +102,9 @@ class Launch(wiring.Component):
         dn_i, dn_o = dst.step(dst.i, dst.o)
         dst.commit(launch, dn_i, dn_o)
         dst_off = wire(m, dst.offset(dst.o), "dst_off")
-        # MX: vector v's pack elements start at element e0(v), `stride` apart (D-T25 order); e0 advances
-        # by pack (normal), 1 (interleave) or 1 within a tile of t = min(32, vectors) vectors (tiled)
+        # MX: vector v's pack elements start at element e0(v), `stride` elements apart (D-T25 order); e0
+        # advances by pack (normal), 1 (interleave) or 1 within a tile of t = min(32, vectors) vectors
+        # (tiled); an element's address follows the 2-D data pattern (rtl/mx.py)
         e0_reg, vt_reg = Signal(24), Signal(6)
         e0, vt = wire(m, Mux(go, 0, e0_reg), "mx_e0_cur"), wire(m, Mux(go, 0, vt_reg), "mx_vt_cur")
         t_mx = wire(m, tile(mmv.vectors), "mx_tile")
@@ -109,14 +114,17 @@ class Launch(wiring.Component):
             m.d.sync += [e0_reg.eq(e0 + Mux(packed, mmv.pack, Mux(wrap, t_mx * mmv.pack - t_mx + 1, 1))),
                          vt_reg.eq(Mux(wrap, 0, vt + 1))]
         units = Mux(mmv.nib, Cat(Const(0, 1), mmv.src_off), mmv.src_off)      # byte or nibble addresses
-        mx_stride = Mux(packed, 1, Mux(inter, mmv.vectors[:16], t_mx)) * mmv.src_step[0]
+        nums, steps = [mmv.src_num[d] for d in range(2)], [mmv.src_step[d] for d in range(2)]
+        apart = wire(m, Mux(packed, 1, Mux(inter, mmv.vectors[:16], t_mx)), "mx_apart", 16)
+        mx_stride = wire(m, element_address(apart, nums, steps), "mx_stride", signed(20))
+        mx_addr = wire(m, element_address(e0[:16], nums, steps), "mx_addr", signed(20))
 
         r, xp = self.rec, mmv.xpose
         m.d.comb += [
             r.valid.eq(launch), r.swap.eq((v == 0) & ~xp), r.row0.eq(Mux(xp, 0, mmv.row0)),
             r.rows.eq(Mux(xp, mmv.cols, mmv.rows)), r.col0.eq(mmv.col0), r.cols.eq(mmv.cols),
-            r.dtype.eq(mmv.dtype), r.fp32_mode.eq(mmv.fp32_mode), r.multi.eq(mmv.pack > 1),
-            r.mx.eq(mmv.mx), r.pack.eq(mmv.pack), r.maddr.eq((units + e0 * mmv.src_step[0])[:19]),
+            r.dtype.eq(mmv.dtype), r.fp32_mode.eq(mmv.fp32_mode), r.multi.eq((mmv.pack > 1) & ~xp),
+            r.mx.eq(mmv.mx & ~xp), r.pack.eq(Mux(xp, 1, mmv.pack)), r.maddr.eq((units + mx_addr)[:19]),
             r.mstride.eq(mx_stride), r.nib.eq(mmv.nib), r.scv.eq(mmv.sc_valid),
             r.spart.eq(mmv.sc_part), r.soff.eq(mmv.sc_off + v),
             r.part.eq(mmv.src_part + Mux(xp, v, 0)), r.off0.eq(off0), r.off1.eq(src.offset(o1)),
@@ -129,6 +137,19 @@ class Launch(wiring.Component):
             r.fmaps.eq(mmv.fmaps), r.fstride.eq(mmv.fstride * mmv.esize), r.lut.eq(mmv.lut),
             r.xpose.eq(xp), r.seed.eq(mmv.seed), r.vidx.eq(v),
         ]
-        x = self.xit                               # row 0: a transpose's element 0 of the launch
-        m.d.comb += [x.base.eq(src.base), x.esize.eq(mmv.esize)]
+        self._xit(m, mmv, src.base)
+
+    def _xit(self, m, mmv, base):
+        """Row 0's transpose iterators: element 0, and element j * R (j < rounds) as (i, o), o in
+        bytes (nibbles for 4-bit elements, then one unit per element)."""
+        x = self.xit
+        esize = Mux(mmv.nib, 1, mmv.esize)
+        m.d.comb += [x.base.eq(base), x.esize.eq(esize)]
         m.d.comb += [x.num[d].eq(mmv.src_num[d]) for d in range(3)] + [x.step[d].eq(mmv.src_step[d]) for d in range(3)]
+        n0, n1 = [Mux(mmv.src_num[d] == 0, 1, mmv.src_num[d]) for d in range(2)]     # (0: no micro-op)
+        for j in range(1, self.rounds):
+            e = Const(j * self.rows, 9)
+            q = wire(m, e // n0, f"xit_q{j}", 9)
+            i = [wire(m, v, f"xit_i{j}_{d}", 9) for d, v in enumerate((e % n0, q % n1, q // n1))]
+            m.d.comb += [x.xi[j - 1][d].eq(i[d]) for d in range(3)]
+            m.d.comb += [x.xo[j - 1][d].eq(i[d] * mmv.src_step[d] * esize) for d in range(3)]

@@ -6,8 +6,8 @@ micro-op's seeds.
 Row k of a load is requested in cycle t + k (+1 for the request register) and its answer, `L - 1`
 cycles later, goes to the array's weight (or tag) bus as row k: the element of pattern position m
 is routed to its physical column (D-14 load order) by a lane shifter.  The ConvLutLoad table
-(D-T15) lives here: weight lanes read it, and each array row reads it through `lut` for a LUT
-operand of the moving data (rtl/top.py)."""
+(D-T15) lives here: weight lanes read it, and each array row reads it through `lut` for the LUT
+operands of the moving data (MV_ELEMS per row: a MatmulSparse vector's fmaps, rtl/rows.py)."""
 from amaranth.hdl import Array as HArray
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, wiring
@@ -21,9 +21,9 @@ from tensore.model.isa.microop import SEED_STATES
 from tensore.rtl.fp.raw import e8m0_scale
 from tensore.rtl.interfaces import request_port
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
-from tensore.rtl.mx import block_first_row, tile
+from tensore.rtl.mx import block_first_row, element_address, one_tile, per_pack, tile
 from tensore.rtl.pe import code_layout, weight_layout
-from tensore.rtl.rowport import PatternIter
+from tensore.rtl.rowport import MV_ELEMS, PatternIter
 from tensore.rtl.wires import any_of, wire
 
 IDENTITY_CODES = SEED_STATES     # PeManageSeed: a row of the identity, one code per SR state
@@ -39,10 +39,11 @@ SCALE_REQUEST = {"valid": 1, "part": PARTITION_BITS, "off": SBUF_OFFSET_BITS, "c
 # what an answer is for, carried L - 1 cycles beside the request
 LOAD_META = data.StructLayout({
     "valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9, "lcf": 1, "pack": 4, "dtype": 8,
-    "tags": 1, "tagw": 1, "force": 4, "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1, "mx": 1, "sc_valid": 1})
+    "tags": 1, "tagw": 1, "force": 4, "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1, "mx": 1, "sc_valid": 1,
+    "xnib": 2})                 # a transposing load of 4-bit codes: bit 0 set, bit 1 the element's nibble
 
 
-UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1})     # the causes a load raises `unsupported` for
+UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1, "sparse32": 1})     # the causes it raises `unsupported` for
 
 
 def stationary_port(cols: int, pack: int) -> wiring.Signature:
@@ -57,7 +58,8 @@ class LoadUnit(wiring.Component):
     """`issue` / `uop`: the sequencer's micro-op; the weight and tag buses go to the array (rtl/array.py
     names), `reg_*` back to the sequencer (a fetched PeRegWrite value), `seed_lanes` to the write-back
     unit (MAVERICK seed micro-ops).  `unsupported`: a load needing more elements per PE than built, or
-    (a specialised build, D-T62) a dtype the PEs do not carry."""
+    (a specialised build, D-T62) a dtype the PEs do not carry; a MatmulSparse of 32-bit values (FP32
+    data, or a LUT table of FP32 entries: fmaps 1-3 ride 16-bit code slots, D-T34)."""
 
     def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None):
         self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, cols, pack, \
@@ -71,7 +73,8 @@ class LoadUnit(wiring.Component):
             "tag_valid": Out(1), "tag_row": Out(range(rows)), "tag_cols": Out(cols),
             "tag_data": Out(data.ArrayLayout(4, cols)),
             "seed_lanes": Out(data.ArrayLayout(32, cols)),
-            "lut_index": In(data.ArrayLayout(8, rows)), "lut_entry": Out(data.ArrayLayout(32, rows)),
+            "lut_index": In(data.ArrayLayout(8, rows * MV_ELEMS)),
+            "lut_entry": Out(data.ArrayLayout(32, rows * MV_ELEMS)),
             "lut_dtype": Out(8),
             "unsupported": Out(UNSUPPORTED),
         })
@@ -84,12 +87,16 @@ class LoadUnit(wiring.Component):
         # a MAVERICK seed micro-op's seeds, held for its column writes (it is a barrier: one at a time)
         with m.If(meta.seed_data):
             m.d.sync += [self.seed_lanes[c].eq(resp[c]) for c in range(self.cols)]
-        m.submodules.lut = lut = LutTable(self.cols + self.rows)
+        m.submodules.lut = lut = LutTable(self.cols + self.rows * MV_ELEMS)
         m.d.comb += [lut.load.eq(meta.lut_load), lut.count.eq(meta.cols), lut.dtype.eq(meta.dtype),
                      lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut_dtype.eq(lut.table_dtype)]
-        for r in range(self.rows):                        # the rows' readers follow the weight lanes'
-            m.d.comb += [lut.index[self.cols + r].eq(self.lut_index[r]), self.lut_entry[r].eq(lut.entry[self.cols + r])]
+        for k in range(self.rows * MV_ELEMS):             # the rows' readers follow the weight lanes'
+            m.d.comb += [lut.index[self.cols + k].eq(self.lut_index[k]), self.lut_entry[k].eq(lut.entry[self.cols + k])]
         self._lanes(m, meta, lut)
+        u = self.uop
+        values = Mux(u.lut, lut.table_dtype, u.dtype)
+        m.d.comb += self.unsupported.sparse32.eq(self.issue & (u.kind == Kind.MATMUL) & (u.fmaps != 0) &
+                                                 (values == Dtype.FP32))
         return m
 
     def _requests(self, m):
@@ -109,8 +116,11 @@ class LoadUnit(wiring.Component):
         ident = wire(m, cur.kind == Kind.SEED, "ld_ident")   # every row gathers the identity codes, keeps code k
         ldx = wire(m, cur.xpose & ~ident & ld_req, "ld_xpose")
         # a transposing load reads element k of every column's partition for row k: the element's offset
+        # (4-bit codes: the byte of the nibble, and which nibble)
         x = PatternIter(m, "ld_x", ld_go, 0, cur.src_num, cur.src_step, cur.esize, SBUF_OFFSET_BITS)
         x.commit(ld_req, *x.step(x.i, x.o))
+        rel = wire(m, x.o[0] + x.o[1] + x.o[2], "ld_x_rel")
+        x_off = wire(m, Mux(cur.nib, rel >> 1, rel), "ld_x_off", SBUF_OFFSET_BITS)
         with m.If(ld_go):
             m.d.sync += [active.eq(u.rows > 1), k_reg.eq(1), held.eq(u)]
         with m.Elif(active):
@@ -121,7 +131,7 @@ class LoadUnit(wiring.Component):
         st_valid = Signal()
         m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go | mseed_go),
                      st.part.eq(Mux(ident, cur.id_part, cur.src_part + Mux(ldx, 0, k))),
-                     st.off.eq(Mux(ident, cur.id_off, cur.src_off + Mux(ldx, x.offset(x.o), 0))),
+                     st.off.eq(Mux(ident, cur.id_off, cur.src_off + Mux(ldx, x_off, 0))),
                      st.xpose.eq(ldx),
                      st.esize.eq(Mux(rw_go, 4, Mux(ident, cur.id_esize, cur.esize))),
                      st.count.eq(Mux(rw_go, 1, Mux(ident, IDENTITY_CODES, Mux(cur.tags, (cur.cols + 3) >> 2,
@@ -133,7 +143,7 @@ class LoadUnit(wiring.Component):
                          st.num[d].eq(Mux(ident, IDENTITY_CODES if d == 0 else 1,
                                           Mux(cur.mx, mx_nums[d], cur.src_num[d])))]
         # MX: the row's block scales, one byte per column in the block's first partition
-        m.d.sync += [st.nib.eq(cur.mx & cur.nib), sc.valid.eq(ld_req & cur.mx & cur.sc_valid),
+        m.d.sync += [st.nib.eq(cur.mx & cur.nib & ~ldx), sc.valid.eq(ld_req & cur.mx & cur.sc_valid),
                      sc.part.eq(cur.sc_part + block_first_row(k, cur.pack)), sc.off.eq(cur.sc_off),
                      sc.count.eq(cur.cols)]
         m.d.comb += st.valid.eq(st_valid)
@@ -143,7 +153,8 @@ class LoadUnit(wiring.Component):
                      pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
                      pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
                      pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident),
-                     pipe[0].seed_data.eq(mseed_go), pipe[0].mx.eq(cur.mx), pipe[0].sc_valid.eq(cur.sc_valid)]
+                     pipe[0].seed_data.eq(mseed_go), pipe[0].mx.eq(cur.mx), pipe[0].sc_valid.eq(cur.sc_valid),
+                     pipe[0].xnib.eq(Mux(ldx & cur.nib, Cat(1, rel[0]), 0))]
         m.d.sync += [pipe[i].eq(pipe[i - 1]) for i in range(1, self.L)]
         too_many = u.pack > self.pack                       # more elements per PE than built for
         missing = ~any_of([u.dtype == int(x) for x in self.dtypes]) if self.dtypes is not None else Const(0)
@@ -161,7 +172,7 @@ class LoadUnit(wiring.Component):
         lanes, tag_lanes = [], []
         ident_code = HArray(resp[i] for i in range(IDENTITY_CODES))[meta.row[:4]]
         for mcol in range(C):
-            word = resp[mcol]
+            word = Mux(meta.xnib[0], resp[mcol].bit_select(meta.xnib[1] * 4, 4), resp[mcol])
             m.d.comb += lut.index[mcol].eq(word[:8])
             plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut.entry[mcol], word))
             slot0 = Mux(meta.ident, Mux(meta.row[:4] == mcol % IDENTITY_CODES, ident_code, 0), plain)
@@ -194,13 +205,22 @@ class LoadUnit(wiring.Component):
 
 def mx_pattern(cur):
     """The stationary gather's TENSOR3D steps and counts that return lane m's element j at position
-    m * pack + j for each MX element order (D-T25): normal, interleaved, tiled by min(32, cols)."""
-    s, ncol, pk, order = cur.src_step[0], cur.cols, cur.pack, cur.mxmode
+    m * pack + j for each MX element order (D-T25): normal, interleaved (also a tiled order of one
+    tile), tiled by t = min(32, cols); along the 2-D data pattern where its rows hold whole units of
+    the order (rtl/mx.py rows_aligned)."""
+    nums, steps = [cur.src_num[d] for d in range(2)], [cur.src_step[d] for d in range(2)]
+    ncol, pk, order = cur.cols, cur.pack, cur.mxmode
     t = tile(ncol)
-    packed, inter, tiled = order == MxOrder.PACKED, order == MxOrder.INTERLEAVE, order == MxOrder.TILED
-    steps = [Mux(packed, s, Mux(inter, ncol * s, t * s)), Mux(inter, s, Mux(tiled, s, 0)), Mux(tiled, t * pk * s, 0)]
-    nums = [Mux(packed, ncol * pk, pk), Mux(inter, ncol, Mux(tiled, t, 1)), Mux(tiled, (ncol + t - 1) // t, 1)]
-    return steps, nums
+    packed, tiled = order == MxOrder.PACKED, (order == MxOrder.TILED) & ~one_tile(ncol)
+    flat = nums[1] == 1
+
+    def at(e):
+        return element_address(e, nums, steps)
+    inter = [[at(ncol), steps[0], steps[1]], [pk, Mux(flat, ncol, nums[0]), Mux(flat, 1, per_pack(nums[1], pk))]]
+    tile_dims = [[at(t), steps[0], at(t * pk)], [pk, t, (ncol + t - 1) // t]]
+    steps_out = [Mux(packed, s, Mux(tiled, a, b)) for s, a, b in zip(steps + [0], tile_dims[0], inter[0])]
+    nums_out = [Mux(packed, n, Mux(tiled, a, b)) for n, a, b in zip(nums + [1], tile_dims[1], inter[1])]
+    return steps_out, nums_out
 
 
 class LutTable(wiring.Component):

@@ -11,7 +11,11 @@ Zeroing invalidates 16-bit halves: an invalid half reads as 0 (one cycle for any
 the model does it in the group's first write cycle, before that cycle's write).  Validity is kept as
 epochs (D-T41): each bank has a 32-bit epoch register, each half of each word a tag memory entry; a
 half is valid while its tag equals its bank's epoch, a write stores the epoch, zeroing a bank (or a
-reset) advances it.  No per-word registers: the simulators see three memories, not 8192 flip-flops."""
+reset) advances it.  No per-word registers: the simulators see three memories, not 8192 flip-flops.
+
+A partition takes `ports` writes a cycle, in port order (the crossbar's order, which is the model's,
+D-T40 (6)): a write reads the word as the earlier writes of its cycle leave it (per 16-bit half)
+and the SR state as they advance it, and of several writes to one half only the last is stored."""
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
@@ -24,6 +28,7 @@ from tensore.rtl.fp.fused_add import CANONICAL_NAN, FusedAdd, drive_term
 from tensore.rtl.fp.raw import unpack_fp32
 from tensore.rtl.fp.round import bf16_round
 from tensore.rtl.rng import xorshift32_next
+from tensore.rtl.wires import any_of
 
 EPOCH_BITS = 32
 
@@ -51,18 +56,15 @@ class PsumPartition(wiring.Component):
     module for every partition of the exported Verilog), and the states then take their values
     while `rst` is high, so the exported engine needs a reset before use.
 
-    `ports` 2 adds a second write path (`wr[1]` in, `mon[1]` out; MAVERICK: the upper column half of
-    a c256 matmul meets the lower half's partitions in the same cycle).  The two writes of a cycle
-    act in port order, as the model applies slot 0 before slot 1: an SR write of port 2 with the
-    same state as port 1 continues from port 1's advanced state."""
+    `ports`: the writes it takes in one cycle (`wr[k]` in, `mon[k]` out), acting in port order as
+    the model applies the writes of one cycle, port 0 first (D-T40 (6))."""
 
     repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
     def __init__(self, partition: int | None, ports: int = 1):
         self.partition, self.ports = partition, ports
         index = {} if partition is not None else {"index": In(PARTITION_BITS)}
-        conflict = {"conflict": Out(1)} if ports == 2 else {}        # both writes of this cycle hit one word
-        super().__init__(index | conflict | {
+        super().__init__(index | {
             "wr": In(data.ArrayLayout(PSUM_WRITE, ports)), "mon": Out(data.ArrayLayout(PSUM_MONITOR, ports)),
             "zero_valid": In(1), "zero_bank": In(PSUM_BANK_BITS), "zero_log2": In(2),
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
@@ -91,7 +93,7 @@ class PsumPartition(wiring.Component):
         states = self._states(m)
 
         # zeroing, presented in the group's first write cycle (stage 2): 1 / 2 / 4 / 8 banks from
-        # zero_bank, wrapping; it takes effect before that cycle's write and after earlier ones
+        # zero_bank, wrapping; it takes effect before that cycle's writes and after earlier ones
         # (a reset advances every epoch too: the words of before the reset read as zero)
         hits = Signal(PSUM_BANKS)
         for b in range(PSUM_BANKS):
@@ -100,18 +102,12 @@ class PsumPartition(wiring.Component):
                          hits[b].eq(self.zero_valid & (dist < (Const(1, 4) << self.zero_log2)))]
         ep = _Epochs(m, hits)
 
-        if self.ports == 2:
-            s_words = [Signal(range(WORDS), name=f"conflict_word{k}") for k in range(2)]
-            s_valids = [Signal(name=f"conflict_valid{k}") for k in range(2)]
-            m.d.sync += [s_words[k].eq(self.wr[k].offset[2:]) for k in range(2)]
-            m.d.sync += [s_valids[k].eq(self.wr[k].valid) for k in range(2)]
-            m.d.comb += self.conflict.eq(s_valids[0] & s_valids[1] & (s_words[0] == s_words[1]))
-        state_now = None                             # (index, advanced state) of port 1's SR write
+        paths = []                                   # this cycle's earlier writes, in port order
         for k in range(self.ports):
             wr = Signal(PSUM_WRITE, name=f"wr{k}_in")           # SaveSeed writes the selected state
             m.d.comb += [wr.eq(self.wr[k]), wr.value.eq(Mux(self.wr[k].save, self.state_data, self.wr[k].value))]
-            state_now = _write_path(m, k, wr, (rps[k], trps[k]), (wps[k], twps[k]), ep, states, state_now,
-                                    self.mon[k])
+            paths.append(_write_path(m, k, wr, (rps[k], trps[k]), ep, states, paths, self.mon[k]))
+        _store(m, paths, wps, twps, ep)
         # the host writes a whole word (while the engine does not write it: same-cycle order undefined)
         host_epoch = ep.after_of(self.host_addr)
         m.d.comb += [host_wp.addr.eq(self.host_addr), host_wp.data.eq(self.host_wdata), host_wp.en.eq(self.host_we),
@@ -173,12 +169,16 @@ class _Epochs:
         return Cat(lo.replicate(16), hi.replicate(16))
 
 
-def _write_path(m, k, wr, rps, wps, ep, states, before, mon):
-    """One write path: stage 1 reads the word and its tags, stage 2 modifies and writes them.  Returns
-    (state index, advanced state) of its SR write for the next port."""
+# what the later writes of a cycle see of an earlier one: its word, the halves it writes (enable),
+# the word it writes, and its SR state index (STATES: none advanced) with the advanced state
+_PATH = data.StructLayout({"word": range(WORDS), "en": 2, "data": 32, "sr_idx": range(STATES + 1), "sr_next": 32})
+
+
+def _write_path(m, k, wr, rps, ep, states, earlier, mon):
+    """Write port k: stage 1 reads the word and its tags, stage 2 modifies them after the `earlier`
+    ports' writes of the cycle (their halves of the same word, their SR states).  Returns its _PATH."""
     n = f"p{k}_"
     rp, trp = rps
-    wp, twp = wps
     word = wr.offset[2:]
     m.d.comb += [rp.addr.eq(word), trp.addr.eq(word)]
     s = Signal(PSUM_WRITE, name=n + "stage")
@@ -186,9 +186,16 @@ def _write_path(m, k, wr, rps, wps, ep, states, before, mon):
     s_word = s.offset[2:]
     half = s.offset[1]
     vmask = ep.mask(trp.data, s_word, n + "v")
-    old = rp.data & vmask
-    old16 = Mux(half, old[16:], old[:16])
-    old32 = Mux(s.bf16, Cat(Const(0, 16), old16), old)
+    lo, hi = Signal(16, name=n + "old_lo"), Signal(16, name=n + "old_hi")
+    m.d.comb += [lo.eq((rp.data & vmask)[:16]), hi.eq((rp.data & vmask)[16:])]
+    for e in earlier:                         # the last earlier write of a half of this word wins
+        with m.If(e.word == s_word):
+            with m.If(e.en[0]):
+                m.d.comb += lo.eq(e.data[:16])
+            with m.If(e.en[1]):
+                m.d.comb += hi.eq(e.data[16:])
+    old16 = Mux(half, hi, lo)
+    old32 = Mux(s.bf16, Cat(Const(0, 16), old16), Cat(lo, hi))
     m.submodules[n + "add"] = add = FusedAdd(24)
     value = s.value
     v = unpack_fp32(value)
@@ -196,7 +203,8 @@ def _write_path(m, k, wr, rps, wps, ep, states, before, mon):
     total = Signal(32, name=n + "total")      # exact overwrite (+0 + v would turn -0 into +0), else the sum
     m.d.comb += total.eq(Mux(s.accumulate, add.result, Mux(v.nan, CANONICAL_NAN, value)))
 
-    # bf16 rounding with the state of (bank, parity of the in-bank element index)
+    # bf16 rounding with the state of (bank, parity of the in-bank element index), as the earlier
+    # writes of the cycle leave it
     idx = Signal(range(STATES), name=n + "state_idx")
     m.d.comb += idx.eq(Cat(s.offset[1], bank_of(s.offset)))
     state = Signal(32, name=n + "state")
@@ -204,33 +212,38 @@ def _write_path(m, k, wr, rps, wps, ep, states, before, mon):
         for i in range(STATES):
             with m.Case(i):
                 m.d.comb += state.eq(states[i])
-    if before is not None:                    # the earlier port advanced the same state this cycle
-        with m.If(before[0] == idx):
-            m.d.comb += state.eq(before[1])
+    for e in earlier:
+        with m.If(e.sr_idx == idx):
+            m.d.comb += state.eq(e.sr_next)
     nxt = Signal(32, name=n + "next")
     m.d.comb += nxt.eq(xorshift32_next(state))
     code16 = Signal(16, name=n + "code16")
     m.d.comb += code16.eq(bf16_round(total, nxt[:16], s.sr))
     advances = s.valid & s.bf16 & s.sr & ~s.raw
-    with m.If(advances):
+    with m.If(advances):                      # a later port's advance of the same state comes after
         with m.Switch(idx):
             for i in range(STATES):
                 with m.Case(i):
                     m.d.sync += states[i].eq(nxt)
-    # for the next port: this port's state index and its state after this cycle's write
-    after_idx = Signal(5, name=n + "after_idx")          # STATES: no SR write
-    after = Signal(32, name=n + "after")
-    m.d.comb += [after_idx.eq(Mux(advances, idx, STATES)), after.eq(nxt)]
-    if before is not None:
-        with m.If(~advances):
-            m.d.comb += [after_idx.eq(before[0]), after.eq(before[1])]
 
     data16 = Mux(s.raw, value[:16], code16)
-    enable = Mux(s.valid, Mux(s.bf16, Mux(half, 0b10, 0b01), 0b11), 0)
-    m.d.comb += [mon.valid.eq(s.valid), mon.offset.eq(s.offset),
-                 mon.bits.eq(Mux(s.bf16, data16, Mux(s.raw, value, total)))]
-    m.d.comb += [wp.addr.eq(s_word), wp.data.eq(Mux(s.bf16, Cat(data16, data16), Mux(s.raw, value, total))),
-                 wp.en.eq(enable)]
-    stored = ep.after_of(s_word)
-    m.d.comb += [twp.addr.eq(s_word), twp.data.eq(Cat(stored, stored)), twp.en.eq(enable)]
-    return after_idx, after
+    bits = Mux(s.bf16, data16, Mux(s.raw, value, total))
+    m.d.comb += [mon.valid.eq(s.valid), mon.offset.eq(s.offset), mon.bits.eq(bits)]
+    out = Signal(_PATH, name=n + "out")
+    m.d.comb += [out.word.eq(s_word), out.en.eq(Mux(s.valid, Mux(s.bf16, Mux(half, 0b10, 0b01), 0b11), 0)),
+                 out.data.eq(Mux(s.bf16, Cat(data16, data16), bits)),
+                 out.sr_idx.eq(Mux(advances, idx, STATES)), out.sr_next.eq(nxt)]
+    return out
+
+
+def _store(m, paths, wps, twps, ep):
+    """The memory writes of the cycle: each port's halves, less those a later port writes again."""
+    for j, (e, wp, twp) in enumerate(zip(paths, wps, twps)):
+        again = Signal(2, name=f"p{j}_again")
+        m.d.comb += again.eq(any_of([f.en & (f.word == e.word).replicate(2) for f in paths[j + 1:]]))
+        en = Signal(2, name=f"p{j}_store")
+        m.d.comb += en.eq(e.en & ~again)
+        stored = ep.after_of(e.word)
+        m.d.comb += [wp.addr.eq(e.word), wp.data.eq(e.data), wp.en.eq(en),
+                     twp.addr.eq(e.word), twp.data.eq(Cat(stored, stored)), twp.en.eq(en)]
+

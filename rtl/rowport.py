@@ -4,16 +4,19 @@ value it sends into the row, and the row's stage of the write records that run d
 
 Stage r of the request chain holds the record row r requests with; the chain moves one stage per
 request rhythm (`req_shift`), so row r requests P*r cycles after row 0.  Beside it runs a transpose's
-element iterator: row r requests element r of partition v (D-13), one TENSOR3D step per stage.
+element iterator: row r requests element r of partition v (D-13), one TENSOR3D step per stage.  On
+an array of fewer rows R than a transpose's elements (D-T40 (1)) the same request fetches elements
+r + j*R too (j < `rounds`, `xpose_rounds`), each from an iterator of its own, and hands them to
+rtl/rows.py (`xfeed`), which delays them j*R cycles into the top of column r + j*R.
 Every row is the same module, its row number an input (`index`), so the exported Verilog holds one
-definition instantiated rows times (rtl/export.py).  The ConvLutLoad table is the load unit's: a LUT
-operand leaves here as the UINT8 index in code slot 0 with `lut_code` set, and rtl/rows.py replaces
-it.  The TENSOR3D iterator (`pattern_step`, `PatternIter`) is here too; the load and launch units use it."""
+definition instantiated rows times (rtl/export.py).  The ConvLutLoad table is the load unit's: LUT
+operands leave here as UINT8 indices in the code slots with `lut_code` set, and rtl/rows.py replaces
+them.  The TENSOR3D iterator (`pattern_step`, `PatternIter`) is here too; the load and launch units use it."""
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from tensore.model.addrmap import PARTITION_BITS, PSUM_OFFSET_BITS, SBUF_OFFSET_BITS
+from tensore.model.addrmap import PARTITION_BITS, PARTITIONS, PSUM_OFFSET_BITS, SBUF_OFFSET_BITS
 from tensore.model.dtypes import Gen
 from tensore.model.isa.enums import SeedMode
 from tensore.rtl.fp.raw import e8m0_scale
@@ -36,9 +39,27 @@ REC_LAYOUT = data.StructLayout({
 WREC_FIELDS = ("valid", "col0", "cols", "c256", "dst_part", "dst_off", "dst_slot1", "out_bf16", "accumulate",
                "zero", "zero_log2", "xpose", "seed", "vidx")
 WREC_LAYOUT = data.StructLayout({f: REC_LAYOUT[f].shape for f in WREC_FIELDS})
-XIT_LAYOUT = data.StructLayout({"base": SOFF, "i": data.ArrayLayout(16, 3), "o": data.ArrayLayout(SOFF, 3),
-                                "num": data.ArrayLayout(16, 3), "step": data.ArrayLayout(signed(16), 3),
-                                "esize": 3})
+
+
+def xpose_rounds(rows: int, cols: int) -> int:
+    """Elements per row of a transpose on a rows x cols array: a transpose moves up to min(cols, 128)
+    elements (one per column and PSUM partition), row r those of index r + j * rows; at most MV_ELEMS
+    (the words of one moving request; a longer transpose is `unsupported`)."""
+    return max(1, min(MV_ELEMS, -(-min(cols, PARTITIONS) // rows)))
+
+
+def xit_layout(rounds: int = 1) -> data.StructLayout:
+    """A transpose's element iterator state: element r's (i, o) and, with more rounds, element
+    r + j * R's (`xi`, `xo`, j = 1 .. rounds - 1); o in bytes, or nibbles for 4-bit elements (`nib`
+    records), from the byte offset `base`."""
+    more = {"xi": data.ArrayLayout(data.ArrayLayout(16, 3), rounds - 1),
+            "xo": data.ArrayLayout(data.ArrayLayout(SOFF + 1, 3), rounds - 1)} if rounds > 1 else {}
+    return data.StructLayout({"base": SOFF, "i": data.ArrayLayout(16, 3), "o": data.ArrayLayout(SOFF + 1, 3),
+                              "num": data.ArrayLayout(16, 3), "step": data.ArrayLayout(signed(16), 3),
+                              "esize": 3, **more})
+
+
+XIT_LAYOUT = xit_layout()
 # One row's moving SBUF request (D-T38 (5), D-T40 (3), (5)): partition and byte offsets of its one
 # to four elements, or with `mx` `count` codes from element address `addr` (bytes, nibbles with
 # `nib`), `stride` apart, and the scale byte at (spart, soff).  The answer: `MV_ELEMS` 32-bit words.
@@ -92,47 +113,46 @@ class RowPort(wiring.Component):
 
     repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
-    def __init__(self, gen, pack: int, sbuf_latency: int):
-        self.gen, self.pack, self.L = Gen.parse(gen), pack, sbuf_latency
+    def __init__(self, gen, pack: int, sbuf_latency: int, *, rows: int = 0, rounds: int = 1):
+        """`rows` R and `rounds` (xpose_rounds): a transpose's elements r + j * R, j < rounds, leave
+        on `xfeed` (bit j of `xfeed_valid`: element r + j * R of this row's vector, j >= 1)."""
+        self.gen, self.pack, self.L, self.R, self.rounds = Gen.parse(gen), pack, sbuf_latency, rows, rounds
+        feed = {"xfeed_valid": Out(MV_ELEMS), "xfeed": Out(data.ArrayLayout(32, MV_ELEMS))} if rounds > 1 else {}
         super().__init__({
             "index": In(8), "req_shift": In(1), "advance": In(1),
             "req_in": In(REC_LAYOUT), "req_out": Out(REC_LAYOUT),
-            "xit_in": In(XIT_LAYOUT), "xit_out": Out(XIT_LAYOUT),
+            "xit_in": In(xit_layout(rounds)), "xit_out": Out(xit_layout(rounds)),
             "down_in": In(WREC_LAYOUT), "down_out": Out(WREC_LAYOUT),
             "mv_req": Out(MV_REQUEST), "mv_resp": In(32 * MV_ELEMS),
             "row_in": Out(act_layout(pack)),
             "lut_code": Out(1), "lut_dtype_sel": Out(1),    # slot 0 is a LUT index / the dtype is the LUT's
+            **feed,
         })
 
     @property
     def module_name(self) -> str:
-        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}"
+        rounds = f"_x{self.rounds}r{self.R}" if self.rounds > 1 else ""
+        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}{rounds}"
 
     def elaborate(self, platform):
         m = Module()
         r, PK, Lm = self.index, self.pack, self.L - 1
         maverick = self.gen.layout == Gen.MAVERICK
-        rec, x = Signal(REC_LAYOUT, name="req"), Signal(XIT_LAYOUT, name="xit")
-        # a transpose's iterator: row 0 starts at element 0 of the launch, row r steps row r-1's
-        xi = self.xit_in
-        ni, no = pattern_step([xi.i[d] for d in range(3)], [xi.o[d] for d in range(3)],
-                              [xi.num[d] for d in range(3)], [xi.step[d] for d in range(3)], xi.esize)
+        rec = Signal(REC_LAYOUT, name="req")
         with m.If(self.req_shift):
-            m.d.sync += [rec.eq(self.req_in), rec.fresh.eq(self.req_in.valid),
-                         x.base.eq(xi.base), x.esize.eq(xi.esize), x.num.eq(xi.num), x.step.eq(xi.step)]
-            m.d.sync += [x.i[d].eq(Mux(r == 0, xi.i[d], ni[d])) for d in range(3)]
-            m.d.sync += [x.o[d].eq(Mux(r == 0, xi.o[d], no[d])) for d in range(3)]
+            m.d.sync += [rec.eq(self.req_in), rec.fresh.eq(self.req_in.valid)]
         with m.Else():
             m.d.sync += rec.fresh.eq(0)
-        m.d.comb += [self.req_out.eq(rec), self.xit_out.eq(x)]
+        m.d.comb += self.req_out.eq(rec)
+        xoffs, xpar = self._xpose_elements(m, rec)
 
         in_block = rec.valid & (r >= rec.row0) & (r < rec.row0 + rec.rows)
         sparse = rec.fmaps != 0         # fmap f of the vector at off0 + f * step_elem[3] * esize
-        needs = (rec.seed == 0) | Const(int(not maverick), 1) & (rec.seed == SeedMode.LOAD_SEED)
+        needs = needs_data(rec, maverick)
         q = self.mv_req
         m.d.comb += [q.valid.eq(in_block & rec.fresh & needs),
                      q.part.eq(Mux(rec.xpose, rec.part, rec.part + (r - rec.row0))),
-                     q.off0.eq(Mux(rec.xpose, x.base + x.o[0] + x.o[1] + x.o[2], rec.off0)),
+                     q.off0.eq(Mux(rec.xpose, xoffs[0], rec.off0)),
                      q.off1.eq(Mux(sparse, rec.off0 + rec.fstride, rec.off1)),
                      q.off2.eq(rec.off0 + 2 * rec.fstride),
                      q.off3.eq(rec.off0 + 3 * rec.fstride),
@@ -142,11 +162,15 @@ class RowPort(wiring.Component):
                      q.nib.eq(rec.nib),
                      q.spart.eq(rec.spart + block_first_row(r - rec.row0, rec.pack)),
                      q.soff.eq(Mux(rec.scv, rec.soff, 0))]
+        for j in range(1, self.rounds):         # a transpose's elements r + j * R
+            with m.If(rec.xpose):
+                m.d.comb += getattr(q, f"off{j}").eq(xoffs[j])
 
         # the array side: the same record Lm cycles later, with the data
         d = [rec] + [Signal(REC_LAYOUT, name=f"act{i}") for i in range(Lm)]
+        par = [xpar] + [Signal(self.rounds, name=f"act_xpar{i}") for i in range(Lm)]
         for i in range(1, Lm + 1):
-            m.d.sync += d[i].eq(d[i - 1])
+            m.d.sync += [d[i].eq(d[i - 1]), par[i].eq(par[i - 1])]
         act = d[Lm]
         held = Signal(32 * MV_ELEMS, name="mv_hold")
         word = Signal(32 * MV_ELEMS, name="mv_word")
@@ -160,7 +184,7 @@ class RowPort(wiring.Component):
                      a.xpose.eq(act.xpose), a.dtype.eq(act.dtype),
                      a.fp32_mode.eq(act.fp32_mode), a.multi.eq(act.multi), a.fmaps.eq(act.fmaps),
                      a.lanes.eq(Mux(act.pack == 8, 3, Mux(act.pack == 4, 2, Mux(act.pack == 2, 1, 0)))),
-                     a.code.s0.eq(Mux(act.mx, word[:8], word[:32])),
+                     a.code.s0.eq(Mux(act.mx, word[:8], _code(act, word, par[Lm], 0))),
                      self.lut_code.eq(act.lut & ~act.mx), self.lut_dtype_sel.eq(act.lut)]
         # MX: the codes in bytes 0-7, the block scale in byte 8
         sa, sa_nan = e8m0_scale(word[64:72])
@@ -169,12 +193,52 @@ class RowPort(wiring.Component):
             other = word[32 * j:32 * j + 16] if j < MV_ELEMS else 0
             m.d.comb += slot(a.code, j).eq(Mux(act.mx, word[8 * j:8 * j + 8], other))
 
+        if self.rounds > 1:             # elements r + j * R, for the tops of their columns (rtl/rows.py)
+            feed = act.valid & act.fresh & act.xpose & needs_data(act, maverick)
+            m.d.comb += [self.xfeed_valid[j].eq(feed & (r + j * self.R < act.rows)) for j in range(1, self.rounds)]
+            m.d.comb += [self.xfeed[j].eq(_code(act, word, par[Lm], j)) for j in range(1, self.rounds)]
+
         # the write record, one row down per array stage
         down = Signal(WREC_LAYOUT, name="down")
         with m.If(self.advance):
             m.d.sync += down.eq(Mux(r == 0, narrow(act), self.down_in.as_value()))
         m.d.comb += self.down_out.eq(down)
         return m
+
+    def _xpose_elements(self, m, rec):
+        """A transpose's iterators (row 0 starts them at the launch's elements 0, R, 2R, ...; row r
+        steps row r - 1's): the byte offsets of this row's elements r + j * R, and for 4-bit elements
+        (`nib`) each one's nibble in its byte (bit j)."""
+        r, rounds = self.index, self.rounds
+        xi, x = self.xit_in, Signal(xit_layout(rounds), name="xit")
+        its_in = [(xi.i, xi.o)] + [(xi.xi[j], xi.xo[j]) for j in range(rounds - 1)]
+        its = [(x.i, x.o)] + [(x.xi[j], x.xo[j]) for j in range(rounds - 1)]
+        with m.If(self.req_shift):
+            m.d.sync += [x.base.eq(xi.base), x.esize.eq(xi.esize), x.num.eq(xi.num), x.step.eq(xi.step)]
+            for (ii, oi), (io, oo) in zip(its_in, its):
+                ni, no = pattern_step([ii[d] for d in range(3)], [oi[d] for d in range(3)],
+                                      [xi.num[d] for d in range(3)], [xi.step[d] for d in range(3)], xi.esize)
+                m.d.sync += [io[d].eq(Mux(r == 0, ii[d], ni[d])) for d in range(3)]
+                m.d.sync += [oo[d].eq(Mux(r == 0, oi[d], no[d])) for d in range(3)]
+        m.d.comb += self.xit_out.eq(x)
+        offs, par = [], []
+        for j, (_, o) in enumerate(its):
+            tot = wire(m, (o[0] + o[1] + o[2])[:SOFF + 1], f"xit_rel{j}")
+            offs.append(wire(m, x.base + Mux(rec.nib, tot[1:], tot[:SOFF]), f"xit_off{j}", SOFF))
+            par.append(rec.nib & tot[0])
+        return offs, Cat(*par)
+
+
+def needs_data(rec, maverick: bool):
+    """A record whose rows read moving data: not a seed move, except a CAYMAN / MARIANA LoadSeed."""
+    return (rec.seed == 0) | Const(int(not maverick), 1) & (rec.seed == SeedMode.LOAD_SEED)
+
+
+def _code(act, word, par, j):
+    """Element j of a moving answer: word j, or for a transpose's 4-bit elements the nibble `par[j]`
+    of its byte."""
+    w = word[32 * j:32 * j + 32]
+    return Mux(act.xpose & act.nib, w[:8].bit_select(par[j] * 4, 4), w)
 
 
 def narrow(rec):

@@ -16,7 +16,7 @@ Ports (all synchronous to one clock; the Verilog names join a member's path with
          req.part[r], ... -> resp.data[r] (element j in bits 32j..32j+31), with the same latency
   host   PSUM host port: part / word -> data one cycle later; we writes wdata there
   mon    the PSUM write of partition p this cycle: mon.valid[p], mon.offset[p], mon.bits[p];
-         MAVERICK also mon2: the second write port's
+         mon2 (, mon3, ...: `psum_ports`) its second (third, ...) write of the cycle, D-T40 (6)
   status now, done (nothing queued or in flight), error (err_status.err), unsupported
 The micro-ops this RTL runs (D-T40): Ldweights (also transposing, TAG_WEIGHT, LUT, MX), LdTags,
 ConvLutLoad, Matmul (plain, FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MX, MAVERICK tiles and c256, LUT,
@@ -54,9 +54,10 @@ UNSUPPORTED = data.StructLayout({"uop": 1, "load": load_unit.UNSUPPORTED, "launc
 class Engine(wiring.Component):
     def __init__(self, gen, rows: int = 128, cols: int | None = None, *, pack: int | None = None,
                  sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False,
-                 dtypes=None):
-        """`dtypes`: a specialised engine whose PEs multiply only those dtypes (D-T62); a weight load
-        or non-transposing matmul of another dtype raises `unsupported`.  `black_box`: the array,
+                 dtypes=None, psum_ports: int = writeback.PSUM_PORTS):
+        """`psum_ports`: the writes a PSUM partition takes in one cycle (D-T40 (6)).  `dtypes`: a
+        specialised engine whose PEs multiply only those dtypes (D-T62); a weight load or
+        non-transposing matmul of another dtype raises `unsupported`.  `black_box`: the array,
         row ports, PSUM partitions and crossbar are instances of their exported modules (`blocks()`)."""
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
@@ -68,14 +69,14 @@ class Engine(wiring.Component):
         if self.pack not in (1, 2, 4, 8):
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
         self.parts = psum_partitions
-        self.psum_ports = 2 if self.maverick else 1        # c256: both column halves write one partition
+        self.psum_ports = psum_ports
         self.black_box, self.dtypes = black_box, dtypes
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
             "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),
             "st": Out(stationary_port(cols, self.pack)), "sc": Out(scale_port(cols)), "mv": Out(moving_port(rows)),
             "host": Out(host_port(psum_partitions)), "mon": Out(monitor),
-            **({"mon2": Out(monitor)} if self.psum_ports == 2 else {}),
+            **{name: Out(monitor) for name in writeback.monitor_names(psum_ports)[1:]},
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
         })
 
@@ -83,7 +84,7 @@ class Engine(wiring.Component):
         return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes)
 
     def _rows(self):
-        return Rows(self.gen, self.rows, self.pack, self.L, black_box=self.black_box)
+        return Rows(self.gen, self.rows, self.pack, self.L, cols=self.cols, black_box=self.black_box)
 
     def _write(self):
         return WriteBack(self.parts, self.cols, self.psum_ports, maverick=self.maverick, black_box=self.black_box)
@@ -97,7 +98,7 @@ class Engine(wiring.Component):
         R, C, PK, L = self.rows, self.cols, self.pack, self.L
         m.submodules.seq = seq = Sequencer(self.gen, R, C, L)
         m.submodules.load_unit = load = LoadUnit(self.gen, R, C, PK, L, self.dtypes)
-        m.submodules.launch_unit = launch = Launch(self.gen, R, PK, L, self.dtypes)
+        m.submodules.launch_unit = launch = Launch(self.gen, R, PK, L, self.dtypes, cols=C)
         m.submodules.row_ports = rows = self._rows()
         m.submodules.array = arr = black_box(self._array(), self.black_box)
         m.submodules.write_back = write = self._write()
@@ -120,16 +121,16 @@ class Engine(wiring.Component):
         m.d.comb += [rows.rec.eq(launch.rec), rows.xit.eq(launch.xit), rows.req_shift.eq(launch.req_shift),
                      rows.advance.eq(launch.advance), load.lut_index.eq(rows.lut_index),
                      rows.lut_entry.eq(load.lut_entry), rows.lut_dtype.eq(load.lut_dtype),
-                     arr.row_in.eq(rows.row_in), arr.advance.eq(launch.advance), arr.phase.eq(launch.phase)]
+                     arr.row_in.eq(rows.row_in), arr.advance.eq(launch.advance), arr.phase.eq(launch.phase),
+                     arr.top_psum.eq(rows.top_psum), arr.top_valid.eq(rows.top_valid)]
         connect(m, flipped(self.mv), rows.mv)
         # array -> write-back -> PSUM
         m.d.comb += [write.down.eq(rows.down), write.advance.eq(launch.advance),
                      write.first_cycle.eq(launch.first_cycle), write.out_psum.eq(arr.out_psum),
                      write.seed_lanes.eq(load.seed_lanes), write.sr.eq(seq.round_sr)]
         connect(m, flipped(self.host), write.host)
-        connect(m, flipped(self.mon), write.mon)
-        if self.psum_ports == 2:
-            connect(m, flipped(self.mon2), write.mon2)
+        for name in writeback.monitor_names(self.psum_ports):
+            connect(m, flipped(getattr(self, name)), getattr(write, name))
 
         causes = Signal(UNSUPPORTED)
         m.d.comb += [causes.uop.eq(seq.unsupported), causes.load.eq(load.unsupported),

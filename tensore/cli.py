@@ -3,15 +3,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import signal
 import sys
 from pathlib import Path
 
-import numpy as np
+# One BLAS thread unless told otherwise, before numpy and scipy load OpenBLAS (as tensore/bench.py,
+# D-T77): the golden model's chains are many small BLAS calls, which threads slow down on shared
+# cores (a 2048^3 `tensore gemm` took 156 s instead of 15 s on 2 loaded cores).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from tensore.model import dtypes as dt
-from tensore.model.isa.microop import ARRAY_ROWS, full_cols
-from tensore.model.timing import PERF_BANKS, PERF_COUNTERS
+import numpy as np  # noqa: E402
+
+from tensore.model import dtypes as dt  # noqa: E402
+from tensore.model.isa.microop import ARRAY_ROWS, full_cols  # noqa: E402
+from tensore.model.timing import PERF_BANKS, PERF_COUNTERS  # noqa: E402
 
 
 def _version() -> str:
@@ -168,22 +174,102 @@ def waves_depth(text: str) -> int:
     return int(text)
 
 
-def full_size_programs(gen, n: int, n_small: int) -> list:
+def full_size_programs(gen, n: int, n_small: int, rows: int | None = None, cols: int | None = None,
+                       gemm_m: int = 256) -> list:
     """#7's full-size set: a K=128 x N=128 x M=n bf16 accumulate group (three matmuls, MULTI_START
     zeroing two banks) and a BF16 drain with stochastic rounding, plus an MX program (FP8 E4M3 quad
-    row, E8M0 block scales) and, where the generation has it (not MAVERICK), FP8 double row.
-    MAVERICK's MX pattern (MXTensorV2) holds at most 255 elements per dimension and the RTL runs
-    one-dimension MX patterns (D-T40): 4 x 60 elements, so its MX program is 128 x 60 x 60."""
+    row, E8M0 block scales), where the generation has it (not MAVERICK) FP8 double row, and the GEMM
+    kernel's program (kernel_gemm, M = gemm_m).  MAVERICK's MX pattern (MXTensorV2) holds at most 255
+    elements per dimension and the RTL runs one-dimension MX patterns (D-T40): 4 x 60 elements, so its
+    MX program is 128 x 60 x 60.  rows x cols: the engine (default the generation's full size);
+    smaller engines run the same set (tests)."""
     from tensore.cosim import programs
     gen = dt.Gen.parse(gen)
-    kw = {"rows": 128, "cols": 128}
-    mx_cols = 60 if gen.layout == dt.Gen.MAVERICK else 128
-    mx = programs.mx(gen, "fp8_e4m3", "quad_row", rows=128, cols=mx_cols, n=min(n_small, mx_cols))
+    rows, cols = rows or ARRAY_ROWS, cols or full_cols(gen)
+    maverick = gen.layout == dt.Gen.MAVERICK
+    kw = {"rows": rows, "cols": cols // 2 if maverick else cols}      # the library works in one c128 half
+    mx_cols = min(60, kw["cols"]) if maverick else cols
+    mx = programs.mx(gen, "fp8_e4m3", "quad_row", rows=rows, cols=mx_cols, n=min(n_small, mx_cols))
     progs = [programs.accumulate_group(gen, n=n, **kw), programs.bf16_drain(gen, n=n, sr=True, **kw),
-             dataclasses.replace(mx, cols=FULL_SIZE[gen.name.lower()][1])]      # on the full array
-    if gen.layout != dt.Gen.MAVERICK:
+             dataclasses.replace(mx, cols=cols)]      # on the full array
+    if not maverick:
         progs.append(programs.double_row(gen, n=n_small, **kw))
+    progs.append(kernel_gemm(gen, rows, cols, gemm_m))
     return progs
+
+
+def kernel_gemm(gen, rows: int, cols: int, m: int = 256, seed: int = 5):
+    """The GEMM kernel's program (tensore/kernels/gemm.py, D-T50) for a rows x cols engine: bf16
+    M x 3R x 1.5C with fp32 PSUM.  Three K tiles accumulate (MULTI_START / MID / END; MAVERICK
+    overwrite / accumulate), each Ldweights loads the shadow weights while the previous matmul
+    streams, and a full-width and a half-width N tile (MAVERICK: a c256 and a c128 tile) take their
+    own PSUM banks.  Its PSUM expectation is the kernel's exact contract (kernels/numerics.py)."""
+    from tensore.kernels import gemm as G
+    from tensore.kernels import numerics
+    rng = np.random.default_rng(seed)
+    k, n = 3 * rows, cols + cols // 2
+    prog = G.gemm(rng.standard_normal((m, k)), rng.standard_normal((k, n)), dtype="bf16", gen=gen,
+                  rows=rows, cols=cols, name="kernel_gemm")
+    prog.expect_fp32 = kernel_psum(prog, numerics.contract(prog))
+    return prog
+
+
+def kernel_psum(prog, C: np.ndarray) -> dict:
+    """{(partition, bank): (0, float32 bits)}: where a kernel GEMM's result C [M, N] sits in PSUM at
+    the end (KernelProgram.read's layout); every tile in a bank of its own."""
+    banks = [b for t in prog.tiles for b in range(t.bank, t.bank + t.banks)]
+    if len(banks) != len(set(banks)) or prog.out_dtype != dt.Dtype.FP32:
+        raise ValueError("a PSUM expectation needs fp32 cells and every tile in banks of its own")
+    out = {}
+    for t in prog.tiles:
+        for s in range(t.banks):                        # MAVERICK c256: the upper half in the next bank
+            block = C[t.m0:t.m0 + t.m, t.n0 + s * prog.half:t.n0 + min(t.n, (s + 1) * prog.half)]
+            for part in range(block.shape[1]):
+                out[(part, t.bank + s)] = (0, np.ascontiguousarray(block[:, part]).view(np.uint32))
+    return out
+
+
+KERNEL_TOL = 2.0 ** -10     # normwise relative error against float64 of the quantised inputs (fp32 sums)
+
+
+def kernel_check(prog, trace) -> dict | None:
+    """A kernel program's own result check, as the kernel tests make it: C read back from the golden
+    trace, bit for bit against the exact contract and near float64 np.matmul of the quantised
+    inputs (kernels/numerics.py).  None for other programs."""
+    from tensore.kernels.gemm import KernelProgram
+    from tensore.kernels.numerics import report
+    if not isinstance(prog, KernelProgram):
+        return None
+    rep = report(prog, prog.read(trace))
+    keep = ("max_abs", "max_rel", "normwise_rel", "ulp_max", "contract_mismatches", "bit_exact")
+    out = {k: rep[k] for k in keep}
+    out["ok"] = bool(rep["bit_exact"] and rep["normwise_rel"] <= KERNEL_TOL)
+    return out
+
+
+def program_result(prog, res, pes: int) -> tuple:
+    """One cosim-full program's verdict: (ok, the printed line, the JSON entry).  `res`: an
+    hdl.HdlResult (mismatch, cycles, checks, seconds, lockstep)."""
+    lk = res.lockstep
+    expect_bad = _check_expectations(prog, lk.eng)
+    kernel = kernel_check(prog, lk.trace)
+    ok = res.mismatch is None and expect_bad == 0 and res.checks > res.cycles and (kernel is None or kernel["ok"])
+    rate = res.cycles / res.seconds if res.seconds else 0.0
+    line = (f"{prog.name}: {len(lk.descs)} micro-ops, {res.cycles} cycles, {res.checks:,} checks, "
+            f"{res.seconds:.0f} s ({rate:.2f} cycles/s, {rate * pes:,.0f} PE-cycles/s): {'OK' if ok else 'FAILED'}"
+            f"{'' if res.mismatch is None else f' -- {res.mismatch}'}"
+            f"{'' if not expect_bad else f' -- {expect_bad} PSUM values differ from the expectation'}")
+    if kernel is not None:
+        m, k, n = prog.out_shape[0], prog.a_codes.shape[1], prog.out_shape[1]
+        line += (f"; {m} x {k} x {n} GEMM result (golden run) vs np.matmul of the quantised inputs: max abs "
+                 f"{kernel['max_abs']:.3g}, normwise rel {kernel['normwise_rel']:.3g}, "
+                 + ("bit-exact to the contract" if kernel["bit_exact"]
+                    else f"{kernel['contract_mismatches']} values differ from the contract"))
+    entry = {"name": prog.name, "cycles": res.cycles, "checks": res.checks, "seconds": round(res.seconds, 1),
+             "cycles_per_s": round(rate, 3), "pe_cycles_per_s": round(rate * pes), "ok": ok}
+    if kernel is not None:
+        entry["result"] = {"shape_mkn": [m, k, n], **kernel}
+    return ok, line, entry
 
 
 def cmd_cosim_full(args) -> int:
@@ -197,7 +283,7 @@ def cmd_cosim_full(args) -> int:
     report, failures = [], 0
     for gen in args.gen:
         rows, cols = FULL_SIZE[gen]
-        progs = full_size_programs(gen, args.n, args.n_small)
+        progs = full_size_programs(gen, args.n, args.n_small, gemm_m=args.gemm_m)
         print(f"== {gen.upper()} {rows} x {cols}: {', '.join(p.name for p in progs)} ==", flush=True)
         t0 = time.perf_counter()
         lks = [Lockstep(p, pack=4, psum_partitions=128) for p in progs]
@@ -228,20 +314,10 @@ def cmd_cosim_full(args) -> int:
         entry = {"gen": gen, "rows": rows, "cols": cols, "export_s": exported["seconds"], "build_s": built["seconds"],
                  "build_peak_mb": built["peak_child_mb"], "programs": []}
         for prog, res in zip(progs, results):
-            lk = res.lockstep
-            expect_bad = _check_expectations(prog, lk.eng)
-            ok = res.mismatch is None and expect_bad == 0 and res.checks > res.cycles
+            ok, line, result = program_result(prog, res, rows * cols)
             failures += not ok
-            rate = res.cycles / res.seconds if res.seconds else 0.0
-            print(f"  {prog.name}: {len(lk.descs)} micro-ops, {res.cycles} cycles, {res.checks:,} checks, "
-                  f"{res.seconds:.0f} s ({rate:.2f} cycles/s, {rate * rows * cols:,.0f} PE-cycles/s): "
-                  f"{'OK' if ok else 'FAILED'}"
-                  f"{'' if res.mismatch is None else f' -- {res.mismatch}'}"
-                  f"{'' if not expect_bad else f' -- {expect_bad} PSUM values differ from the expectation'}",
-                  flush=True)
-            entry["programs"].append({"name": prog.name, "cycles": res.cycles, "checks": res.checks,
-                                      "seconds": round(res.seconds, 1), "cycles_per_s": round(rate, 3),
-                                      "pe_cycles_per_s": round(rate * rows * cols), "ok": ok})
+            print(f"  {line}", flush=True)
+            entry["programs"].append(result)
         report.append(entry)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
@@ -461,6 +537,9 @@ def main(argv=None) -> int:
                    help="generations to run (default both: MAVERICK 128 x 256, MARIANA 128 x 128)")
     p.add_argument("-n", type=int, default=512, help="moving vectors per bf16 matmul")
     p.add_argument("--n-small", type=int, default=128, help="moving vectors of the MX and double-row matmuls")
+    p.add_argument("--gemm-m", type=int_at_least(1), default=256, metavar="M",
+                   help="rows of A in the kernel GEMM (bf16 M x 384 x 1.5 x columns; default 256; an M whose "
+                   "tiles would share a PSUM bank, above 1024 on MAVERICK, is refused)")
     p.add_argument("--opt", type=opt_level, default="-O1", metavar="LEVEL", help=OPT_HELP + "; default 1")
     p.add_argument("--harness", default="compiled", choices=["compiled", "cocotb"], help="Verilator testbench")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",

@@ -72,7 +72,7 @@ def _run_and_report(prog, args) -> int:
         with open(args.asm, "w") as f:
             f.write(prog.text)
     t0 = time.perf_counter()
-    C, trace, _ = G.run(prog)
+    C, trace, _ = G.run(prog, trace="aggregate")         # PSUM writes as arrays: fast on big GEMMs
     secs = time.perf_counter() - t0
     print(f"{prog.name}: {prog.note}; {prog.gen.name} {prog.rows} x {prog.cols}; golden engine {secs:.2f} s")
     print(format_estimate(estimate(prog, trace)))
@@ -104,7 +104,7 @@ def cmd_plot(args) -> int:
     if args.kind == "sweep":
         return _sweep(args)
     prog = build_gemm(args)
-    C, trace, _ = G.run(prog)
+    C, trace, _ = G.run(prog, trace="aggregate")
     out = plot.dashboard(prog, trace, C, args.output) if args.kind == "all" else \
         plot.single(args.kind, prog, trace, C, args.output)
     print(f"picture: {out}")
@@ -126,7 +126,7 @@ def _sweep(args) -> int:
             args.dtype = dtype
             kw = _kw(args)
             prog = G.gemm(rng.standard_normal((s, s)), rng.standard_normal((s, s)), **kw)
-            _, trace, _ = G.run(prog)
+            _, trace, _ = G.run(prog, trace="aggregate")
             pts.append((s, estimate(prog, trace)["utilisation"]))
             print(f"{dtype} {s}^3: utilisation {100 * pts[-1][1]:.1f}%")
         results[dtype] = pts

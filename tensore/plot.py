@@ -19,10 +19,7 @@ UNITS = ("weight port", "moving port", "array -> PSUM")
 def timeline(prog, trace, ax):
     """Gantt chart: Ldweights (dark) / LdTags (light) on the weight port (issue to last write), matmuls streaming on
     the moving port (issue + vectors x passes) and their PSUM writes (first to last); colour = tile."""
-    first_write = {}
-    for e in trace.events:
-        if e.kind == "psum_write":
-            first_write.setdefault(e.op, e.cycle)
+    first_write = {op: span[0] for op, span in est.write_spans(trace, [o.index for o in trace.ops]).items()}
     tile_of = {op: i for i, t in enumerate(sorted(prog.tiles, key=lambda t: t.first_op)) for op in t.ops}
     colours = plt.get_cmap("tab10")
     bars = {u: [] for u in UNITS}
@@ -77,11 +74,8 @@ def utilisation(prog, trace, ax):
 
 def psum_banks(prog, trace, ax):
     """Each output tile's accumulate group: from its first PSUM write to its last, per bank."""
-    first, last = {}, {}
-    for e in trace.events:
-        if e.kind == "psum_write":
-            first.setdefault(e.op, e.cycle)
-            last[e.op] = e.cycle
+    spans = est.write_spans(trace, [op for t in prog.tiles for op in (t.first_op, t.last_op)])
+    first, last = ({op: span[i] for op, span in spans.items()} for i in (0, 1))
     colours = plt.get_cmap("tab10")
     for i, t in enumerate(sorted(prog.tiles, key=lambda t: t.first_op)):
         start, end = first.get(t.first_op), last.get(t.last_op)

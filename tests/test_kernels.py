@@ -147,6 +147,33 @@ def test_shadow_weights_hide_the_loads():
     assert all(any(s < t < e for s, e in mm) for t in lw[1:])      # loads issue while a matmul runs
 
 
+@pytest.mark.parametrize("gen,rows,cols,kw", [("mariana", 4, 4, {}), ("maverick", 4, 8, {}),
+                                              ("cayman", 4, 4, {"dtype": "fp32", "fp32_mode": "high"})])
+def test_estimate_and_plots_on_an_aggregate_trace(gen, rows, cols, kw, tmp_path):
+    """An aggregate trace (model/trace.py) gives the estimate and the pictures of a detailed one
+    without expanding a PSUM write into an Event: 9 N tiles x 3 K tiles, banks reused (MAVERICK: c256
+    tiles, fp32 HIGH: 4 passes); the write spans against the detailed trace's events."""
+    from tensore import plot
+    from tensore.kernels.estimate import write_spans
+    A, B = _operands(12, 5, 10, 9 * cols)
+    prog = G.gemm(A, B, gen=gen, rows=rows, cols=cols, **kw)
+    (C, detailed, _), (C2, agg, _) = G.run(prog), G.run(prog, trace="aggregate")
+    assert np.array_equal(C.view(np.uint32), C2.view(np.uint32)) and len(agg.blocks) == 27
+    want = {}
+    for e in detailed.events:
+        if e.kind == "psum_write":
+            want[e.op] = (want.get(e.op, (e.cycle,))[0], e.cycle)
+    ops = [o.index for o in detailed.ops]
+    assert write_spans(detailed, ops) == write_spans(agg, ops) == want
+    est = estimate(prog, agg)
+    assert est == estimate(prog, detailed) and est["psum"]["reuses"] > 0
+    if gen == "maverick":
+        plot.dashboard(prog, detailed, C, tmp_path / "d.png")
+        plot.dashboard(prog, agg, C2, tmp_path / "a.png")
+        assert (tmp_path / "d.png").read_bytes() == (tmp_path / "a.png").read_bytes()
+    assert "events" not in agg.__dict__                     # nothing expanded the blocks
+
+
 def test_gemm_bad_input():
     A, B = _operands(6, 4, 5, 3)
     with pytest.raises(ValueError, match="share K"):

@@ -60,3 +60,36 @@ def test_mismatch_report(tmp_path):
     text = str(bad)
     assert "expected" in text and "got" in text and "waveform" in text
     assert (tmp_path / "single_bfloat16_mariana.vcd").stat().st_size > 1000
+
+
+# The corners the RTL once refused as `unsupported` (issue 20, D-T40): transposes of more elements than
+# rows, packed and 4-bit transposes, MAVERICK MXTensorV2 data of several rows, LUT-mode MatmulSparse;
+# each group on one engine (its size in the id).  `make test` runs the two quick groups, `make cosim`
+# the others.
+MX_ROWS = [("fp8_e4m3", "quad_row", 8, (8, 4), 3), ("fp8_e5m2", "quad_row_interleave", 12, (4, 6), 2),
+           ("int4", "quad_row_tiled", 64, (4, 32), 1), ("fp4_e2m1", "quad_row", 8, (8, 8), 5)]
+CORNERS = {
+    "mariana-4x8-quick": lambda: [P.transpose_wide("mariana", 4, 8), P.transpose_packed("mariana", 4, 8),
+                                  P.transposed_load_fp4("mariana", 4, 8), P.lut_sparse("mariana", 4, 8)],
+    "maverick-8x8-quick": lambda: [P.mx_rows("maverick", *MX_ROWS[2][:2], 8, 4, n=64, n0=(4, 32), gap=1)],
+    "mariana-8x16": lambda: [P.transpose_wide("mariana", 8, 16), P.transpose_packed("mariana", 8, 16),
+                             P.transposed_load_fp4("mariana", 8, 16), P.seed_replay("mariana", 8, 16),
+                             P.lut_sparse("mariana", 8, 16)],
+    "cayman-4x16": lambda: [P.transpose_wide("cayman", 4, 16), P.transpose_packed("cayman", 4, 16)],
+    "maverick-4x16": lambda: [P.transpose_wide("maverick", 4, 8), P.transpose_packed("maverick", 4, 8)],
+    "maverick-8x8": lambda: [P.mx_rows("maverick", d, perf, 8, 4, n=n, n0=n0, gap=g) for d, perf, n, n0, g in MX_ROWS]
+    + [P.lut_sparse("maverick", 8, 4)],
+    "maverick-8x8-oct": lambda: [P.mx_rows("maverick", "fp8_e4m3", "oct_row_tiled", 8, 4, n=16, n0=(4, 16)),
+                                 P.mx_rows("maverick", "fp4_e2m1", "oct_row_interleave", 8, 4, n=8, n0=(4, 8), gap=1)],
+}
+
+
+@pytest.mark.parametrize("group", [pytest.param(g, marks=[pytest.mark.slow] + ([] if g.endswith("quick") else
+                                                                            [pytest.mark.cosim]), id=g)
+                                   for g in CORNERS])
+def test_corners_lockstep(group):
+    progs = CORNERS[group]()
+    assert all(p.expect_fp32 or p.expect_bf16 for p in progs)
+    results = lockstep.run_many(progs, psum_partitions=16)
+    failed = [(p.name, str(bad)) for p, bad in zip(progs, results) if bad is not None]
+    assert not failed, failed

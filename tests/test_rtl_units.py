@@ -6,7 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from tensore.model.isa.enums import SeedMode
-from tensore.rtl.psum_xbar import PsumWriteXbar, halves
+from tensore.rtl.psum_xbar import PsumWriteXbar
 from tensore.rtl.rowport import REC_LAYOUT, WREC_FIELDS, XIT_LAYOUT, RowPort
 
 SEED = 20261130
@@ -54,14 +54,15 @@ def _row_port_model(r, lm, steps):
     """What row port `r` shows in each cycle of `steps` (its inputs), from docs/timing.md and D-T40:
     the answer to a request arrives `lm` cycles after it."""
     rec, x, held, down = {f: 0 for f, _ in REC_LAYOUT}, None, 0, {f: 0 for f in WREC_FIELDS}
-    pipe = [dict(rec) for _ in range(lm)]
+    pipe = [dict(rec, par=0) for _ in range(lm)]
     out = []
     for s in steps:
         act = pipe[-1]
         word = s["resp"] if act["fresh"] else held
         in_block = rec["valid"] and rec["row0"] <= r < rec["row0"] + rec["rows"]
         rel, fs = r - rec["row0"], rec["fstride"]
-        xo = (x["base"] + sum(x["o"])) if x else 0
+        xs = sum(x["o"]) if x else 0                           # 4-bit transposed codes: nibble offsets
+        xo = (x["base"] + (xs >> 1 if rec["nib"] else xs)) if x else 0
         want = {"req_valid": int(in_block and rec["fresh"] and rec["seed"] in (0, SeedMode.LOAD_SEED)),
                 "req_part": (rec["part"] if rec["xpose"] else rec["part"] + rel) % 128,
                 "req_off0": (xo if rec["xpose"] else rec["off0"]) % (1 << 18),
@@ -71,14 +72,15 @@ def _row_port_model(r, lm, steps):
                 "row_valid": int(act["valid"] and act["row0"] <= r < act["row0"] + act["rows"]),
                 "row_first": int(r == act["row0"]),
                 "row_cols": (r, r + 1) if act["xpose"] else (act["col0"], act["col0"] + act["cols"]),
-                "row_s0": word & (0xFF if act["mx"] else 0xFFFFFFFF),
+                "row_s0": word & 0xFF if act["mx"] else word >> 4 * act["par"] & 0xF if act["xpose"] and act["nib"]
+                else word & 0xFFFFFFFF,
                 "row_sa": ((word >> 64 & 0xFF) - 127) if act["scv"] else 0,
                 "down": dict(down)}
         out.append(want)
         held = word
         if s["advance"]:
             down = {f: act[f] for f in WREC_FIELDS} if r == 0 else dict(s["down"])
-        pipe = [dict(rec)] + pipe[:-1]
+        pipe = [dict(rec, par=rec["nib"] & xs & 1)] + pipe[:-1]
         if s["shift"]:
             x = dict(s["xit"]) if r == 0 else _pattern_step(s["xit"])
             rec = dict(s["rec"], fresh=s["rec"]["valid"])
@@ -135,46 +137,66 @@ def test_row_port_alone(r, pack, latency):
 
 # -- the PSUM write crossbar -----------------------------------------------------------------------------
 
-def _xbar_model(parts, cols, ports, v):
-    """Port k of partition p takes the last column of half k naming p; two columns of one half naming
-    one partition, or a partition past the last, is `unsupported`; the SR state port follows the
-    last column (any half) naming the partition (D-T40 (6), D-T42 (2))."""
-    wr = [[None] * parts for _ in range(ports)]
+def _xbar_model(parts, cols, ports, half, v):
+    """The writes of each partition in the model's order (D-T40 (6)): the columns from the last to
+    the first (older micro-ops first), a pair's slot-1 column (x + half) moved to just after its
+    slot-0 column x; port k takes the k-th.  More writes than ports, or a partition past the last,
+    is `unsupported`; a LoadSeed column takes no port; the SR state port follows the seed column
+    naming the partition (the first of them, counting from the first column)."""
+    writes = {p: [] for p in range(parts)}
     state = [None] * parts
-    bad = False
-    for k, cols_k in enumerate(halves(cols, ports)):
-        for p in range(parts):
-            hits = [c for c in cols_k if v["strobe"][c] and v["part"][c] == p]
-            bad |= len(hits) > 1
-            if hits:
-                c = hits[-1]
-                wr[k][p] = {"valid": int(v["seed"][c] != SeedMode.LOAD_SEED), "offset": v["offset"][c],
-                            "value": v["value"][c], "save": int(v["seed"][c] == SeedMode.SAVE_SEED),
-                            "bf16": v["bf16"][c], "accumulate": v["accumulate"][c], "raw": v["raw"][c],
-                            "sr": v["sr"]}
-    for p in range(parts):
-        hits = [c for cols_k in halves(cols, ports) for c in cols_k if v["strobe"][c] and v["part"][c] == p]
-        if hits:
-            c = hits[-1]
+    bad = {"partition": 0, "ports": 0}
+    for c in reversed(range(cols)):
+        p = v["part"][c]
+        if not v["strobe"][c]:
+            continue
+        if p >= parts:
+            bad["partition"] = 1
+            continue
+        if v["seed"][c]:
             state[p] = (v["state"][c], int(v["seed"][c] == SeedMode.LOAD_SEED), v["loaded"][c])
-    bad |= any(v["strobe"][c] and v["part"][c] >= parts for c in range(cols))
-    return wr, state, int(bad)
+        if v["seed"][c] != SeedMode.LOAD_SEED:
+            writes[p].append(c)
+    wr = [[None] * parts for _ in range(ports)]
+    for p, cs in writes.items():
+        for x in [c for c in cs if c < cols - half and v["pair"][c]]:
+            cs.remove(x + half)
+            cs.insert(cs.index(x) + 1, x + half)
+        bad["ports"] |= len(cs) > ports
+        for k, c in enumerate(cs[:ports]):
+            wr[k][p] = {"valid": 1, "offset": v["offset"][c], "value": v["value"][c],
+                        "save": int(v["seed"][c] == SeedMode.SAVE_SEED), "bf16": v["bf16"][c],
+                        "accumulate": v["accumulate"][c], "raw": v["raw"][c], "sr": v["sr"]}
+    return wr, state, bad
 
 
-@pytest.mark.parametrize("parts,cols,ports", [(8, 8, 1), (6, 8, 2)])
-def test_psum_xbar_alone(parts, cols, ports):
-    """Random column writes (collisions and partitions out of range included): every port's write
-    record, the SR state port and `unsupported` are the selection rule's."""
+def _xbar_vector(rng, parts, cols, half):
+    """Random column writes: collisions, partitions out of range, seeds, and c256 pairs (x, x + half)
+    where they can be: both writes to one partition, no column between writing it."""
+    def ints(hi):
+        return [int(x) for x in rng.integers(0, hi, cols)]
+    v = {"strobe": [int(x) for x in rng.random(cols) < 0.5], "part": ints(parts + 1 if rng.random() < 0.3 else parts),
+         "offset": ints(1 << 14), "value": ints(1 << 32), "seed": [int(x) for x in rng.choice(3, cols, p=[.8, .1, .1])],
+         "bf16": ints(2), "accumulate": ints(2), "raw": ints(2), "sr": int(rng.integers(0, 2)), "state": ints(16),
+         "loaded": ints(1 << 32), "pair": [0] * cols}
+    for x in range(cols - half):
+        y = x + half
+        if rng.random() < 0.5:
+            v["part"][y] = v["part"][x]
+        takes = [c for c in range(cols) if v["strobe"][c] and v["seed"][c] != SeedMode.LOAD_SEED]
+        same = [c for c in takes if v["part"][c] == v["part"][x]]
+        if {x, y} <= set(same) and not [c for c in same if x < c < y] and v["part"][x] < parts:
+            v["pair"][x] = int(rng.random() < 0.7)
+    return v
+
+
+@pytest.mark.parametrize("parts,cols,ports,half", [(8, 8, 1, 8), (6, 8, 2, 4), (3, 8, 3, 4), (4, 6, 2, 6)])
+def test_psum_xbar_alone(parts, cols, ports, half):
+    """Random column writes: every port's write record, the SR state port and `unsupported` are the
+    selection rule's."""
     rng = np.random.default_rng(SEED + parts + ports)
-    dut = PsumWriteXbar(parts, cols, ports)
-    vectors = []
-    for _ in range(300):
-        def ints(hi):
-            return [int(x) for x in rng.integers(0, hi, cols)]
-        vectors.append({"strobe": [int(x) for x in rng.random(cols) < 0.4], "part": ints(parts + 2),
-                        "offset": ints(1 << 14), "value": ints(1 << 32), "seed": ints(3), "bf16": ints(2),
-                        "accumulate": ints(2), "raw": ints(2), "sr": int(rng.integers(0, 2)), "state": ints(16),
-                        "loaded": ints(1 << 32)})
+    dut = PsumWriteXbar(parts, cols, ports, half)
+    vectors = [_xbar_vector(rng, parts, cols, half) for _ in range(300)]
     outcomes = []
 
     async def bench(ctx):
@@ -182,12 +204,13 @@ def test_psum_xbar_alone(parts, cols, ports):
             for name in ("offset", "value", "seed", "state", "loaded", "part"):
                 for c in range(cols):
                     ctx.set(getattr(dut, name)[c], v[name][c])
-            for name in ("strobe", "bf16", "accumulate", "raw"):
-                ctx.set(getattr(dut, name), sum(b << c for c, b in enumerate(v[name])))
+            for name in ("strobe", "bf16", "accumulate", "raw") + (("pair",) if half < cols else ()):
+                ctx.set(getattr(dut, name), sum(b << c for c, b in enumerate(v[name][:len(getattr(dut, name))])))
             ctx.set(dut.sr, v["sr"])
-            wr_want, state_want, bad_want = _xbar_model(parts, cols, ports, v)
-            assert ctx.get(dut.unsupported) == bad_want
-            outcomes.append(bad_want)
+            wr_want, state_want, bad_want = _xbar_model(parts, cols, ports, half, v)
+            got_bad = ctx.get(dut.unsupported)
+            assert {"partition": got_bad.partition, "ports": got_bad.ports} == bad_want
+            outcomes.append((bad_want["ports"], sum(v["pair"])))
             for p in range(parts):
                 for k in range(ports):
                     got = ctx.get(dut.wr[k][p])
@@ -206,4 +229,6 @@ def test_psum_xbar_alone(parts, cols, ports):
     sim = Simulator(dut)
     sim.add_testbench(bench)
     sim.run()
-    assert 0 < sum(outcomes) < len(vectors)               # both outcomes occur
+    full = [f for f, _ in outcomes]
+    assert 0 < sum(full) < len(vectors)                 # both outcomes occur
+    assert (half == cols) == (sum(n for _, n in outcomes) == 0)      # pairs occur where there are halves

@@ -64,20 +64,32 @@ def estimate(prog, trace) -> dict:
             "psum": bank_turnover(prog, trace), "macs": prog.macs, "pes": pes}
 
 
+def write_spans(trace, ops) -> dict:
+    """{op: (first, last)}: the cycles of the first and last PSUM write of each listed micro-op that
+    writes PSUM.  An aggregate trace's WriteBlocks give them without expanding a write: column c,
+    vector v writes at timing.write_cycle(col0 + c, v), rising in both (docs/timing.md)."""
+    want, out = set(ops), {}
+    for b in trace.blocks:
+        if b.op in want:
+            out[b.op] = (int(b.timing.write_cycle(b.col0, 0)), int(b.last_cycle))
+    for op, (cycle, *_) in trace.psum_writes_of(want - set(out)).items():
+        if cycle.size:
+            out[op] = (int(cycle.min()), int(cycle.max()))
+    return out
+
+
 def bank_turnover(prog, trace) -> dict:
     """PSUM bank reuse: for each tile whose bank an earlier tile used, the cycles between the earlier
     group's last write and the new group's first write (what a drain of the bank has)."""
     t_issue = {o.index: o.t_issue for o in trace.ops}
     t_done = {o.index: o.t_complete for o in trace.ops}
-    first_write = {}
-    for e in trace.events:
-        if e.kind == "psum_write" and e.op not in first_write:
-            first_write[e.op] = e.cycle
+    spans = write_spans(trace, [t.first_op for t in prog.tiles])
     last_use, windows = {}, []
     for tile in sorted(prog.tiles, key=lambda t: t.first_op):
         for b in range(tile.bank, tile.bank + tile.banks):
             if b in last_use:
-                windows.append(first_write.get(tile.first_op, t_issue[tile.first_op]) - t_done[last_use[b]])
+                first = spans[tile.first_op][0] if tile.first_op in spans else t_issue[tile.first_op]
+                windows.append(first - t_done[last_use[b]])
             last_use[b] = tile.last_op
     return {"banks_used": len(last_use), "reuses": len(windows),
             "min_drain_window": min(windows) if windows else None}

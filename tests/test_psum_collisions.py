@@ -1,0 +1,342 @@
+"""PSUM write collisions (D-T40 (6), issue 20 item 4): several writes to one PSUM partition, or to one
+word, in one cycle.  The golden engine applies a cycle's writes micro-op by micro-op in program order,
+a c256 micro-op's column half 0 before half 1; the engine RTL takes them through the partition's write
+ports in that order.  Each program is checked three ways: the collisions it is built for occur in the
+golden trace, the golden PSUM equals values computed without the engine (cosim/oracle.py, explicit
+xorshift and stochastic rounding), and the RTL runs it in lockstep with the golden engine."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tensore.cosim import lockstep
+from tensore.cosim.amaranth_sim import simulate
+from tensore.cosim.oracle import add_f32, matmul
+from tensore.cosim.programs import Program
+from tensore.model import addrmap
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.psum import SR_STATE_BASE
+from tensore.rtl.writeback import monitor_names
+
+SEED = 20261201
+SBUF = 0x1000
+C256 = "tile_size=(row_size_log2=r128, col_size_log2=c256)"
+BANK_CELLS = addrmap.PSUM_BANK_BYTES // 4
+
+
+class _Build:
+    """A program's SBUF (bf16 operands, the word 1 for PSUM_ROUND at 0xF00) and text."""
+
+    def __init__(self, name, gen, rows, cols, seed):
+        self.p = Program(name, Gen.parse(gen), rows, cols, "", np.zeros((addrmap.PARTITIONS, SBUF), np.uint8))
+        self.p.sbuf[0, 0xF00] = 1
+        self.rng, self.free, self.lines = np.random.default_rng(seed), 0x100, []
+
+    def operand(self, k, n):
+        """A [k, n] bf16 operand at a fresh offset (row r in partition r): (codes, offset)."""
+        codes = (self.rng.standard_normal((k, n)) * 2).astype(ml_dtypes.bfloat16).view(np.uint16)
+        off, self.free = self.free, self.free + 2 * n + 0x40
+        self.p.sbuf[:k, off:off + 2 * n] = codes.view(np.uint8).reshape(k, 2 * n)
+        return codes, off
+
+    def done(self):
+        self.p.text = "\n".join(self.lines) + "\n"
+        return self.p
+
+
+def _xorshift(s):
+    s ^= (s << 13) & 0xFFFFFFFF
+    s ^= s >> 17
+    return s ^ ((s << 5) & 0xFFFFFFFF)
+
+
+def _sr_bf16(x, r):
+    """D-08 for finite values: (u + r) >> 16 on the fp32 pattern."""
+    return ((int(np.float32(x).view(np.uint32)) + r) >> 16) & 0xFFFF
+
+
+def _widen(code):
+    return np.uint32(int(code) << 16).view(np.float32)
+
+
+def _add(old, value):
+    """One PSUM accumulate of scalars (the oracle's RNE fp32 add)."""
+    return add_f32(np.float32([old]), np.float32([value]))[0]
+
+
+def col_groups(gen="cayman", n_ops=2, bf16_sr=False, seed=1):
+    """`n_ops` matmuls on column groups n_ops-1 ... 0 of an 8 x 8 array (2 columns each, 2 vectors),
+    into the same cells of bank 0: the first overwrites, the others accumulate.  Each issues two
+    cycles after the one before on columns two lower (a column's outputs reach PSUM a cycle before
+    the next column's), so all write each cell in the same cycle.  MARIANA with `bf16_sr`: BF16 cells, stochastic rounding, one SR state per cell a cycle."""
+    b = _Build(f"col_groups{n_ops}" + ("_sr" if bf16_sr else ""), gen, 8, 8, seed)
+    mariana = b.p.gen >= Gen.MARIANA
+    lo = "flags=(load_order=first_col_first)" if mariana else "load_order=first_col_first"
+    out = "out_dtype=bf16 " if bf16_sr else ("out_dtype=fp32 " if mariana else "")
+    if bf16_sr:
+        b.lines.append("pe_reg_write reg=psum_round src=(start_addr=sbuf(0,0xf00), step_elem=[1], num_elem=[1])")
+    groups = list(reversed(range(n_ops)))
+    ops = [(b.operand(8, 2), b.operand(8, 2)) for _ in groups]
+    for g, ((_, ow), _) in zip(groups, ops):
+        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} {lo} "
+                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
+    for i, (g, (_, (_, oa))) in enumerate(zip(groups, ops)):
+        b.lines.append(f"matmul in_dtype=bf16 {out}rows=8 cols=2 col_grp={g} acc={'single' if i == 0 else 'multi_mid'} "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[2,1,1]) "
+                       f"dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[2,1,1])")
+    sums = [matmul(w, a, in_dtype=Dtype.BFLOAT16, gen=b.p.gen) for (w, _), (a, _) in ops]     # [2 cols, 2 vectors]
+    if not bf16_sr:
+        total = sums[0]
+        for s in sums[1:]:
+            total = add_f32(total, s)
+        for p in range(2):
+            b.p.expect_fp32[(p, 0)] = (0, total[p].view(np.uint32))
+        return b.done()
+    for p in range(2):                     # ops in program order; each cell's state (parity v) once per op
+        cells = np.zeros(2, np.uint16)
+        for v in range(2):
+            state = SR_STATE_BASE ^ ((p << 8) | v)
+            for i, s in enumerate(sums):
+                state = _xorshift(state)
+                value = s[p, v] if i == 0 else _add(_widen(cells[v]), s[p, v])
+                cells[v] = _sr_bf16(value, state & 0xFFFF)
+        b.p.expect_bf16[(p, 0)] = (0, cells)
+    return b.done()
+
+
+def c256_one_cell(n=12, seed=2):
+    """MAVERICK 8 x 16, one c256 matmul of n > 8 vectors accumulating every product into one BF16
+    cell per partition with stochastic rounding: from vector 8 on, both column halves write the
+    cell in one cycle, half 0 first, each advancing the cell's SR state."""
+    b = _Build("c256_one_cell", "maverick", 8, 16, seed)
+    (w, ow), (a, oa) = b.operand(8, 16), b.operand(8, n)
+    b.lines += ["pe_reg_write reg=psum_round src=(start_addr=sbuf(0,0xf00), step_elem=[1], num_elem=[1])",
+                (f"ldweights in_dtype=bf16 rows=8 cols=0 {C256} flags=(load_order=first_col_first) "
+                 f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[16,1,1])"),
+                (f"matmul in_dtype=bf16 out_dtype=bf16 rows=8 cols=0 {C256} flags=(accumulate_flag=accumulate) "
+                 f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[{n},1,1]) "
+                 f"dst=(start_addr=psum(0,2,6), step_elem=[0,0,0], num_elem=[{n},1,2])")]
+    ref = matmul(w, a, in_dtype=Dtype.BFLOAT16, gen=b.p.gen)                  # [16, n]
+    for p in range(8):
+        # column p writes vector v in cycle p + v, column p + 8 in p + 8 + v; half 0 first
+        order = sorted([(p + v, 0, v) for v in range(n)] + [(p + 8 + v, 1, v) for v in range(n)])
+        cell, state = np.uint16(0), SR_STATE_BASE ^ ((p << 8) | (2 << 1) | 1)     # element 3: parity 1
+        for _, half, v in order:
+            state = _xorshift(state)
+            cell = _sr_bf16(_add(_widen(cell), ref[p + 8 * half, v]), state & 0xFFFF)
+        b.p.expect_bf16[(p, 2)] = (6, np.array([cell], np.uint16))
+    return b.done()
+
+
+def c256_back_to_back(n=10, bf16_sr=False, seed=3):
+    """MAVERICK 8 x 16, two c256 matmuls of n vectors one after the other: the first's half-1 write
+    of element n + v and the second's half-0 write of element 2n - 8 + v' (v' = v + 8 - n) reach a
+    partition in one cycle, the same cell: the first's goes first.  FP32 cells (the second
+    accumulates), or with `bf16_sr` BF16 cells with stochastic rounding (see the test below)."""
+    b = _Build("c256_back_to_back" + ("_sr" if bf16_sr else ""), "maverick", 8, 16, seed)
+    (w, ow), (a0, o0), (a1, o1) = b.operand(8, 16), b.operand(8, n), b.operand(8, n)
+    out = "bf16" if bf16_sr else "fp32"
+    if bf16_sr:
+        b.lines.append("pe_reg_write reg=psum_round src=(start_addr=sbuf(0,0xf00), step_elem=[1], num_elem=[1])")
+    b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=0 {C256} flags=(load_order=first_col_first) "
+                   f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[16,1,1])")
+    esize = 2 if bf16_sr else 4
+    for acc, oa, first in (("overwrite", o0, 0), ("accumulate", o1, 2 * n - 8)):
+        b.lines.append(f"matmul in_dtype=bf16 out_dtype={out} rows=8 cols=0 {C256} flags=(accumulate_flag={acc}) "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[{n},1,1]) "
+                       f"dst=(start_addr=psum(0,4,{esize * first:#x}), step_elem=[1,0,{n}], num_elem=[{n},1,2])")
+    if not bf16_sr:
+        r0, r1 = (matmul(w, a, in_dtype=Dtype.BFLOAT16, gen=b.p.gen) for a in (a0, a1))
+        cells = np.zeros((8, 4 * n - 8), np.float32)
+        for p in range(8):
+            cells[p, :2 * n] = np.concatenate([r0[p], r0[p + 8]])
+            second = np.concatenate([r1[p], r1[p + 8]])
+            cells[p, 2 * n - 8:] = add_f32(cells[p, 2 * n - 8:], second)
+            b.p.expect_fp32[(p, 4)] = (0, cells[p].view(np.uint32))
+    return b.done()
+
+
+def older_writes_later(seed=4):
+    """CAYMAN 8 x 8: a one-vector matmul on column group 2 (overwrite), then one on group 0
+    (accumulate) into the same cell: the second writes it two cycles before the first does."""
+    b = _Build("older_writes_later", "cayman", 8, 8, seed)
+    ops = [(b.operand(8, 2), b.operand(8, 1)) for _ in range(2)]
+    for g, ((_, ow), _) in zip((2, 0), ops):
+        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} load_order=first_col_first "
+                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
+    for g, acc, (_, (_, oa)) in zip((2, 0), ("single", "multi_mid"), ops):
+        b.lines.append(f"matmul in_dtype=bf16 rows=8 cols=2 col_grp={g} acc={acc} "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
+                       f"dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[1,1,1])")
+    return b.done()
+
+
+# -- the collisions each program is built for, in the golden trace -------------------------------------
+
+def _most_per_cycle(program):
+    """(most writes to one partition in one cycle, most to one cell in one cycle) of the golden run."""
+    _, trace, _ = lockstep.golden(program)
+    parts, cells = {}, {}
+    for e in trace.of_kind("psum_write"):
+        key = (e.cycle, e.data["partition"])
+        parts[key] = parts.get(key, 0) + 1
+        cells[key + (e.data["offset"],)] = cells.get(key + (e.data["offset"],), 0) + 1
+    return max(parts.values()), max(cells.values())
+
+
+@pytest.mark.parametrize("build,most", [
+    (lambda: col_groups("cayman", 2), (2, 2)), (lambda: col_groups("cayman", 3), (3, 3)),
+    (lambda: col_groups("mariana", 2, bf16_sr=True), (2, 2)), (c256_one_cell, (2, 2)),
+    (c256_back_to_back, (2, 2)), (lambda: c256_back_to_back(bf16_sr=True), (2, 2))],
+    ids=["cayman2", "cayman3", "mariana_sr", "c256_one_cell", "c256_back_to_back", "c256_back_to_back_sr"])
+def test_programs_collide_in_the_golden_engine(build, most):
+    """Each program has the collisions it is built for (writes to one partition, to one cell, in one
+    cycle), and the golden PSUM holds the values computed without the engine."""
+    program = build()
+    assert _most_per_cycle(program) == most
+    eng, _, _ = lockstep.golden(program)
+    for (p, bank), (off, bits) in program.expect_fp32.items():
+        got = eng.psum.cells(4)[p, bank * BANK_CELLS + off // 4:][:len(bits)]
+        assert np.array_equal(got, bits), (p, bank)
+    for (p, bank), (off, codes) in program.expect_bf16.items():
+        got = eng.psum.cells(2)[p, bank * 2 * BANK_CELLS + off // 2:][:len(codes)]
+        assert np.array_equal(got, codes), (p, bank)
+
+
+# -- the RTL in lockstep --------------------------------------------------------------------------------
+
+def _lockstep(program, ports):
+    """`program` on an engine whose partitions take `ports` writes a cycle, every monitor compared."""
+    from tensore.rtl.top import Engine
+    lk = lockstep.Lockstep(program, psum_partitions=8)
+    lk.monitors = monitor_names(ports)
+    dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, psum_partitions=8, psum_ports=ports)
+    result = []
+
+    async def bench(ctx):
+        result.append(await lockstep.bench(lk, lockstep.AmaranthPort(dut, ctx)))
+    simulate(dut, bench)
+    return result[0]
+
+
+@pytest.mark.slow
+def test_two_matmuls_one_cell_one_cycle():
+    """CAYMAN: two micro-ops' writes to one cell in one cycle: the second accumulates onto the first's."""
+    bad = lockstep.run(col_groups("cayman", 2), psum_partitions=8)
+    assert bad is None, str(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+def test_three_writes_need_three_ports():
+    """Three writes to one cell in one cycle: an engine built with three write ports per partition
+    runs them; the default two-port engine raises `unsupported` (a build choice) and drops the third."""
+    program = col_groups("cayman", 3)
+    assert _lockstep(program, 3) is None
+    bad = _lockstep(program, 2)
+    assert bad is not None and "PSUM partition 0 write" in bad.where and len(bad.expected) == 3, str(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+def test_bf16_sr_one_cell_one_cycle():
+    """MARIANA, BF16 cells with stochastic rounding: two micro-ops' writes to one cell in one cycle
+    draw from the cell's SR state in program order."""
+    bad = lockstep.run(col_groups("mariana", 2, bf16_sr=True), psum_partitions=8)
+    assert bad is None, str(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+def test_c256_collisions():
+    """MAVERICK c256: a micro-op's two column halves into one cell per cycle (SR), and two micro-ops'
+    writes to one cell in one cycle, the first micro-op's half 1 before the second's half 0."""
+    results = lockstep.run_many([c256_one_cell(), c256_back_to_back()], psum_partitions=8)
+    assert results == [None, None], [str(r) for r in results]
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+@pytest.mark.xfail(strict=True, reason="the golden engine applies a micro-op's writes whole, in program order: "
+                   "the second c256 matmul's first SR draw of a state comes after the first matmul's later draws "
+                   "of that state; the RTL draws in cycle order (a model question, see D-T40 (6))")
+def test_c256_back_to_back_sr_states_in_cycle_order():
+    bad = lockstep.run(c256_back_to_back(bf16_sr=True), psum_partitions=8)
+    assert bad is None, str(bad)
+
+
+@pytest.mark.xfail(strict=True, reason="the golden engine applies a micro-op's writes whole, in program order, "
+                   "but reports them in the cycles they happen: a later micro-op that writes a cell before an "
+                   "earlier one does is reported with the earlier one's value folded in (a model question, D-T40 (6))")
+def test_golden_writes_replay_in_cycle_order():
+    """The golden PSUM equals the golden trace's writes applied in cycle order (what the RTL does)."""
+    eng, trace, _ = lockstep.golden(older_writes_later())
+    assert np.array_equal(trace.replay_psum().cells(4)[:2, :4], eng.psum.cells(4)[:2, :4])
+
+
+# -- one partition alone ----------------------------------------------------------------------------------
+
+def test_partition_writes_of_one_cycle_in_port_order():
+    """A PsumPartition with three write ports, its writes of a cycle mostly to the same few cells
+    (fp32 and bf16 halves, accumulate, RNE and SR, raw) and zeroing: the same cells and SR states as
+    model.psum applying each cycle's writes in port order."""
+    from amaranth.sim import Simulator
+
+    from tensore.model.isa.enums import PsumRound
+    from tensore.model.psum import Psum
+    from tensore.rtl.psum import PsumPartition
+    rng, part, ports, n = np.random.default_rng(SEED), 3, 3, 300
+    offs = [b * addrmap.PSUM_BANK_BYTES + 4 * w + 2 * h for b in (0, 5) for w in range(2) for h in range(2)]
+
+    def op():
+        value = rng.choice([rng.standard_normal() * 4, 0.0, -0.0, np.inf, np.nan, 3e38, 1e-42])
+        bf16 = bool(rng.random() < 0.5)
+        return {"valid": bool(rng.random() < 0.8), "offset": int(rng.choice(offs)) & (~0 if bf16 else ~3),
+                "value": int(np.float32(value).view(np.uint32)), "bf16": bf16, "accumulate": bool(rng.random() < 0.7),
+                "raw": bool(rng.random() < 0.05), "sr": bool(rng.random() < 0.6)}
+    cycles = [[op() for _ in range(ports)] for _ in range(n)]
+    zeros = [(bool(rng.random() < 0.03), int(rng.integers(0, 8)), int(rng.integers(0, 4))) for _ in range(n)]
+    model = Psum()
+    for t in range(n + 1):              # in cycle t: the zeroing of t, then the writes requested in t - 1
+        if t < n and zeros[t][0]:
+            model.zero_banks(np.array([part]), zeros[t][1], 1 << zeros[t][2])
+        for w in cycles[t - 1] if t else []:
+            if not w["valid"]:
+                continue
+            if w["raw"]:
+                cells, width = (model.cells(2), 2) if w["bf16"] else (model.cells(4), 4)
+                cells[part, w["offset"] // width] = w["value"] & (0xFFFF if w["bf16"] else 0xFFFFFFFF)
+                continue
+            model.round_mode = PsumRound.SR if w["sr"] else PsumRound.RNE
+            model.write(np.array([part]), np.array([w["offset"]]), np.array([w["value"]], np.uint32).view(np.float32),
+                        out_dtype=Dtype.BFLOAT16 if w["bf16"] else Dtype.FP32, accumulate=w["accumulate"])
+    dut = PsumPartition(part, ports)
+    words = sorted({o // 4 for o in offs})
+    got_words, got_states = [], []
+
+    async def bench(ctx):
+        for t in range(n + 1):
+            for k in range(ports):
+                w = cycles[t][k] if t < n else {"valid": False}
+                for f, x in w.items():
+                    ctx.set(dut.wr[k][f], x)
+            z = zeros[t] if t < n else (False, 0, 0)
+            ctx.set(dut.zero_valid, z[0])
+            ctx.set(dut.zero_bank, z[1])
+            ctx.set(dut.zero_log2, z[2])
+            await ctx.tick()
+        ctx.set(dut.zero_valid, 0)
+        await ctx.tick()
+        for w in words:
+            ctx.set(dut.host_addr, w)
+            await ctx.tick()
+            got_words.append(ctx.get(dut.host_data))
+        for i in range(16):
+            ctx.set(dut.state_index, i)
+            got_states.append(ctx.get(dut.state_data))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got_words == [int(model.cells(4)[part, w]) for w in words]
+    assert got_states == [int(x) for x in model.sr_state[part].reshape(-1)]
