@@ -945,12 +945,15 @@ def _put_mx_rows(b, codes, pack, count, dtype, scales, perf, n0, gap):
     return od, b.put(0, sc, 1), s1
 
 
-def mx_rows(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, n0=(8, 4), gap=3, seed=42):
+def mx_rows(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n=8, n0=(8, 4), gap=3, seed=42,
+            c256=False):
     """A MAVERICK MX matmul whose weights and moving data are MXTensorV2 patterns of several rows
     (num_elem[1] > 1): n0 = (weights, moving) elements per row, rows gap + n0 elements apart; the
-    gathers follow the element order across rows, with E8M0 block scales (D-21, D-T25, D-T40 (5))."""
+    gathers follow the element order across rows, with E8M0 block scales (D-21, D-T25, D-T40 (5)).
+    `c256`: on all `cols` columns of the array (both halves, results in banks 2 and 3)."""
     dtype = Dtype.parse(dtype)
-    b = _Builder(f"mx_rows_{dtype.name.lower()}_{perf}_{n0[1]}", gen, rows, cols, seed)
+    name = f"mx_rows_{dtype.name.lower()}_{perf}_{n0[1]}" + ("_c256" if c256 else "")
+    b = _Builder(name, gen, rows, cols // 2 if c256 else cols, seed)
     pack = 4 if perf.startswith("quad") else 8
     w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
     dn, lines = dtype.name.lower(), []
@@ -959,12 +962,15 @@ def mx_rows(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n
         lines.append(f"mxtensor_v2(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), "
                      f"num_elem=[{width},{count * pack // width}], step_elem_data_1={s1}, p_f_dim=0x23, "
                      "scale_dtype=sfp8_e8)")
-    b.line(f"ldweights in_dtype={dn} rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
+    tile, ncols = ("tile_size=(row_size_log2=r128, col_size_log2=c256) ", 0) if c256 else (b.tile(), cols)
+    dst = f"(start_addr=psum(0,2,0), step_elem=[1,0,512], num_elem=[{n},1,2])" if c256 else _t3('psum(0,2,0)', n)
+    b.line(f"ldweights in_dtype={dn} rows={rows} cols={ncols} {tile}perf_mode={perf} "
            f"flags=(load_order=first_col_first) src={lines[0]}")
-    b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
-           f"flags=(accumulate_flag=overwrite) src={lines[1]} dst={_t3('psum(0,2,0)', n)}")
-    _expect_fp32(b.p, 2, matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw,
-                                moving_scales=sa))
+    b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={rows} cols={ncols} {tile}perf_mode={perf} "
+           f"flags=(accumulate_flag=overwrite) src={lines[1]} dst={dst}")
+    ref = matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw, moving_scales=sa)
+    for bank, part in enumerate(np.split(ref, 2) if c256 else [ref]):
+        _expect_fp32(b.p, 2 + bank, part)
     b.p.pack = pack
     return b.done()
 

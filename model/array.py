@@ -285,7 +285,7 @@ def matmul(stationary, moving, *, in_dtype, gen, stationary_dtype=None, fp32_mod
     moving = dt.codes_of(moving, in_dtype, gen, e4m3=e4m3, name="moving")
     stationary = dt.codes_of(stationary, st_dtype, gen, e4m3=e4m3, name="stationary")
     if tags is not None:
-        return _sparse(stationary, moving, np.asarray(tags), in_dtype, st_dtype, gen, e4m3, partials)
+        return _sparse(stationary, moving, np.asarray(tags), in_dtype, st_dtype, gen, e4m3, partials, fp32_mode)
     if stationary.ndim != 2 or moving.ndim != 2 or stationary.shape[0] != moving.shape[0]:
         raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got {stationary.shape} "
                          f"and {moving.shape}")
@@ -323,10 +323,41 @@ def _fp32(a, w, mode, partials):
     return fast.fp32_chain((w_hi, w_lo), (a_hi, a_lo), partials)
 
 
-def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):
+def sparse_wide_chain(w, a, fmap, fp32_mode=None, partials=False):
+    """MatmulSparse with wide products (FP32 operands, or FP32 LUT entries): PE (r, c) fuses
+    moving[r, fmap[r, c], :] x w[r, c] into its column's sum with fp32_mode's passes as Matmul does
+    (D-10, D-12, D-T24: LOW the hi parts, HIGH (and NONE) the full values, LOW_HIGH four fused adds);
+    a row whose fmap is beyond the F sent passes the sum on (D-T26).  Column c is one fmaf chain
+    (fastpaths.fp32_chain, D-T76) over its own gathered moving rows: exact for every input.
+    w [rows, M], a [rows, F, N] values; returns (psum [M, N] float32, steps [rows, M, N] or None)."""
+    rows, fm, n = a.shape
+    m = w.shape[1]
+    w32, a32 = np.asarray(w, np.float32), np.asarray(a, np.float32)
+    if fp32_mode in (FP32Mode.LOW, FP32Mode.LOW_HIGH):
+        (w_hi, w_lo), (a_hi, a_lo) = dt.split_fp32(w32), dt.split_fp32(a32)
+        ws, as_ = ((w_hi,), (a_hi,)) if fp32_mode == FP32Mode.LOW else ((w_hi, w_lo), (a_hi, a_lo))
+    else:
+        ws, as_ = (w32,), (a32,)
+    psum = np.zeros((m, n), np.float32)
+    steps = np.zeros((rows, m, n), np.float32) if partials else None
+    for c in range(m):
+        rr = np.flatnonzero(fmap[:, c] < fm)                          # rows whose PE takes part
+        if not rr.size:
+            continue
+        col, st = fast.fp32_chain(tuple(x[rr, c:c + 1] for x in ws), tuple(x[rr, fmap[rr, c]] for x in as_),
+                                  partials)
+        psum[c] = col[0]
+        if partials:                                                  # a passing row keeps the sum above it
+            last = np.searchsorted(rr, np.arange(rows), side="right") - 1
+            steps[last >= 0, c] = st[last[last >= 0], 0]
+    return psum, (list(steps) if partials else None)
+
+
+def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials, fp32_mode=None):
     """MatmulSparse: dst[c, n] = sum_r W[r, c] * moving[r, tag[r, c], n] (seed 000 section 9).
-    Products exact in float32 (as in _single_product_chain): fastpaths.sparse_chain; otherwise a
-    float64 add of the one (<= 22-bit) product and a cast."""
+    FP32: sparse_wide_chain with fp32_mode (D-12).  Products exact in float32 (as in
+    _single_product_chain): fastpaths.sparse_chain; otherwise a float64 add of the one (<= 22-bit)
+    product and a cast."""
     if moving.ndim != 3:
         raise ValueError(f"sparse moving data is [K, F, N], got shape {moving.shape}")
     k, f, n = moving.shape
@@ -338,6 +369,8 @@ def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials):
         raise ValueError(f"tags select fmaps 0..{f - 1}")
     a, w = _values(moving, in_dtype, gen, e4m3), _values(stationary, st_dtype, gen, e4m3)
     sig = _SIG_BITS[in_dtype] + _SIG_BITS[st_dtype]
+    if sig > 24:
+        return _finish(sparse_wide_chain(w, a, tags, fp32_mode, partials), partials)
     (hw, lw), (ha, la) = fast.abs_span(w), fast.abs_span(a)
     if sig <= 24 and np.isfinite(hw) and np.isfinite(ha) and lw * la >= 2.0 ** (sig - 149) and hw * ha < fast.HUGE:
         return _finish(fast.sparse_chain(w, a, tags, partials), partials)

@@ -17,11 +17,11 @@ import numpy as np
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.array import _values as decode_values
-from tensore.model.array import column_chain, sig_bits_of
+from tensore.model.array import column_chain, sig_bits_of, sparse_wide_chain
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
 from tensore.model.isa.check import Violation
-from tensore.model.isa.enums import PeReg, PsumRound, SeedMode, TileColSize, TileRowSize
+from tensore.model.isa.enums import FP32Mode, PeReg, PsumRound, SeedMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from tensore.model.isa.microop import (ARRAY_ROWS, GROUPS, KIND_OF, MAX_PACK, MX_BLOCK, MX_TILE, SEED_COLS,
                                        SEED_STATES, Kind, MicroOp, MmKind, MxOrder, Pattern, full_cols, microop,
@@ -556,14 +556,17 @@ class Engine:
             fm = u.src.nums[3]
             codes, _ = self._read_codes(u.src, rows, n_vec, self._width(dtype))
             a_vals, a_codes, a_dtype = self._to_values(codes.reshape(rows, fm, n_vec // fm), dtype, u.lut)
-            result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3, partials=self.record_pe)
+            wide = sig_bits_of(a_dtype) + max((sig_bits_of(s) for s in st_dtypes), default=0) > 24
+            result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3, partials=self.record_pe,
+                                        fp32_mode=u.fp32_mode, wide=wide)
             n_vec //= fm
             if self.record_pe:
                 result, steps = result
                 self._pe_log.append({"kind": "mm", "op": op.index, "timing": timing, "row0": row0, "col0": col0,
                                      "rows": rows, "cols": cols, "pack": fm, "steps": steps, "a": a_vals,
                                      "a_codes": np.asarray(a_codes, np.uint32), "a_dtype": int(a_dtype),
-                                     "fp32_mode": 0, "mx": False, "sa": np.zeros((rows, n_vec)), "fmaps": fm,
+                                     "fp32_mode": int(u.fp32_mode), "mx": False, "sa": np.zeros((rows, n_vec)),
+                                     "fmaps": fm,
                                      "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         else:
             bits = 4 if u.mx and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else self._width(dtype)
@@ -590,10 +593,15 @@ class Engine:
                                      "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         self._write_results(op, timing, values=result, vectors=n_vec, ncols=cols, col0=col0)
 
-    def _sparse_chain(self, w, a, fmap, partials=False):
+    def _sparse_chain(self, w, a, fmap, partials=False, fp32_mode=FP32Mode.NONE, wide=False):
         """MatmulSparse chain: PE (r, c) multiplies by moving[r, fmap[r, c], n]; a fmap beyond the
-        F sent contributes nothing (D-T26).  Products are <= 22 bits: the float64 add is exact."""
+        F sent contributes nothing (D-T26).  Wide products (FP32 operands or LUT entries) take
+        fp32_mode's passes as Matmul does (D-12, array.sparse_wide_chain); narrower products are
+        <= 22 bits: the float64 add is exact."""
         from tensore.model.mac import canonical_nan
+        if wide:
+            psum, steps = sparse_wide_chain(w, a, fmap, fp32_mode, partials)
+            return (canonical_nan(psum), [canonical_nan(s) for s in steps]) if partials else canonical_nan(psum)
         rows, fm, n = a.shape
         psum = np.zeros((w.shape[1], n), np.float32)
         steps = []

@@ -376,7 +376,8 @@ class _Op:
         f = self.f
         rows = f.num_active_rows
         ac = self.active_cols()
-        self.bad(E.BAD_PATTERN, cond & (n > Mux(ac > addrmap.PARTITIONS, addrmap.PARTITIONS, ac)))
+        slot = psum_half(self.gen, self.dec.cols) if self.maverick else addrmap.PARTITIONS   # one write slot
+        self.bad(E.BAD_PATTERN, cond & (n > Mux(ac > slot, slot, ac)))
         d = f.in_dtype
         self.bad(E.BAD_OUT_DTYPE, cond & (f.out_dtype == Dtype.BFLOAT16) &
                  self.table(lambda x: dt.is_in_enum(x, self.gen) and elem_bytes(x) == 4, d))

@@ -179,21 +179,23 @@ def full_size_programs(gen, n: int, n_small: int, rows: int | None = None, cols:
     """#7's full-size set: a K=128 x N=128 x M=n bf16 accumulate group (three matmuls, MULTI_START
     zeroing two banks) and a BF16 drain with stochastic rounding, plus an MX program (FP8 E4M3 quad
     row, E8M0 block scales), where the generation has it (not MAVERICK) FP8 double row, and the GEMM
-    kernel's program (kernel_gemm, M = gemm_m).  MAVERICK's MX pattern (MXTensorV2) holds at most 255
-    elements per dimension and the RTL runs one-dimension MX patterns (D-T40): 4 x 60 elements, so its
-    MX program is 128 x 60 x 60.  rows x cols: the engine (default the generation's full size);
-    smaller engines run the same set (tests)."""
+    kernel's program (kernel_gemm, M = gemm_m).  MAVERICK's MX program is K x 256 x 512 on both column
+    halves (c256) with MXTensorV2 patterns of several rows (at most 255 elements per dimension: 8 and
+    16 elements a row), and MAVERICK adds a c256 BF16 drain with stochastic rounding over both halves
+    (issue 20).  rows x cols: the engine (default the generation's full size); smaller engines run
+    the same set (tests)."""
     from tensore.cosim import programs
     gen = dt.Gen.parse(gen)
     rows, cols = rows or ARRAY_ROWS, cols or full_cols(gen)
     maverick = gen.layout == dt.Gen.MAVERICK
     kw = {"rows": rows, "cols": cols // 2 if maverick else cols}      # the library works in one c128 half
-    mx_cols = min(60, kw["cols"]) if maverick else cols
-    mx = programs.mx(gen, "fp8_e4m3", "quad_row", rows=rows, cols=mx_cols, n=min(n_small, mx_cols))
-    progs = [programs.accumulate_group(gen, n=n, **kw), programs.bf16_drain(gen, n=n, sr=True, **kw),
-             dataclasses.replace(mx, cols=cols)]      # on the full array
-    if not maverick:
-        progs.append(programs.double_row(gen, n=n_small, **kw))
+    progs = [programs.accumulate_group(gen, n=n, **kw), programs.bf16_drain(gen, n=n, sr=True, **kw)]
+    if maverick:
+        progs += [programs.mx_rows(gen, "fp8_e4m3", "quad_row", rows, cols, n=n, n0=(8, 16), gap=2, c256=True),
+                  programs.c256_sr(rows, cols, n=cols // 2 + 2)]
+    else:
+        mx = programs.mx(gen, "fp8_e4m3", "quad_row", rows=rows, cols=cols, n=n_small)
+        progs += [dataclasses.replace(mx, cols=cols), programs.double_row(gen, n=n_small, **kw)]
     progs.append(kernel_gemm(gen, rows, cols, gemm_m))
     return progs
 

@@ -332,13 +332,20 @@ class _Checker:
             self.bad(E.BAD_SEED_OP, "src_mem_pattern", f"LoadSeed reads {2 * half} INT32 seeds (one per column), "
                      f"the pattern has {n}")
 
+    def slot_cols(self) -> int:
+        """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, 128 at full size, scaled with the
+        array), 128 before."""
+        return psum_half(self.gen, self.array_cols) if self.maverick else addrmap.PARTITIONS
+
     def transpose_destination(self, n):
         """D-13: moving[k, n] lands in PSUM partition n, element k."""
         f = self.f
         rows = f["num_active_rows"]
-        if n > min(active_cols(self.d, self.array_cols), addrmap.PARTITIONS):
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one partition per moving element: "
-                     f"{n} elements need {n} active columns (at most {addrmap.PARTITIONS})")
+        most = min(active_cols(self.d, self.array_cols), self.slot_cols())
+        if n > most:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one PSUM partition per moving "
+                     f"element, all in one write slot: {n} elements need {n} active columns of one slot "
+                     f"(at most {most})")
         if f["out_dtype"] == Dtype.BFLOAT16 and dt.is_in_enum(f["in_dtype"], self.gen) and elem_bytes(f["in_dtype"]) == 4:
             self.bad(E.BAD_OUT_DTYPE, "out_dtype", "32-bit data cannot be transposed into 2-byte BF16 cells")
         out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
@@ -350,7 +357,7 @@ class _Checker:
     def destination(self, n):
         f = self.f
         out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        half = psum_half(self.gen, self.array_cols) if self.maverick else addrmap.PARTITIONS   # columns per PSUM slot
+        half = self.slot_cols()
         cols = min(active_cols(self.d, self.array_cols), half)
         dst = f["dst_mem_pattern"]
         m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=cols)
