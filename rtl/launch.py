@@ -44,7 +44,7 @@ class Launch(wiring.Component):
         now, maverick = self.now, Const(int(self.gen.layout == Gen.MAVERICK), 1)
         mm_go, mu = self._start(m, maverick)
         mm, active, v_reg = Signal(uop_layout()), Signal(), Signal(32)
-        t_ref, passes = Signal(T), Signal(3, init=1)      # the issue cycle and passes of the current rhythm
+        t_ref, passes = Signal(T), Signal(uop_layout()["passes"].shape, init=1)      # the issue cycle and passes of the current rhythm
         with m.If(mm_go):
             m.d.sync += [t_ref.eq(now), passes.eq(mu.passes)]
         tref = wire(m, Mux(mm_go, now, t_ref), "tref")

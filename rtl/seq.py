@@ -139,7 +139,8 @@ class Sequencer(wiring.Component):
         last_issue, any_issued = Signal(T), Signal()
         all_done_p1, barrier_p1 = Signal(T), Signal(T)         # all_complete + 1, barrier_complete + 1
         lw_port, mm_port, last_lw_p1 = Signal(T), Signal(T), Signal(T)
-        mm_valid, mm_t_data, mm_passes, mm_done, mm_issue = Signal(), Signal(T), Signal(3), Signal(T), Signal(T)
+        mm_valid, mm_t_data, mm_passes, mm_done, mm_issue = Signal(), Signal(T), Signal(uop_layout()["passes"].shape), \
+            Signal(T), Signal(T)
         mm_kind = Signal(MmKind)
         sparse_at = Signal(T)                                   # LdTags waits for the last sparse matmul
         is_load, is_mm = u.kind == Kind.LOAD, u.kind == Kind.MATMUL

@@ -279,8 +279,6 @@ def test_partition_writes_of_one_cycle_in_port_order():
     """A PsumPartition with three write ports, its writes of a cycle mostly to the same few cells
     (fp32 and bf16 halves, accumulate, RNE and SR, raw) and zeroing: the same cells and SR states as
     model.psum applying each cycle's writes in port order."""
-    from amaranth.sim import Simulator
-
     from tensore.model.isa.enums import PsumRound
     from tensore.model.psum import Psum
     from tensore.rtl.psum import PsumPartition
@@ -334,9 +332,6 @@ def test_partition_writes_of_one_cycle_in_port_order():
             ctx.set(dut.state_index, i)
             got_states.append(ctx.get(dut.state_data))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     assert got_words == [int(model.cells(4)[part, w]) for w in words]
     assert got_states == [int(x) for x in model.sr_state[part].reshape(-1)]

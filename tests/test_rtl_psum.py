@@ -1,8 +1,8 @@
 """The RTL PSUM partition against model.psum.Psum: the same writes give the same cells and states."""
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
+from tensore.cosim.amaranth_sim import simulate
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import PsumRound
 from tensore.model.psum import Psum
@@ -95,10 +95,7 @@ def test_psum_partition_matches_model(ports):
             ctx.set(dut.state_index, i)
             got_states.append(ctx.get(dut.state_data))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     expect = model.cells(4)[PART]
     for w in words:
         assert got_words[w] == int(expect[w]), (w, hex(got_words[w]), hex(int(expect[w])))
@@ -138,8 +135,5 @@ def test_host_port_writes_words():
         await ctx.tick()
         got.extend(await _host_read(ctx, dut, words))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     assert got == [int(model.cells(4)[PART, w]) for w in words]
