@@ -97,7 +97,7 @@ class Lockstep:
         for p in {w[0] for ws in self.writes.values() for w in ws}:
             if p >= psum_partitions:
                 raise ValueError(f"the program writes PSUM partition {p}; build the engine with more partitions")
-        self.refuse_at = min((e.cycle for e in self.trace.events if e.kind == "refuse"), default=None)
+        self.refuse_at = min((e.cycle for e in self.trace.events if e.kind in ("refuse", "error")), default=None)
         self.end = self.trace.cycles + 4 if stop_at is None else stop_at + 1
         self.final = stop_at is None
         self.setup = [(self.eng.regs.offset_of(n), v) for n, v in program.regs.items()]

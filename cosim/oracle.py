@@ -229,32 +229,39 @@ def split_fp32(x: Exact, bits) -> tuple:
     return hi, lo
 
 
-def _fp32_chain(w_bits, a_bits, mode) -> np.ndarray:
+def fp32_pairs(w_bits, a_bits, mode) -> list:
+    """The (stationary, moving) operand pairs each PE fuses in turn for an FP32 matmul (D-12,
+    D-T24): HIGH the values, LOW the hi parts, LOW_HIGH moving hi*hi, hi*lo, lo*hi, lo*lo."""
     w, a = from_f32_bits(w_bits), from_f32_bits(a_bits)
     if mode == FP32Mode.HIGH:
-        pairs = [(w, a)]
-    else:
-        (w_hi, w_lo), (a_hi, a_lo) = split_fp32(w, w_bits), split_fp32(a, a_bits)
-        pairs = [(w_hi, a_hi)] if mode == FP32Mode.LOW else \
-            [(w_hi, a_hi), (w_lo, a_hi), (w_hi, a_lo), (w_lo, a_lo)]     # moving hi*hi, hi*lo, lo*hi, lo*lo
-    k, m = w.shape
-    bits = np.zeros((m, a.shape[1]), np.uint32)
+        return [(w, a)]
+    (w_hi, w_lo), (a_hi, a_lo) = split_fp32(w, w_bits), split_fp32(a, a_bits)
+    return [(w_hi, a_hi)] if mode == FP32Mode.LOW else [(w_hi, a_hi), (w_lo, a_hi), (w_hi, a_lo), (w_lo, a_lo)]
+
+
+def _fp32_chain(w_bits, a_bits, mode) -> np.ndarray:
+    pairs = fp32_pairs(w_bits, a_bits, mode)
+    k, m = pairs[0][0].shape
+    bits = np.zeros((m, pairs[0][1].shape[1]), np.uint32)
     for r in range(k):
         for pw, pa in pairs:
             bits = fused_step(from_f32_bits(bits), [product(pw[r][:, None], pa[r][None, :])])
     return _f32(bits)
 
 
-def _sparse_chain(w: Exact, a: Exact, tags) -> np.ndarray:
-    """MatmulSparse: PE (r, c) multiplies by moving[r, tag, n]; a tag beyond the fmaps sent
+def _sparse_chain(pairs: list, tags) -> np.ndarray:
+    """MatmulSparse: PE (r, c) fuses w[r, c] * moving[r, tag, n] for each (w [K, M], moving
+    [K, F, N]) pair in turn (one pair, or fp32_pairs for FP32); a tag beyond the fmaps sent
     contributes nothing (seed 000 section 9, D-T26)."""
-    k, f, n = a.shape
-    m = w.shape[1]
+    k, f, n = pairs[0][1].shape
+    m = pairs[0][0].shape[1]
     bits = np.zeros((m, n), np.uint32)
     for r in range(k):
         t = np.asarray(tags[r])
-        g = a[r][np.clip(t, 0, f - 1)]                               # [M, N]
-        new = fused_step(from_f32_bits(bits), [product(w[r][:, None], g)])
+        new = bits
+        for w, a in pairs:
+            g = a[r][np.clip(t, 0, f - 1)]                           # [M, N]
+            new = fused_step(from_f32_bits(new), [product(w[r][:, None], g)])
         bits = np.where((t < f)[:, None], new, bits)
     return _f32(bits)
 
@@ -271,9 +278,10 @@ _MEMO_ELEMENTS = 1 << 16         # results of at most this many elements are rem
 def matmul(stationary, moving, *, in_dtype, gen, fp32_mode=None, perf_mode=None,
            stationary_scales=None, moving_scales=None, tags=None) -> np.ndarray:
     """dst[M, N] float32 = stationary[K, M].T @ moving[K, N] in the PE's arithmetic (the arguments of
-    model.array.matmul; FP32 needs fp32_mode; perf_mode "double_row" or an MX mode with E8M0 scale
-    codes [K/32, M] and [K/32, N]; tags [K, M] with moving [K, F, N] for MatmulSparse).  Small
-    results are remembered: the tests build the same library programs many times."""
+    model.array.matmul; FP32 needs fp32_mode, a MatmulSparse too or it fuses the exact products;
+    perf_mode "double_row" or an MX mode with E8M0 scale codes [K/32, M] and [K/32, N]; tags [K, M]
+    with moving [K, F, N] for MatmulSparse).  Small results are remembered: the tests build the same
+    library programs many times."""
     args = [np.asarray(x) for x in (stationary, moving, stationary_scales, moving_scales, tags)]
     key = (tuple((x.shape, x.dtype.str, x.tobytes()) for x in args),
            str(in_dtype), str(gen), str(fp32_mode), str(perf_mode))
@@ -291,10 +299,16 @@ def matmul(stationary, moving, *, in_dtype, gen, fp32_mode=None, perf_mode=None,
 def _matmul(stationary, moving, *, in_dtype, gen, fp32_mode, perf_mode, stationary_scales, moving_scales, tags):
     gen, dtype = Gen.parse(gen), Dtype.parse(in_dtype)
     st, mv = np.asarray(stationary), np.asarray(moving)
+    mode = None if fp32_mode is None else \
+        FP32Mode[fp32_mode.upper()] if isinstance(fp32_mode, str) else FP32Mode(fp32_mode)
     if tags is not None:
-        return _sparse_chain(decode(st, dtype, gen), decode(mv, dtype, gen), tags)
+        wide = dtype == Dtype.FP32 and mode not in (None, FP32Mode.NONE)
+        pairs = fp32_pairs(st.astype(np.uint32), mv.astype(np.uint32), mode) if wide else \
+            [(decode(st, dtype, gen), decode(mv, dtype, gen))]
+        return _sparse_chain(pairs, tags)
     if dtype == Dtype.FP32:
-        mode = FP32Mode[fp32_mode.upper()] if isinstance(fp32_mode, str) else FP32Mode(fp32_mode)
+        if mode in (None, FP32Mode.NONE):
+            raise ValueError("FP32 needs fp32_mode LOW, HIGH or LOW_HIGH (D-12)")
         return _fp32_chain(st.astype(np.uint32), mv.astype(np.uint32), mode)
     perf = perf_mode
     if isinstance(perf, str) and perf.lower() != "double_row":

@@ -3,13 +3,15 @@
 The sequencer (seed 000 section 10, SPEC section 8) takes descriptors in order through the
 instruction FIFO, decodes and checks each one (SPEC D-23), issues it when its dependencies allow
 (docs/timing.md), and executes it: the values come from model.array / model.psum, the cycles from
-model.timing.  The result is a Trace (model/trace.py): every architectural event with its cycle
+model.timing; PSUM writes are made in cycle order across micro-ops, as hardware makes them
+(Engine._flush).  The result is a Trace (model/trace.py): every architectural event with its cycle
 (PSUM writes with partition, address and bits; weight swaps; refusals; completions) plus the final
 state.  trace="aggregate" records each matmul's PSUM writes as one WriteBlock of arrays instead of
 an Event per write (same values, cycles and order; what a large kernel needs, issue 19)."""
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +33,7 @@ from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
 from tensore.model.timing import (DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS, PERF_COUNTERS,
                                   ArrayTiming, in_rhythm, load_complete, load_port_free, mm_port_free,
-                                  seed_transpose_issue, sparse_end, weights_swapped)
+                                  seed_transpose_issue, sparse_end, weights_swapped, write_cycle)
 from tensore.model.trace import Event, Trace, WriteBlock
 
 E = ErrorCode
@@ -50,6 +52,7 @@ class OpRecord:
     t_complete: int | None = None
     psum_writes: int = 0
     uop: MicroOp | None = None          # what the engine ran (None for a refused descriptor)
+    fault: ErrorCode = ErrorCode.NONE   # an error the issued micro-op reported (D-T38 (6)), at t_complete
 
     @property
     def name(self) -> str:
@@ -114,6 +117,66 @@ class _Cells:
     raw: bool
 
 
+@dataclass(eq=False)
+class _Writes:
+    """One matmul's PSUM actions, cycles `first` (its zeroing) to `last`, pending until no other
+    micro-op can come between them (Engine._flush)."""
+    op: OpRecord
+    cells: _Cells
+    vectors: int
+    timing: ArrayTiming
+    col0: int
+    first: int
+    last: int
+    zero: tuple | None                  # (partitions, first bank, banks) cleared in cycle `first`
+    grid: np.ndarray | None             # aggregate: the stored bits [C, V]
+    events: list = field(default_factory=list)      # detailed: an Event per write, logged when all are made
+    halves: tuple | None = None         # _halves, once computed
+    steps: object = None                # the started Engine._write_diagonals generator
+    key: tuple | None = None            # the key of its next action (None: all made)
+
+
+def _halves(x: _Writes) -> tuple:
+    """(partition, half-word, 2 x cycle + 1) of every PSUM half-word x's writes store (cached)."""
+    if x.halves is None:
+        k, vectors = x.cells, x.vectors
+        c, v = np.arange(k.part.size)[:, None], np.arange(vectors)[None, :]
+        shape = (k.part.size, vectors)
+        p = np.broadcast_to(k.part[:, None], shape).ravel()
+        h = (k.offs[v + k.slot[:, None] * vectors] // 2).ravel()
+        t = np.broadcast_to(2 * x.timing.write_cycle(x.col0 + c, v) + 1, shape).ravel()
+        x.halves = (np.concatenate([p, p]), np.concatenate([h, h + 1]), np.concatenate([t, t])) \
+            if k.esize == 4 else (p, h, t)
+    return x.halves
+
+
+def _zones(x: _Writes) -> list:
+    """(partitions [P, 1], half-word slice) of each bank x zeroes."""
+    if x.zero is None:
+        return []
+    parts, bank, banks = x.zero
+    per = addrmap.PSUM_BANK_BYTES // 2
+    return [(parts[:, None], slice(b * per, (b + 1) * per))
+            for b in ((bank + i) % addrmap.PSUM_BANKS for i in range(banks))]
+
+
+def _box(x: _Writes) -> tuple:
+    """(first partition, last, first byte, end byte) x's writes fall in."""
+    k = x.cells
+    if not k.part.size or not x.vectors:
+        return (0, -1, 0, 0)
+    return int(k.part.min()), int(k.part.max()), int(k.offs.min()), int(k.offs.max()) + k.esize
+
+
+def _zone_boxes(x: _Writes) -> list:
+    return [(int(parts.min()), int(parts.max()), z.start * 2, z.stop * 2) for parts, z in _zones(x)]
+
+
+def _apart(a: tuple, b: tuple) -> bool:
+    """Two boxes of PSUM (partitions, bytes) share nothing."""
+    return a[1] < b[0] or b[1] < a[0] or a[3] <= b[2] or b[3] <= a[2]
+
+
 class Engine:
     """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256).
     trace: "detailed" (an Event per PSUM write) or "aggregate" (a WriteBlock per matmul)."""
@@ -149,6 +212,7 @@ class Engine:
         self.external_events: dict[int, list] = {}
         self._last_swap = np.zeros((rows, cols), bool)
         self._current_of: dict = {}
+        self._touch = None                  # _first_by_halves' map of PSUM half-words
 
     # -- host interface -------------------------------------------------------------------------
     def write_reg(self, reg, value: int):
@@ -292,6 +356,8 @@ class Engine:
                        "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
                        "completions": []}
         stalled = None
+        self._pending: list[_Writes] = []
+        self._errors: list = []                         # (cycle, after issue, code, opcode), applied in cycle order
         for i, op in enumerate(ops):
             pop_prev = ops[i - 1].t_issue if i and ops[i - 1].t_issue is not None else \
                 (ops[i - 1].t_decode if i else -1)
@@ -314,6 +380,7 @@ class Engine:
                 ops = ops[:i + 1]
                 break
             op.t_issue = t
+            self._flush(write_cycle(t + self.sbuf_latency, self.rows, 1, 0, 0))     # the earliest write from t on
             self._execute(op)
             self._state["last_issue"] = t
             self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
@@ -321,6 +388,8 @@ class Engine:
             if op.uop.barrier:
                 self._state["barrier_complete"] = op.t_complete
             self._complete(op)
+        self._flush(float("inf"))
+        self._error_status()
         return Trace(self.gen, self.rows, self.cols, ops, self._log, stalled, self._pe_log)
 
     def _emit(self, cycle, kind, op, **data):
@@ -328,13 +397,26 @@ class Engine:
 
     def _refuse(self, op: OpRecord):
         opcode = int(op.desc.raw[0])
-        if not self.regs.get("err_status", "err"):
-            self.regs.set("err_status", "err_code", int(op.error))
-            self.regs.set("err_status", "err_opcode", opcode)
-        self.regs.set("err_status", "err", 1)
-        self.regs.add("err_count", "count")
+        self._errors.append((op.t_decode, 0, op.error, opcode))
         self._emit(op.t_decode, "refuse", op.index, code=op.error, opcode=opcode,
                    field=op.violations[0].field if op.violations else "")
+
+    def _fault(self, op: OpRecord, cycle: int, code: ErrorCode, reason: str):
+        """An error an issued micro-op reports in `cycle` (D-T38 (6)): in the error status, as a refusal is."""
+        op.fault = code
+        opcode = int(op.desc.raw[0])
+        self._errors.append((cycle, 1, code, opcode))
+        self._emit(cycle, "error", op.index, code=code, opcode=opcode, reason=reason)
+
+    def _error_status(self):
+        """err_status / err_count (SPEC section 9) from the run's errors in cycle order: the first
+        since err was cleared is captured (a refusal before an error reported in the same cycle)."""
+        for _, _, code, opcode in sorted(self._errors, key=lambda e: e[:2]):
+            if not self.regs.get("err_status", "err"):
+                self.regs.set("err_status", "err_code", int(code))
+                self.regs.set("err_status", "err_opcode", opcode)
+            self.regs.set("err_status", "err", 1)
+            self.regs.add("err_count", "count")
 
     def _complete(self, op: OpRecord):
         self.regs.add("done_count", "count")
@@ -371,8 +453,8 @@ class Engine:
         return self._current_of[name]
 
     def _runtime_rules(self, d) -> list:
-        """Rules that need engine state (D-T31): weights loaded in the matmul's pump mode (BAD_MX),
-        the PeRegWrite value fetched from SBUF (BAD_REGISTER)."""
+        """Rules that need engine state (D-T31): weights loaded in the matmul's pump mode (BAD_MX).
+        A PeRegWrite's SBUF value is known only after its fetch (_pe_reg_write)."""
         out = []
         if d.op in (Opcode.MATMUL, Opcode.MATMUL_MX) and not transposes(d) and not seed_mode(d):
             row0, rows, col0, cols = self.region(d)
@@ -381,10 +463,6 @@ class Engine:
             if packs.size and (packs.size > 1 or int(packs[0]) != pack_of(d)):
                 out.append(Violation(E.BAD_MX, "perf_mode", f"weights were loaded {int(packs[0])} per PE, "
                                      f"the matmul streams {pack_of(d)}"))
-        if d.op == Opcode.PE_REG_WRITE and not self.regs.get("queue_cfg", "bypass_peregwrite_instr"):
-            value = self._reg_value(d)
-            if d.fields["reg"] == PeReg.PSUM_ROUND and value not in (0, 1):
-                out.append(Violation(E.BAD_REGISTER, "src_mem_pattern", f"PSUM_ROUND value {value:#x} from SBUF"))
         return out
 
     def _reg_value(self, d) -> int:
@@ -513,13 +591,18 @@ class Engine:
         self._state["last_ldtags"] = t
 
     def _pe_reg_write(self, op: OpRecord):
+        """The register takes the immediate at issue (bypass; `check` refused a bad one at decode) or
+        the SBUF word at t + L; a fetched word the register does not take leaves it unchanged and
+        reports BAD_REGISTER in that cycle (seed 000 section 10, D-T31, D-T38 (6))."""
         d = op.desc
         value = self._reg_value(d)
         when = op.t_issue + (0 if self.regs.get("queue_cfg", "bypass_peregwrite_instr") else self.sbuf_latency)
+        op.t_complete = when
         if d.fields["reg"] == PeReg.PSUM_ROUND:
+            if value not in (PsumRound.RNE, PsumRound.SR):
+                return self._fault(op, when, E.BAD_REGISTER, f"PSUM_ROUND value {value:#x} from SBUF")
             self.psum.round_mode = PsumRound(value)
         self._emit(when, "reg", op.index, reg=int(d.fields["reg"]), value=value)
-        op.t_complete = when
 
     def _conv_lut_load(self, op: OpRecord):
         u = op.uop
@@ -635,8 +718,8 @@ class Engine:
         return loc.partition, offs[:count], esize
 
     def _write_results(self, op, timing, *, values=None, raw=None, vectors, ncols, col0):
-        """Apply the PSUM writes of one matmul (column c, vector v: values[c, v], or the bit
-        patterns raw[c, v]) and record them: an Event each, or one WriteBlock (aggregate)."""
+        """The PSUM writes of one matmul (column c, vector v: values[c, v], or the bit patterns
+        raw[c, v]), pending until Engine._flush makes them; their cycles and completion now."""
         d, u = op.desc, op.uop
         half = self._half()
         p0, offs, esize = self._dst_offsets(u, vectors * (2 if ncols > half and self.maverick else 1))
@@ -644,21 +727,14 @@ class Engine:
         slot = c // half if self.maverick else np.zeros(ncols, int)
         part = p0 + (c % half if self.maverick else c)
         first_write = timing.write_cycle(col0, 0)
-        if u.zero_banks:
-            bank = (offs[0] // addrmap.PSUM_BANK_BYTES) if offs.size else 0
-            self.psum.zero_banks(np.unique(part), bank, u.zero_banks)
-            self._emit(first_write, "psum_zero", op.index, partitions=(int(part.min()), int(part.max())),
-                       bank=int(offs[0] // addrmap.PSUM_BANK_BYTES), banks=u.zero_banks)
+        zero = (np.unique(part), int(offs[0] // addrmap.PSUM_BANK_BYTES) if offs.size else 0, u.zero_banks) \
+            if u.zero_banks else None
         cells = _Cells(part, slot, offs, esize, Dtype.BFLOAT16 if u.out_bf16 else Dtype.FP32,
                        u.accumulate and raw is None, values if raw is None else raw, raw is not None)
-        if not self.aggregate:
-            self._write_diagonals(op, cells, vectors, timing, col0)
-        elif ncols and vectors:
-            bits = self._write_whole(cells, vectors) if self._independent(cells) else \
-                self._write_diagonals(op, cells, vectors, timing, col0)
-            self._log.append(WriteBlock(op.index, part, slot, offs, bits, timing, col0, esize))
-        op.psum_writes += ncols * vectors
         last = timing.write_cycle(col0 + ncols - 1, vectors - 1) if ncols and vectors else first_write
+        grid = np.zeros((ncols, vectors), np.uint32) if self.aggregate else None
+        self._pending.append(_Writes(op, cells, vectors, timing, col0, first_write, last, zero, grid))
+        op.psum_writes += ncols * vectors
         done_at = last if self.regs.get("arr_cluster_cfg", "matmul_done_last") else first_write
         self._emit(done_at, "matmul_done", op.index)
         self.regs.add("matmul_done_count", "count")
@@ -668,6 +744,101 @@ class Engine:
                                   "kind": u.mmkind, "t_issue": op.t_issue}
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)
+
+    # -- PSUM actions in cycle order ----------------------------------------------------------------
+    def _flush(self, horizon):
+        """Make the pending PSUM actions no micro-op issued from now on can precede (its writes come
+        at `horizon` or later), in cycle order across micro-ops as hardware makes them: in one cycle
+        the zeroing, then the writes in program order, slot 0 before slot 1 (D-T40 (6)).  The oldest
+        pending matmul goes whole where that keeps the order (_commutes), else the actions of the
+        matmuls overlapping it interleave by cycle up to its last (_merge)."""
+        pend = self._pending
+        while pend and pend[0].last < horizon:
+            w = pend[0]
+            later = [x for x in pend[1:] if x.first <= w.last]
+            if w.steps is None and all(x.steps is None for x in later) and self._commutes(w, later):
+                self._whole(w)
+            else:
+                self._merge([w] + later, w.last)
+            pend.pop(0)
+            self._log.extend(w.events)
+            if w.grid is not None and w.grid.size:
+                k = w.cells
+                self._log.append(WriteBlock(w.op.index, k.part, k.slot, k.offs, w.grid, w.timing, w.col0, k.esize))
+
+    def _whole(self, w: _Writes):
+        """All of w's actions: one vectorised write per column half (aggregate, writes that commute)."""
+        if w.grid is not None and w.grid.size and self._independent(w.cells):
+            if w.zero is not None:
+                self._zero(w)
+            w.grid[...] = self._write_whole(w.cells, w.vectors)
+            return
+        for _ in self._write_diagonals(w):
+            pass
+
+    def _merge(self, items: list, bound):
+        """The actions of `items` up to cycle `bound`, in key order (_write_diagonals)."""
+        heap = []
+        for i, x in enumerate(items):
+            if x.steps is None:
+                x.steps = self._write_diagonals(x)
+                x.key = next(x.steps, None)
+            if x.key is not None:
+                heap.append((x.key, i))
+        heapq.heapify(heap)
+        while heap and heap[0][0][0] <= bound:
+            i = heapq.heappop(heap)[1]
+            x = items[i]
+            x.key = next(x.steps, None)
+            if x.key is not None:
+                heapq.heappush(heap, (x.key, i))
+
+    def _commutes(self, w: _Writes, later: list) -> bool:
+        """Whether w's actions made before those of the `later` matmuls (program order) keep cycle
+        order: every PSUM half-word w and one of them both write or zero is w's first.  Only
+        matmuls whose own writes commute (_independent) are compared; others interleave."""
+        if not later:
+            return True
+        if not all(self._independent(x.cells) for x in (w, *later)):
+            return False
+        return all(self._first(w, x) for x in later)
+
+    def _first(self, w: _Writes, x: _Writes) -> bool:
+        """_commutes for one later x: by the boxes of PSUM they touch, or x writing w's cells
+        later (a K tile onto the one before), else half-word by half-word."""
+        wb, xb = _box(w), _box(x)
+        writes = _apart(wb, xb) or (x.col0 == w.col0 and x.timing.passes == w.timing.passes and
+                                    x.timing.t_data >= w.timing.t_data and x.vectors == w.vectors and
+                                    x.cells.esize == w.cells.esize and np.array_equal(x.cells.part, w.cells.part) and
+                                    np.array_equal(x.cells.slot, w.cells.slot) and
+                                    np.array_equal(x.cells.offs, w.cells.offs))
+        zero_x = w.last < x.first or all(_apart(wb, z) for z in _zone_boxes(x))
+        zero_w = x.first >= w.first or all(_apart(z, xb) for z in _zone_boxes(w))
+        return (writes and zero_x and zero_w) or self._first_by_halves(w, x)
+
+    def _first_by_halves(self, w: _Writes, x: _Writes) -> bool:
+        """_first half-word by half-word: x's first touch (2 t for its zeroing, 2 t + 1 for a write
+        in cycle t) is after w's on each."""
+        if self._touch is None:
+            self._touch = np.full((addrmap.PARTITIONS, addrmap.PSUM_PARTITION_BYTES // 2), np.iinfo(np.int64).max)
+        touch, zones = self._touch, _zones(x)
+        p, h, t = _halves(x)
+        touch[p, h] = t
+        for parts, zone in zones:
+            touch[parts, zone] = np.minimum(touch[parts, zone], 2 * x.first)
+        pw, hw, tw = _halves(w)
+        ok = bool((touch[pw, hw] >= tw).all()) and all(touch[parts, zone].min() >= 2 * w.first
+                                                       for parts, zone in _zones(w))
+        touch[p, h] = np.iinfo(np.int64).max
+        for parts, zone in zones:
+            touch[parts, zone] = np.iinfo(np.int64).max
+        return ok
+
+    def _zero(self, w: _Writes):
+        parts, bank, banks = w.zero
+        self.psum.zero_banks(parts, bank, banks)
+        self._emit(w.first, "psum_zero", w.op.index, partitions=(int(parts.min()), int(parts.max())),
+                   bank=bank, banks=banks)
 
     def _store(self, k: _Cells, part, offs, sel) -> np.ndarray:
         """One PSUM write per (partition, offset) pair, partitions distinct (or a [P, 1] column of
@@ -681,27 +852,32 @@ class Engine:
             return data
         return self.psum.write(part, offs, data, out_dtype=k.out_dtype, accumulate=k.accumulate)
 
-    def _write_diagonals(self, op, k: _Cells, vectors, timing: ArrayTiming, col0):
-        """The writes in cycle order, one anti-diagonal (c + v = step) per cycle (the cycle of column
-        c, vector v is timing.write_cycle(col0 + c, v)), column halves in order: an Event each, or
-        (aggregate) the stored bits [C, V]."""
+    def _write_diagonals(self, w: _Writes):
+        """w's actions in cycle order, a generator: it yields each action's key (cycle, 0 for the
+        zeroing or 1 for writes, op, column half) and then makes it.  The zeroing, then one
+        anti-diagonal (c + v = step) of a column half per cycle (column c, vector v is written in
+        timing.write_cycle(col0 + c, v)): an Event each in w.events, or (aggregate) the bits in w.grid."""
+        op, k, vectors = w.op.index, w.cells, w.vectors
+        if w.zero is not None:
+            yield (w.first, 0, op, 0)
+            self._zero(w)
         c = np.arange(k.part.size)
-        grid = np.zeros((c.size, vectors), np.uint32) if self.aggregate else None
         for step in range(vectors + c.size - 1):
+            cycle = w.timing.write_cycle(w.col0 + step, 0)            # every (c, v) with c + v = step
             for s in (0, 1) if self.maverick else (0,):
                 cc = c[(k.slot == s) & (c <= step) & (step - c < vectors)]
                 if not cc.size:
                     continue
+                yield (cycle, 1, op, s)
                 vv = step - cc
                 o = k.offs[vv + s * vectors]
                 bits = self._store(k, k.part[cc], o, (cc, vv))
-                if grid is not None:
-                    grid[cc, vv] = bits
+                if w.grid is not None:
+                    w.grid[cc, vv] = bits
                     continue
-                cycle = timing.write_cycle(col0 + int(cc[0]), int(vv[0]))
-                for pi, oi, bi in zip(k.part[cc].tolist(), o.tolist(), bits.tolist()):
-                    self._emit(cycle, "psum_write", op.index, partition=pi, offset=oi, bits=int(bi), bytes=k.esize)
-        return grid
+                w.events += [Event(int(cycle), "psum_write", op, {"partition": pi, "offset": oi, "bits": int(bi),
+                                                                   "bytes": k.esize})
+                             for pi, oi, bi in zip(k.part[cc].tolist(), o.tolist(), bits.tolist())]
 
     def _independent(self, k: _Cells) -> bool:
         """Every write of the matmul is to its own cell and rounds without state (not SR into bf16):

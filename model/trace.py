@@ -24,7 +24,8 @@ E = ErrorCode
 @dataclass
 class Event:
     cycle: int
-    kind: str          # issue, refuse, complete, psum_write, psum_zero, swap, state_write, reg, matmul_done
+    kind: str          # issue, refuse, error (reported after issue), complete, psum_write, psum_zero, swap,
+                       # state_write, reg, matmul_done
     op: int
     data: dict = field(default_factory=dict)
 
@@ -35,7 +36,7 @@ class WriteBlock:
     every c < C and v < V.  The write (c, v) goes to partition `partitions[c]`, byte offset
     `offsets[v + slot[c] * V]` (slot: the MAVERICK column half, D-01), stores `bits[c, v]` in a cell
     of `nbytes`, in cycle timing.write_cycle(col0 + c, v) (docs/timing.md).  The writes of one
-    cycle (one anti-diagonal c + v) are made in order of slot, then column (Engine._write_results)."""
+    cycle (one anti-diagonal c + v) are made in order of slot, then column (Engine._write_diagonals)."""
     op: int
     partitions: np.ndarray      # [C] int
     slot: np.ndarray            # [C] int
@@ -220,7 +221,8 @@ class Trace:
                 lines.append(f"  #{o.index} {o.name}: refused {o.error.name} at cycle {o.t_decode}: "
                              f"{o.violations[0] if o.violations else ''}")
             elif o.t_issue is not None:
-                lines.append(f"  #{o.index} {o.name}: issue {o.t_issue}, complete {o.t_complete}, "
+                fault = f", reported {o.fault.name}" if o.fault != E.NONE else ""
+                lines.append(f"  #{o.index} {o.name}: issue {o.t_issue}, complete {o.t_complete}{fault}, "
                              f"{o.psum_writes} PSUM writes")
         if self.stalled:
             lines.append(f"  stalled: {self.stalled}")

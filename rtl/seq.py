@@ -255,7 +255,7 @@ class Sequencer(wiring.Component):
         self._hw("err_status", "err", 1, bad)
         self._hw("err_status", "err_code", code, first_err)
         self._hw("err_status", "err_opcode", opcode, first_err)
-        self._hw("err_count", "count", self._reg("err_count", "count") + 1, bad)
+        self._hw("err_count", "count", self._reg("err_count", "count") + refuse + self._reg_bad, bad)   # both in one cycle: 2
         self._m.d.comb += self.error.eq(self._reg("err_status", "err"))
 
     def _regwrite(self, u, issue):

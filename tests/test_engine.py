@@ -220,3 +220,73 @@ def test_executed_descriptors_carry_their_micro_op():
             assert (o.uop is None) == (o.error != ErrorCode.NONE)
             if o.uop is not None:
                 assert o.uop == eng.microop(o.desc) and o.uop.kind in Kind and o.uop.mmkind in MmKind
+
+
+def _reg_write_engine(words, **regs):
+    """A MARIANA 8 x 8 engine with the SBUF words `words` at partition 0, offset 0x100, 0x104, ..."""
+    sbuf = np.zeros((addrmap.PARTITIONS, 0x200), np.uint8)
+    sbuf[0, 0x100:0x100 + 4 * len(words)] = np.array(words, "<u4").view(np.uint8)
+    eng = Engine("mariana", rows=8, cols=8, sbuf=sbuf)
+    eng.write_reg("perf_cntr_cfg", 1)
+    for reg, value in regs.items():
+        eng.write_reg(reg, value)
+    return eng
+
+
+def _reg_write(offset, reg="psum_round", value=0):
+    return f"pe_reg_write reg={reg} value={value} src=(start_addr=sbuf(0,{offset:#x}), step_elem=[1], num_elem=[1])\n"
+
+
+def test_pe_reg_write_value_is_checked_when_fetched():
+    """A PeRegWrite whose SBUF word PSUM_ROUND does not take issues, completes and counts; the
+    register keeps its mode and BAD_REGISTER is reported in the fetch cycle t + L (D-T38 (6)), so a
+    descriptor refused at decode in between is the first error."""
+    from tensore.model.isa.enums import PsumRound
+    eng = _reg_write_engine([7, 1])
+    trace = eng.run(assemble(_reg_write(0x100) + _reg_write(0x100, reg=7) + _reg_write(0x104, value=1), "mariana"))
+    bad, refused, _ = trace.ops
+    assert bad.error == ErrorCode.NONE and bad.uop is not None and bad.fault == ErrorCode.BAD_REGISTER
+    assert bad.t_complete == bad.t_issue + eng.sbuf_latency and refused.t_decode < bad.t_complete
+    assert [(e.cycle, e.data["code"]) for e in trace.of_kind("error")] == [(bad.t_complete, ErrorCode.BAD_REGISTER)]
+    assert [e.op for e in trace.of_kind("reg")] == [2] and eng.psum.round_mode == PsumRound.SR
+    status = eng.read_reg("err_status")
+    assert status & 1 and (status >> 8) & 0xFF == ErrorCode.BAD_ENUM and (status >> 16) & 0xFF == 0x03
+    assert eng.read_reg("err_count") == 2 and eng.read_reg("done_count") == 2
+    assert eng.regs.counter64("pe_regwrite", 0) == 2
+    assert "reported BAD_REGISTER" in trace.summary()
+    # the bad word alone: the register keeps RNE, the error is the first
+    eng = _reg_write_engine([7])
+    trace = eng.run(assemble(_reg_write(0x100), "mariana"))
+    assert eng.psum.round_mode == PsumRound.RNE and (eng.read_reg("err_status") >> 8) & 0xFF == ErrorCode.BAD_REGISTER
+
+
+def test_pe_reg_write_bypass_takes_the_immediate():
+    """With queue_cfg.bypass_peregwrite_instr the immediate is the value, applied at issue without a
+    fetch (seed 000 section 10); `check` refuses a bad immediate at decode, whatever the SBUF holds."""
+    from tensore.model.isa.enums import PsumRound
+    bypass = 1 << 4
+    eng = _reg_write_engine([7], queue_cfg=bypass)
+    trace = eng.run(assemble(_reg_write(0x100, value=1), "mariana"))
+    op = trace.ops[0]
+    assert op.fault == ErrorCode.NONE and op.t_complete == op.t_issue and eng.psum.round_mode == PsumRound.SR
+    assert eng.read_reg("err_status") == 0 and not trace.of_kind("error")
+    eng = _reg_write_engine([1], queue_cfg=bypass)
+    trace = eng.run(assemble(_reg_write(0x100, value=2), "mariana"))
+    assert trace.ops[0].error == ErrorCode.BAD_REGISTER and trace.ops[0].uop is None
+    assert eng.read_reg("done_count") == 0 and eng.regs.counter64("pe_regwrite", 0) == 0
+
+
+@pytest.mark.parametrize("trace_mode", ["detailed", "aggregate"])
+def test_psum_is_its_writes_in_cycle_order(trace_mode):
+    """Random programs (micro-ops whose write windows overlap, zeroing a bank an older matmul still
+    writes): the final PSUM is the trace's zeroing and writes applied in cycle order (Trace.replay_psum),
+    as hardware makes them (D-T40 (6))."""
+    from tensore.cosim import random_programs as R
+    checked = 0
+    for gen in (Gen.CAYMAN, Gen.MARIANA, Gen.MAVERICK):
+        for seed in (2, 4, 6, 10, 12):
+            p = R.generate(gen, seed, extras=3)
+            eng, trace = run_program(p, trace=trace_mode)
+            assert np.array_equal(trace.replay_psum().mem, eng.psum.mem), (gen.name, seed)
+            checked += sum(o.psum_writes for o in trace.ops)
+    assert checked > 1000

@@ -146,6 +146,33 @@ def test_sparse_matches_the_fraction_chain():
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("mode", ["low", "high", "low_high"])
+def test_fp32_sparse_follows_fp32_mode(mode):
+    """FP32 MatmulSparse takes fp32_mode's passes (D-12, D-T24): the oracle equals the model
+    (array.matmul, and with fmaps beyond those sent array.sparse_wide_chain), and each column is the
+    oracle's dense FP32 chain of the moving rows its tags pick (checked against SoftFloat above)."""
+    from tensore.model.isa.enums import FP32Mode
+    rng = np.random.default_rng(21)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    a = (rng.standard_normal((8, 3, 5)) * np.float32(3.0)).astype(np.float32)
+    w[2, 1], a[5, 1, 2], a[6, 0, 4], w[7, 3] = np.inf, np.nan, 1e-45, 2.0 ** -100
+    tags = rng.integers(0, 3, (8, 4))
+    kw = {"in_dtype": "fp32", "gen": "mariana", "fp32_mode": mode}
+    got = fp32_bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), tags=tags, **kw))
+    assert np.array_equal(got, _nan_canonical(fp32_bits(model.array.matmul(w, a, tags=tags, **kw))))
+    for c in range(4):
+        picked = a[np.arange(8), tags[:, c]]                                   # [K, N]
+        col = oracle.matmul(w[:, c:c + 1].view(np.uint32), picked.view(np.uint32), **kw)
+        assert np.array_equal(fp32_bits(col)[0], got[c])
+    others = {m: fp32_bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), tags=tags, in_dtype="fp32",
+                                         gen="mariana", fp32_mode=m)) for m in ("low", "high", "low_high")}
+    assert all(not np.array_equal(got, v) for m, v in others.items() if m != mode)
+    skip = np.where(rng.random((8, 4)) < 0.3, 3, tags)                         # fmap 3 of 3 sent: passes on
+    got = fp32_bits(oracle.matmul(w.view(np.uint32), a.view(np.uint32), tags=skip, **kw))
+    psum, _ = model.array.sparse_wide_chain(w, a, skip, FP32Mode[mode.upper()])
+    assert np.array_equal(got, _nan_canonical(fp32_bits(psum)))
+
+
 def test_fraction_path_equals_the_integer_path(monkeypatch):
     """With the int64 path disabled every element goes through Fractions: the same bits."""
     rng = np.random.default_rng(9)

@@ -256,17 +256,11 @@ def test_c256_collisions():
 
 @pytest.mark.slow
 @pytest.mark.cosim
-@pytest.mark.xfail(strict=True, reason="the golden engine applies a micro-op's writes whole, in program order: "
-                   "the second c256 matmul's first SR draw of a state comes after the first matmul's later draws "
-                   "of that state; the RTL draws in cycle order (a model question, see D-T40 (6))")
 def test_c256_back_to_back_sr_states_in_cycle_order():
     bad = lockstep.run(c256_back_to_back(bf16_sr=True), psum_partitions=8)
     assert bad is None, str(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="the golden engine applies a micro-op's writes whole, in program order, "
-                   "but reports them in the cycles they happen: a later micro-op that writes a cell before an "
-                   "earlier one does is reported with the earlier one's value folded in (a model question, D-T40 (6))")
 def test_golden_writes_replay_in_cycle_order():
     """The golden PSUM equals the golden trace's writes applied in cycle order (what the RTL does)."""
     eng, trace, _ = lockstep.golden(older_writes_later())

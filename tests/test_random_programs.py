@@ -20,11 +20,7 @@ SEEDS = range(12)
 
 REPRO = Path(__file__).parent / "repro"
 STEMS = sorted(p.stem for p in REPRO.glob("*.s"))
-RTL_GAPS = {     # where the engine RTL and the golden engine differ; strict: a fix turns them green
-    "pe_reg_write_value_maverick": "the golden engine refuses a PeRegWrite whose SBUF value is neither 0 nor 1 at "
-                                   "decode, reading SBUF without latency; the RTL fetches the value after issue (seed "
-                                   "000 section 10) and reports BAD_REGISTER when it arrives (D-T38 (6)): a model question",
-}
+RTL_GAPS: dict[str, str] = {}   # where the engine RTL and the golden engine differ; strict: a fix turns them green
 
 
 def test_generate_is_deterministic():
