@@ -461,6 +461,12 @@ def cmd_run(args) -> int:
         print(f"error: {len(refused)} micro-op(s) refused; the first is #{o.index} {o.name} ({o.error.name}{why}); "
               "--allow-refused accepts programs that test refusals", file=sys.stderr)
         return 1
+    faulted = [o for o in trace.ops if o.fault]
+    if faulted and not args.allow_refused:
+        o = faulted[0]
+        print(f"error: {len(faulted)} micro-op(s) reported an error when executed; the first is #{o.index} {o.name} "
+              f"({o.fault.name}); --allow-refused accepts programs that test errors", file=sys.stderr)
+        return 1
     return 1 if trace.stalled else 0
 
 

@@ -1,4 +1,6 @@
 """The `tensore` command line: asm / disasm round trip, clear errors, exit codes."""
+from pathlib import Path
+
 import pytest
 
 from tensore.model.dtypes import Gen
@@ -129,6 +131,20 @@ def test_refused_micro_ops_fail_the_run(tmp_path):
     assert "error: 2 micro-op(s) refused; the first is #0 ldweights" in err and "--allow-refused" in err
     assert "Traceback" not in err
     rc, _, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick", "--allow-refused")
+    assert rc == 0 and err == ""
+
+
+def test_an_error_reported_in_execution_fails_the_run(tmp_path):
+    """A PeRegWrite whose fetched value is not a PSUM_ROUND value issues and reports BAD_REGISTER at
+    t + L (D-T38 (6)): the run exits 1 unless --allow-refused."""
+    import numpy as np
+    repro = Path(__file__).parent / "repro" / "pe_reg_write_value_maverick"
+    (tmp_path / "p.s").write_text(repro.with_suffix(".s").read_text())
+    np.savez(tmp_path / "sb.npz", sbuf=np.load(repro.with_suffix(".npz"))["sbuf"])
+    args = ("run", tmp_path / "p.s", "--gen", "maverick", "--rows", "8", "--cols", "16", "--sbuf", tmp_path / "sb.npz")
+    rc, _, err = _tensore(*args)
+    assert rc == 1 and "#0 pe_reg_write (BAD_REGISTER)" in err and "Traceback" not in err
+    rc, _, err = _tensore(*args, "--allow-refused")
     assert rc == 0 and err == ""
 
 
