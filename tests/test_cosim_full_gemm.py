@@ -73,7 +73,9 @@ def test_other_programs_have_no_kernel_check():
 BUILDS = {"mariana": (8, 8), "maverick": (8, 8)}
 
 
+# minutes on 2 cores: make cosim (make test keeps one Verilator library run per generation)
 @pytest.mark.slow
+@pytest.mark.cosim
 @pytest.mark.parametrize("gen", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in BUILDS])
 def test_program_list_on_verilator(gen):
     """The cosim-full list (kernel GEMM included) on a small Verilator build in lockstep, through the

@@ -8,7 +8,8 @@ import pytest
 from tensore.cosim import hdl
 from tensore.cosim import programs as P
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cayman")]
+# minutes on 2 cores: make cosim (make test keeps one Verilator library run per generation)
+pytestmark = [pytest.mark.slow, pytest.mark.cosim, pytest.mark.xdist_group("cayman")]
 PACK = 2                                    # the library's CAYMAN build (tests/test_cosim_hdl.py)
 
 

@@ -48,7 +48,8 @@ def test_full_size_exports(tmp_path, gen, rows, cols):
     assert pe.count("module tensore_pe_") == 1
 
 
-@pytest.mark.parametrize("gen,rows,cols", [("mariana", 128, 128), ("maverick", 128, 256)])
+@pytest.mark.parametrize("gen,rows,cols", [("mariana", 128, 128),
+                                           pytest.param("maverick", 128, 256, marks=pytest.mark.cosim)])   # ~70 s
 def test_full_size_array_elaborates(gen, rows, cols):
     from amaranth.hdl import Fragment
     array = Array(gen, rows, cols, 8, black_box=True)

@@ -29,7 +29,9 @@ def test_specialised_pe_is_smaller():
     assert len(element_dtypes("maverick", parse_dtypes("maverick", ["bf16"]))) == 1
 
 
+# minutes on 2 cores: make cosim (make test keeps one Verilator library run per generation)
 @pytest.mark.slow
+@pytest.mark.cosim
 @pytest.mark.verilator
 @pytest.mark.xdist_group("cayman")
 def test_specialised_engine_runs_and_refuses():
