@@ -2,8 +2,9 @@
 // cosim/lockstep.py's `bench`, in C++.  It reads jobs (register setup, descriptors, an SBUF image,
 // the cycles to run) from a binary file, drives the descriptor stream, serves the stationary, scale
 // and moving SBUF ports from the image with the engine's latency, and records every PSUM write
-// (cycle, port, partition, offset, bits), the error and unsupported outputs of every cycle and the
-// registers read at the end.  The comparison with the golden engine runs in Python over those arrays.
+// (cycle, port, partition, offset, bits, bf16), the error and unsupported outputs of every cycle, the
+// registers read at the end and the PSUM words read back after them (every partition's word through
+// the host port's lanes).  The comparison with the golden engine runs in Python over those arrays.
 // Port widths and names come from harness_ports.h, generated per engine configuration.  A traced
 // build (verilator --trace / --trace-fst) writes the waveform to the third argument, VCD or FST.
 #include "Vtop.h"
@@ -66,6 +67,14 @@ struct Sbuf {
     }
     uint64_t nibble(int64_t p, int64_t a) const { return (byte(p, a >> 1) >> (4 * (a & 1))) & 0xF; }
 };
+// an SBUF port's element map (rtl/mx.py MAP_FIELDS): index e at (e mod n0) * s0 + (e div n0) * s1
+static inline int64_t mapped(int64_t e, int64_t n0, int64_t s0, int64_t s1) {
+    if (n0 < 1) n0 = 1;
+    return (e % n0) * s0 + (e / n0) * s1;
+}
+// field `port` of a request (FIELD_W bits each; row or element i), unsigned and sign-extended
+#define FIELD(port, w, i) getf(top.port, (w) * (i), (w))
+#define SFIELD(port, w, i) sext(FIELD(port, w, i), (w))
 
 struct Pending {
     bool st = false, sc = false;
@@ -125,6 +134,8 @@ int main(int argc, char** argv) {
         std::vector<int64_t> descs = read_words(in, 8 * ndesc);
         const int64_t nregs = read1(in);
         std::vector<int64_t> regs = read_words(in, nregs);
+        const int64_t nwords = read1(in);
+        std::vector<int64_t> words = read_words(in, nwords);
         Sbuf sb;
         sb.parts = read1(in);
         sb.bytes = read1(in);
@@ -146,8 +157,9 @@ int main(int argc, char** argv) {
         }
         top.bus_we = 0;
         std::vector<Pending> ring(Lm + 1);
-        std::vector<int64_t> writes;                 // (cycle, port, partition, offset, bits)
+        std::vector<int64_t> writes;                 // (cycle, port, partition, offset, bits, bf16)
         std::vector<uint8_t> err(end), unsup(end);
+        int64_t done = 0;                            // the engine's done output in the last cycle
         int64_t nxt = 0;
         auto t0 = std::chrono::steady_clock::now();
         for (int64_t cycle = 0; cycle < end; cycle++) {
@@ -173,24 +185,34 @@ int main(int argc, char** argv) {
             run.eval();
             Pending& later = ring[(cycle + Lm) % (Lm + 1)];
             if (top.st_req_valid) {
-                int64_t part = getf(top.st_req_part, 0, 7), off = getf(top.st_req_off, 0, 18);
-                int es = getf(top.st_req_esize, 0, 3), count = getf(top.st_req_count, 0, 16);
+                int64_t part = FIELD(st_req_part, ST_W_PART, 0), off = FIELD(st_req_off, ST_W_OFF, 0);
+                int es = FIELD(st_req_esize, ST_W_ESIZE, 0), count = FIELD(st_req_count, ST_W_COUNT, 0);
                 later.st = true;
                 later.st_vals.assign(count, 0);
-                if (getf(top.st_req_xpose, 0, 1)) {
-                    for (int e = 0; e < count; e++) later.st_vals[e] = sb.read(part + e, off, es);
-                } else {
-                    int64_t st[3], nm[3];
-                    for (int d = 0; d < 3; d++) {
-                        st[d] = sext(getf(top.st_req_step, 16 * d, 16), 16);
-                        nm[d] = getf(top.st_req_num, 16 * d, 16);
+                int64_t st[3], nm[3];
+                for (int d = 0; d < 3; d++) {
+                    st[d] = SFIELD(st_req_step, ST_W_STEP, d);
+                    nm[d] = FIELD(st_req_num, ST_W_NUM, d);
+                }
+                bool nib = FIELD(st_req_nib, ST_W_NIB, 0);
+                if (FIELD(st_req_xpose, ST_W_XPOSE, 0)) {
+                    // `xpack` elements of each partition: element e at position first + e mod xpack
+                    int64_t first = FIELD(st_req_first, ST_W_FIRST, 0), xpack = FIELD(st_req_xpack, ST_W_XPACK, 0);
+                    int64_t n0 = nm[0] < 1 ? 1 : nm[0], n1 = nm[1] < 1 ? 1 : nm[1];
+                    if (xpack < 1) xpack = 1;
+                    for (int e = 0; e < count; e++) {
+                        int64_t q = first + e % xpack, pp = part + e / xpack;
+                        int64_t rel = (q % n0) * st[0] + (q / n0 % n1) * st[1] + (q / (n0 * n1)) * st[2];
+                        later.st_vals[e] = nib ? sb.nibble(pp, 2 * off + rel) : sb.read(pp, off + es * rel, es);
                     }
-                    bool nib = getf(top.st_req_nib, 0, 1);
+                } else {
+                    int64_t n0 = FIELD(st_req_map_n0, ST_W_MAP_N0, 0), s0 = SFIELD(st_req_map_s0, ST_W_MAP_S0, 0),
+                            s1 = SFIELD(st_req_map_s1, ST_W_MAP_S1, 0);
                     int e = 0;
                     for (int64_t i2 = 0; i2 < nm[2] && e < count; i2++)
                         for (int64_t i1 = 0; i1 < nm[1] && e < count; i1++)
                             for (int64_t i0 = 0; i0 < nm[0] && e < count; i0++, e++) {
-                                int64_t rel = i0 * st[0] + i1 * st[1] + i2 * st[2];
+                                int64_t rel = mapped(i0 * st[0] + i1 * st[1] + i2 * st[2], n0, s0, s1);
                                 later.st_vals[e] = nib ? sb.nibble(part, 2 * off + rel) : sb.read(part, off + es * rel, es);
                             }
                     later.st_vals.resize(e);
@@ -204,38 +226,42 @@ int main(int argc, char** argv) {
             }
             for (int r = 0; r < rows; r++) {
                 if (!getf(top.mv_req_valid, r, 1)) continue;
-                int64_t p = getf(top.mv_req_part, 7 * r, 7);
-                int es = getf(top.mv_req_esize, 3 * r, 3);
+                int64_t p = FIELD(mv_req_part, MV_W_PART, r);
+                int es = FIELD(mv_req_esize, MV_W_ESIZE, r);
                 uint32_t w[MV_WORDS] = {0};
-                if (getf(top.mv_req_mx, r, 1)) {
-                    int64_t addr = getf(top.mv_req_addr, 19 * r, 19), stride = sext(getf(top.mv_req_stride, 20 * r, 20), 20);
-                    int cnt = getf(top.mv_req_count, 4 * r, 4);
-                    bool nib = getf(top.mv_req_nib, r, 1);
+                if (FIELD(mv_req_mx, MV_W_MX, r)) {
+                    // `count` codes: indices elem + j * stride, each at addr + its mapped address
+                    int64_t addr = FIELD(mv_req_addr, MV_W_ADDR, r), elem = FIELD(mv_req_elem, MV_W_ELEM, r);
+                    int64_t stride = SFIELD(mv_req_stride, MV_W_STRIDE, r);
+                    int64_t n0 = FIELD(mv_req_map_n0, MV_W_MAP_N0, r), s0 = SFIELD(mv_req_map_s0, MV_W_MAP_S0, r),
+                            s1 = SFIELD(mv_req_map_s1, MV_W_MAP_S1, r);
+                    int cnt = FIELD(mv_req_count, MV_W_COUNT, r);
+                    bool nib = FIELD(mv_req_nib, MV_W_NIB, r);
                     uint64_t codes = 0;
                     for (int j = 0; j < cnt && j < 8; j++) {
-                        int64_t a = addr + j * stride;
+                        int64_t a = addr + mapped(elem + j * stride, n0, s0, s1);
                         codes |= (nib ? sb.nibble(p, a) : sb.byte(p, a)) << (8 * j);
                     }
                     w[0] = (uint32_t)codes; w[1] = (uint32_t)(codes >> 32);
-                    w[2] = sb.byte(getf(top.mv_req_spart, 7 * r, 7), getf(top.mv_req_soff, 18 * r, 18));
+                    w[2] = sb.byte(FIELD(mv_req_spart, MV_W_SPART, r), FIELD(mv_req_soff, MV_W_SOFF, r));
                 } else {
-                    for (int j = 0; j < MV_ELEMS; j++) w[j] = sb.read(p, getf(MV_OFF(j), 18 * r, 18), es);
+                    for (int j = 0; j < MV_ELEMS; j++) w[j] = sb.read(p, getf(MV_OFF(j), MV_W_OFF0 * r, MV_W_OFF0), es);
                 }
                 later.mv_rows.push_back(r);
                 later.mv_words.insert(later.mv_words.end(), w, w + MV_WORDS);
             }
             for (int p = 0; p < parts; p++) {
-                if (getf(top.mon_valid, p, 1))
-                    writes.insert(writes.end(), {cycle, 0, p, (int64_t)getf(top.mon_offset, 14 * p, 14),
-                                                 (int64_t)getf(top.mon_bits, 32 * p, 32)});
-#if HAVE_MON2
-                if (getf(top.mon2_valid, p, 1))
-                    writes.insert(writes.end(), {cycle, 1, p, (int64_t)getf(top.mon2_offset, 14 * p, 14),
-                                                 (int64_t)getf(top.mon2_bits, 32 * p, 32)});
-#endif
+#define RECORD(mon, k)                                                                                      \
+                if (getf(top.mon##_valid, p, 1))                                                            \
+                    writes.insert(writes.end(), {cycle, k, p, (int64_t)getf(top.mon##_offset, 14 * p, 14),   \
+                                                 (int64_t)getf(top.mon##_bits, 32 * p, 32),                 \
+                                                 (int64_t)getf(top.mon##_bf16, p, 1)});
+                MONITORS(RECORD)
+#undef RECORD
             }
             err[cycle] = top.error;
             unsup[cycle] = top.unsupported;
+            done = top.done;
             bool accepted = top.desc_ready;
             top.clk = 1;
             run.eval();
@@ -252,12 +278,20 @@ int main(int argc, char** argv) {
             top.clk = 1;
             run.eval();
         }
-        int64_t nw = writes.size() / 5;
+        std::vector<uint32_t> psum(nwords * parts);
+        for (int64_t i = 0; i < nwords; i++) {
+            setf(top.host_word, 0, 16, words[i]);
+            run.tick();                              // the read port's data, one cycle later
+            for (int64_t p = 0; p < parts; p++) psum[i * parts + p] = (uint32_t)getf(top.host_lanes, 32 * p, 32);
+        }
+        int64_t nw = writes.size() / 6;
         fwrite(&nw, 8, 1, out);
         fwrite(writes.data(), 8, writes.size(), out);
         fwrite(err.data(), 1, end, out);
         fwrite(unsup.data(), 1, end, out);
         fwrite(got.data(), 8, nregs, out);
+        fwrite(&done, 8, 1, out);
+        fwrite(psum.data(), 4, psum.size(), out);
         fwrite(&seconds, 8, 1, out);
         fflush(out);
     }

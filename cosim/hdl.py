@@ -33,6 +33,8 @@ from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
 from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
+from tensore.rtl.psum_bank import monitor_names
+from tensore.rtl.writeback import PSUM_PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMS = ("verilator", "icarus")
@@ -49,18 +51,22 @@ class Config:
     sbuf_latency: int = 2
     psum_partitions: int = 16
     dtypes: tuple | None = None          # a specialised build (D-T62): the PE's operand dtypes
+    psum_ports: int = PSUM_PORTS         # the writes a PSUM partition takes in one cycle (D-T40 (6))
+    sparse32: bool = False               # 32-bit MatmulSparse fmaps (D-T40 (3))
 
     @property
     def label(self) -> str:
         from tensore.rtl.fp.pe_mac import dtypes_suffix
+        ports = "" if self.psum_ports == PSUM_PORTS else f"_w{self.psum_ports}"
         return (f"{self.gen.lower()}_{self.rows}x{self.cols}_p{self.pack}_l{self.sbuf_latency}"
-                f"_ps{self.psum_partitions}{dtypes_suffix(self.dtypes)}")
+                f"_ps{self.psum_partitions}{ports}{'_s32' if self.sparse32 else ''}{dtypes_suffix(self.dtypes)}")
 
     @classmethod
-    def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16, dtypes=None) -> "Config":
+    def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16, dtypes=None,
+           psum_ports=PSUM_PORTS, sparse32=False) -> "Config":
         pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
         return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions,
-                   None if dtypes is None else tuple(dtypes))
+                   None if dtypes is None else tuple(dtypes), psum_ports, sparse32)
 
 
 @contextmanager
@@ -93,7 +99,8 @@ def export_cached(cfg: Config, *, log=print) -> dict:
             t0 = time.perf_counter()
             with Progress("export", log, stage="Amaranth -> Verilog (Yosys), loop form"):
                 export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
-                              psum_partitions=cfg.psum_partitions, out_dir=out, dtypes=cfg.dtypes)
+                              psum_partitions=cfg.psum_partitions, out_dir=out, dtypes=cfg.dtypes,
+                              psum_ports=cfg.psum_ports, sparse32=cfg.sparse32)
             log(f"  exported in {time.perf_counter() - t0:.1f} s -> {out}")
         info = json.loads(info_file.read_text())
     return info | {"dir": str(out)}
@@ -471,6 +478,32 @@ def fit_pack(lks, pack: int | None = None) -> int:
     return max(need, *(lk.pack for lk in lks))
 
 
+def fit_ports(lks, ports: int | None = None) -> int:
+    """The PSUM write ports per partition to build for (D-T40 (6)): `ports` when given and enough (a
+    one-line error naming the count to build otherwise), else PSUM_PORTS raised to the most writes
+    the programs make to one partition in one cycle (the golden run).  Sets each lockstep's monitors."""
+    need, lk = max(((lk.need_ports, lk) for lk in lks), key=lambda x: x[0])
+    if ports and need > ports:
+        raise ValueError(f"program {lk.program.name} writes {need} times to one PSUM partition in a cycle; the "
+                         f"engine is built with {ports} write ports per partition: build it with {need}, or leave "
+                         "the count out to fit the program")
+    fit = ports or max(PSUM_PORTS, need)
+    for x in lks:
+        x.psum_ports, x.monitors = fit, monitor_names(fit)
+    return fit
+
+
+def fit_sparse32(lks, sparse32: bool | None = None) -> bool:
+    """Whether to build with 32-bit MatmulSparse fmaps (D-T40 (3)): `sparse32` when given (False with
+    a program that needs them is a one-line error), else whether a program needs them
+    (Lockstep.need_sparse32: an executed MatmulSparse of FP32 values, the golden run)."""
+    need = [lk for lk in lks if lk.need_sparse32]
+    if sparse32 is False and need:
+        raise ValueError(f"program {need[0].program.name} runs a MatmulSparse of 32-bit values; the engine is built "
+                         "without 32-bit sparse fmaps: build it with them, or leave the choice out to fit the program")
+    return bool(need) if sparse32 is None else sparse32
+
+
 def run(program, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, pack=None, sbuf_latency=2,
         psum_partitions=16, opt=None, tamper=None, compare=True, harness=None, dtypes=None, log=silent) -> HdlResult:
     """Export (cached), build (cached) and run `program` in lockstep on `sim` (`compare=False`: the
@@ -480,7 +513,8 @@ def run(program, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, 
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions, tamper=tamper)
     lk.pack = fit_pack([lk], pack)
     lk.compare = compare
-    cfg = Config.of(program, pack=lk.pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes)
+    cfg = Config.of(program, pack=lk.pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes,
+                    psum_ports=fit_ports([lk]), sparse32=fit_sparse32([lk]))
     return run_locksteps([lk], cfg, sim=sim, waves=waves, waves_to=waves_to, waves_depth=waves_depth, opt=opt,
                          harness=harness, log=log)[0]
 
@@ -509,5 +543,6 @@ def run_many(programs, *, sim="verilator", pack=None, sbuf_latency=2, psum_parti
     fit = fit_pack(lks, pack)
     for lk in lks:
         lk.pack = fit
-    cfg = Config.of(p0, pack=fit, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes)
+    cfg = Config.of(p0, pack=fit, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes,
+                    psum_ports=fit_ports(lks), sparse32=fit_sparse32(lks))
     return run_locksteps(lks, cfg, sim=sim, opt=opt, harness=harness, log=log)

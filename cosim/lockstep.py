@@ -12,20 +12,30 @@ the same testbench runs in Amaranth's simulator (`run`, here) and on exported Ve
 Wide ports are read and written packed (one integer per port per cycle)."""
 from __future__ import annotations
 
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+from amaranth.hdl import Shape
+from amaranth.lib import data
 
 from tensore.cosim.amaranth_sim import simulate
 from tensore.cosim.mismatch import Mismatch, first_with_waveform
 from tensore.model.arr_seq_regs import REGISTERS
+from tensore.model.dtypes import Dtype
 from tensore.model.engine import Engine as GoldenEngine
 from tensore.model.isa.asm import assemble
+from tensore.model.isa.enums import Opcode
+from tensore.rtl.load_unit import STATIONARY_REQUEST
+from tensore.rtl.mx import MAP_FIELDS, mapped
+from tensore.rtl.rowport import MV_REQUEST
 from tensore.rtl.top import MV_ELEMS
-from tensore.rtl.writeback import PSUM_PORTS, monitor_names
+from tensore.rtl.psum_bank import monitor_names
+from tensore.rtl.writeback import PSUM_PORTS
 
 MV_BITS = 32 * MV_ELEMS                 # one row of mv_resp_data
+MX_FIELDS = ("addr", "elem", "stride", "count", "nib", *MAP_FIELDS, "spart", "soff")     # an MX moving request's
 MV_MASK = (1 << MV_BITS) - 1
 CHECK_REGS = ("err_status", "err_count", "done_count", "matmul_done_count")
 
@@ -42,24 +52,36 @@ class SbufServer:
     def nibble(self, part, addr) -> int:
         return int(self.mem[part, addr >> 1]) >> (4 * (addr & 1)) & 0xF
 
-    def gather(self, part, off, esize, steps, nums, count, xpose=0, nib=0):
-        """`count` elements of partition `part` along a TENSOR3D pattern from byte `off` (with `nib`,
-        4-bit elements: steps in nibbles from nibble address 2 * off), or (`xpose`) the element at
-        `off` of each of `count` partitions from `part` on."""
+    def gather(self, part, off, esize, steps, nums, count, xpose=0, nib=0, emap=(1, 0, 1), first=0, xpack=1):
+        """`count` elements of partition `part` along a TENSOR3D pattern of positions, position p at
+        element `mapped(p, *emap)` from byte `off` (with `nib`, 4-bit elements: in nibbles from nibble
+        address 2 * off), or (`xpose`) `xpack` elements of each of count / xpack partitions from `part`
+        on: element e is partition part + e div xpack's at position first + e mod xpack of the pattern."""
         if xpose:
-            return [self.read(part + e, off, esize) for e in range(count)]
-        i = np.indices(nums[::-1]).reshape(3, -1)[::-1]          # element order: dim 0 fastest
-        rel = (i[0] * steps[0] + i[1] * steps[1] + i[2] * steps[2])[:count]
+            xpack = max(xpack, 1)
+            parts = [part + e // xpack for e in range(count)]
+            rel = [_position(first + e % xpack, steps, nums) for e in range(count)]
+        else:
+            i = np.indices(nums[::-1]).reshape(3, -1)[::-1]          # element order: dim 0 fastest
+            pos = (i[0] * steps[0] + i[1] * steps[1] + i[2] * steps[2])[:count]
+            parts, rel = [part] * len(pos), [mapped(int(p), *emap) for p in pos]
         if nib:
-            return [self.nibble(part, 2 * off + int(x)) for x in rel]
-        return [self.read(part, int(o), esize) for o in off + esize * rel]
+            return [self.nibble(p, 2 * off + x) for p, x in zip(parts, rel)]
+        return [self.read(p, off + esize * x, esize) for p, x in zip(parts, rel)]
 
-    def mx_row(self, part, addr, stride, count, nib, spart, soff) -> int:
-        """An MX moving request: `count` codes from element address `addr` (bytes, or nibbles), `stride`
-        apart, in bytes 0-7, and the block scale byte at (spart, soff) in byte 8."""
-        codes = [self.nibble(part, addr + j * stride) if nib else int(self.mem[part, addr + j * stride])
-                 for j in range(count)]
+    def mx_row(self, part, addr, elem, stride, count, nib, emap, spart, soff) -> int:
+        """An MX moving request: `count` codes of indices elem + j * stride of a data pattern at `addr`
+        (bytes, or nibbles), each at addr + mapped(index, *emap), in bytes 0-7, and the block scale byte
+        at (spart, soff) in byte 8."""
+        at = [addr + mapped(elem + j * stride, *emap) for j in range(count)]
+        codes = [self.nibble(part, a) if nib else int(self.mem[part, a]) for a in at]
         return sum(c << (8 * j) for j, c in enumerate(codes)) | int(self.mem[spart, soff]) << 64
+
+
+def _position(p, steps, nums) -> int:
+    """The element offset of position p of a TENSOR3D pattern (dim 0 fastest)."""
+    n0, n1 = max(nums[0], 1), max(nums[1], 1)
+    return (p % n0) * steps[0] + (p // n0 % n1) * steps[1] + (p // (n0 * n1)) * steps[2]
 
 
 def golden(program, *, sbuf_latency=2):
@@ -71,16 +93,47 @@ def golden(program, *, sbuf_latency=2):
     return eng, eng.run(code), code
 
 
+def _widths(fields) -> dict:
+    """{field: (width, signed)} of a request's fields (one element's, for arrays): how to cut its ports."""
+    out = {}
+    for name, shape in fields:
+        s = shape.elem_shape if isinstance(shape, data.ArrayLayout) else shape
+        s = Shape.cast(s)
+        out[name] = (s.width, s.signed)
+    return out
+
+
+MV_W = _widths((name, f.shape) for name, f in MV_REQUEST)           # per row
+ST_W = _widths(STATIONARY_REQUEST.items())                          # per element of step / num
+
+
 def _field(packed: int, i: int, width: int, signed: bool = False) -> int:
     x = (packed >> (width * i)) & ((1 << width) - 1)
     return x - (1 << width) if signed and x >> (width - 1) else x
 
 
+def needs_sparse32(trace) -> bool:
+    """Whether a golden run executes a MatmulSparse of 32-bit values (FP32 data, or a LUT table of
+    FP32 entries), which the engine runs only when built with `sparse32` (D-T40 (3))."""
+    table = None
+    for o in trace.ops:
+        if o.t_issue is None:
+            continue
+        if o.desc.op == Opcode.CONV_LUT_LOAD:
+            table = o.uop.dtype
+        elif o.desc.op == Opcode.MATMUL_SPARSE and (table if o.uop.lut else o.uop.dtype) == Dtype.FP32:
+            return True
+    return False
+
+
 class Lockstep:
     """One program's golden run, as per-cycle stimulus and expectations for the engine RTL."""
 
-    def __init__(self, program, *, sbuf_latency=2, pack=None, psum_partitions=16, stop_at=None, tamper=None):
-        """`tamper(trace)` may alter the golden trace first (fault injection: how a mismatch is reported)."""
+    def __init__(self, program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=None, stop_at=None,
+                 tamper=None):
+        """`tamper(trace)` may alter the golden trace first (fault injection: how a mismatch is reported).
+        `psum_ports`: the engine's writes per partition and cycle (default: PSUM_PORTS, or as many as
+        the program needs, `need_ports`)."""
         self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
         self.pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
         self.eng, self.trace, code = golden(program, sbuf_latency=sbuf_latency)
@@ -98,6 +151,7 @@ class Lockstep:
             if p >= psum_partitions:
                 raise ValueError(f"the program writes PSUM partition {p}; build the engine with more partitions")
         self.refuse_at = min((e.cycle for e in self.trace.events if e.kind in ("refuse", "error")), default=None)
+        self.trace_cycles = self.trace.cycles
         self.end = self.trace.cycles + 4 if stop_at is None else stop_at + 1
         self.final = stop_at is None
         self.setup = [(self.eng.regs.offset_of(n), v) for n, v in program.regs.items()]
@@ -106,7 +160,14 @@ class Lockstep:
         self.regs = [(n, off, self.eng.read_reg(off)) for n, off in regs]     # (name, offset, expected)
         self.server = SbufServer(program.sbuf)
         # the PSUM write monitors: a partition's first, second, ... write of a cycle (D-T40 (6))
-        self.monitors = monitor_names(PSUM_PORTS)
+        self.need_ports = max((Counter(w[0] for w in ws).most_common(1)[0][1] for ws in self.writes.values() if ws),
+                              default=1)
+        self.psum_ports = psum_ports or max(PSUM_PORTS, self.need_ports)
+        self.monitors = monitor_names(self.psum_ports)
+        self.need_sparse32 = needs_sparse32(self.trace)
+        # the PSUM read back at the end: every word the program writes, of every partition
+        self.final_words = sorted({o // 4 for ws in self.writes.values() for _, o, _, _ in ws})
+        self.final_psum = self.eng.psum.cells(4)[:psum_partitions, self.final_words].T.astype(np.int64)
         self.checks = 0
         self.compare = True          # False: drive and serve only (measures the checking's cost)
 
@@ -122,18 +183,15 @@ class Lockstep:
         return sum(len(w) for w in self.writes.values())
 
     def check_cycle(self, cycle: int, got: set, error: int, unsupported: int) -> Mismatch | None:
-        """Compare one cycle: the PSUM writes seen (partition, offset, bits), the error status and
-        the unsupported output, against the golden trace."""
-        want_w = self.writes.get(cycle, set())
-        want = {(p, o, b) for p, o, b, _ in want_w}
-        wbytes = {(p, o): n for p, o, _, n in want_w}
-        got = {(p, o, b & (0xFFFF if wbytes.get((p, o)) == 2 else 0xFFFFFFFF)) for p, o, b in got}
+        """Compare one cycle: the PSUM writes seen (partition, offset, bits, bytes: 2 for a bf16 half,
+        else 4), the error status and the unsupported output, against the golden trace."""
+        want = self.writes.get(cycle, set())
+        got = {(p, o, b & (0xFFFF if n == 2 else 0xFFFFFFFF), n) for p, o, b, n in got}
         self.checks += 1 + len(want)
         if got != want:
             p = sorted({x[0] for x in got ^ want})[0]
             return Mismatch(cycle, f"PSUM partition {p} write",
-                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in want if q == p},
-                            {(o, b, wbytes.get((p, o), 4)) for q, o, b in got if q == p})
+                            {(o, b, n) for q, o, b, n in want if q == p}, {(o, b, n) for q, o, b, n in got if q == p})
         err_want = int(self.refuse_at is not None and cycle > self.refuse_at)
         if error != err_want:
             return Mismatch(cycle, "err_status.err", err_want, error)
@@ -145,6 +203,26 @@ class Lockstep:
         """One register read at the end of the run."""
         self.checks += 1
         return None if got == want else Mismatch(self.end, f"register {name}", want, got)
+
+    def check_idle(self, done: int) -> Mismatch | None:
+        """The engine's `done` output in the run's last cycle: the golden engine is idle by then (the
+        watchdog of the RTL: a unit that stays busy without writing anything more shows here)."""
+        self.checks += 1
+        if done:
+            return None
+        return Mismatch(self.end - 1, f"done (the engine is idle: the golden run ends at cycle {self.trace_cycles})",
+                        1, 0)
+
+    def check_psum(self, i: int, lanes) -> Mismatch | None:
+        """Word `final_words[i]` of every partition, read back after the run, against the golden PSUM."""
+        self.checks += 1
+        want = self.final_psum[i]
+        bad = np.flatnonzero(np.asarray(lanes, np.int64) != want)
+        if not len(bad):
+            return None
+        p, off = int(bad[0]), 4 * self.final_words[i]
+        return Mismatch(self.end, f"final PSUM partition {p} word at offset {off:#x}", int(want[p]), int(lanes[p]),
+                        fp32=True)
 
 
 async def bench(lk: Lockstep, port) -> Mismatch | None:
@@ -180,10 +258,12 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
         # requests of this cycle -> responses Lm cycles later
         if port.get("st_req_valid"):
             steps, nums = port.get("st_req_step"), port.get("st_req_num")
+            emap = [_field(port.get(f"st_req_{f}"), 0, *ST_W[f]) for f in MAP_FIELDS]
             vals = lk.server.gather(port.get("st_req_part"), port.get("st_req_off"), port.get("st_req_esize"),
-                                    [_field(steps, d, 16, True) for d in range(3)],
-                                    [_field(nums, d, 16) for d in range(3)], port.get("st_req_count"),
-                                    port.get("st_req_xpose"), port.get("st_req_nib"))
+                                    [_field(steps, d, *ST_W["step"]) for d in range(3)],
+                                    [_field(nums, d, *ST_W["num"]) for d in range(3)], port.get("st_req_count"),
+                                    port.get("st_req_xpose"), port.get("st_req_nib"), emap,
+                                    port.get("st_req_first"), port.get("st_req_xpack"))
             pending.setdefault(cycle + Lm, {})["st"] = vals
         if port.get("sc_req_valid"):
             p, o = port.get("sc_req_part"), port.get("sc_req_off")
@@ -194,17 +274,18 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
             offs = [port.get(f"mv_req_off{j}") for j in range(MV_ELEMS)]
             mx = port.get("mv_req_mx")
             if mx:
-                mxf = {n: port.get(f"mv_req_{n}") for n in ("addr", "stride", "count", "nib", "spart", "soff")}
+                mxf = {n: port.get(f"mv_req_{n}") for n in MX_FIELDS}
             out = pending.setdefault(cycle + Lm, {}).setdefault("mv", {})
             for r in range(R):
                 if mv >> r & 1:
-                    p, e = _field(part, r, 7), _field(es, r, 3)
+                    p, e = _field(part, r, *MV_W["part"]), _field(es, r, *MV_W["esize"])
                     if mx >> r & 1:
-                        out[r] = lk.server.mx_row(p, _field(mxf["addr"], r, 19), _field(mxf["stride"], r, 20, True),
-                                                  _field(mxf["count"], r, 4), mxf["nib"] >> r & 1,
-                                                  _field(mxf["spart"], r, 7), _field(mxf["soff"], r, 18))
+                        f = {n: _field(x, r, *MV_W[n]) for n, x in mxf.items()}
+                        out[r] = lk.server.mx_row(p, f["addr"], f["elem"], f["stride"], f["count"], f["nib"],
+                                                  [f[n] for n in MAP_FIELDS], f["spart"], f["soff"])
                     else:
-                        out[r] = sum(lk.server.read(p, _field(o, r, 18), e) << (32 * j) for j, o in enumerate(offs))
+                        out[r] = sum(lk.server.read(p, _field(o, r, *MV_W["off0"]), e) << (32 * j)
+                                     for j, o in enumerate(offs))
         if not lk.compare:
             accepted = port.get("desc_ready")
             await port.tick()
@@ -215,11 +296,13 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
         for prefix in lk.monitors:
             mon = port.get(f"{prefix}_valid")
             if mon:
-                offs, bits = port.get(f"{prefix}_offset"), port.get(f"{prefix}_bits")
-                got |= {(p, _field(offs, p, 14), _field(bits, p, 32)) for p in range(parts) if mon >> p & 1}
+                offs, bits, bf16 = (port.get(f"{prefix}_{f}") for f in ("offset", "bits", "bf16"))
+                got |= {(p, _field(offs, p, 14), _field(bits, p, 32), 2 if bf16 >> p & 1 else 4)
+                        for p in range(parts) if mon >> p & 1}
         bad = lk.check_cycle(cycle, got, port.get("error"), port.get("unsupported"))
         if bad is not None:
             return bad
+        done = port.get("done")
         accepted = port.get("desc_ready")
         await port.tick()
         if nxt < len(lk.descs) and accepted:
@@ -227,6 +310,9 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
     port.set("desc_valid", 0)
     if not (lk.final and lk.compare):
         return None
+    bad = lk.check_idle(done)
+    if bad is not None:
+        return bad
     for name, off, want in lk.regs:
         port.set("bus_addr", off)
         await port.settle()
@@ -234,6 +320,13 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
         if bad is not None:
             return bad
         await port.tick()
+    for i, word in enumerate(lk.final_words):
+        port.set("host_word", word)
+        await port.tick()                       # the read port's data, one cycle later
+        lanes = port.get("host_lanes")
+        bad = lk.check_psum(i, [_field(lanes, p, 32) for p in range(parts)])
+        if bad is not None:
+            return bad
     return None
 
 
@@ -258,13 +351,16 @@ class AmaranthPort:
         await self.ctx.tick()
 
 
-def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, vcd=None, stop_at=None, stats=None, tamper=None):
-    """Simulate `program` (cosim.programs.Program) in Amaranth; None when everything matches, else a Mismatch."""
+def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=None, vcd=None, stop_at=None,
+        stats=None, tamper=None, sparse32=None):
+    """Simulate `program` (cosim.programs.Program) in Amaranth; None when everything matches, else a Mismatch.
+    `sparse32`: build the engine with 32-bit sparse fmaps (None: if the program needs them)."""
     from tensore.rtl.top import Engine
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions,
-                  stop_at=stop_at, tamper=tamper)
+                  psum_ports=psum_ports, stop_at=stop_at, tamper=tamper)
     dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, sbuf_latency=sbuf_latency,
-                 psum_partitions=psum_partitions)
+                 psum_partitions=psum_partitions, psum_ports=lk.psum_ports,
+                 sparse32=lk.need_sparse32 if sparse32 is None else sparse32)
     result: list = []
 
     async def testbench(ctx):
@@ -284,17 +380,22 @@ def one_array(programs):
     return p0
 
 
-def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=None) -> list:
+def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=None, sparse32=None) -> list:
     """Run programs of one generation and array size on one elaborated engine (elaboration costs more
     than a short program), resetting it before each; returns, per program, None or the first Mismatch.
-    The engine has the largest elements per PE any of them needs."""
+    The engine has the largest elements per PE any of them needs, and 32-bit sparse fmaps if one
+    needs them (`sparse32` None) or as `sparse32` says."""
     from amaranth.hdl import ClockDomain, Module
 
     from tensore.rtl.top import Engine
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
-    build_pack = max(lk.pack for lk in lks)
-    dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
+    build_pack, ports = max(lk.pack for lk in lks), max(lk.psum_ports for lk in lks)
+    for lk in lks:
+        lk.psum_ports, lk.monitors = ports, monitor_names(ports)
+    s32 = any(lk.need_sparse32 for lk in lks) if sparse32 is None else sparse32
+    dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
+                 psum_ports=ports, sparse32=s32)
     top = Module()                  # the engine's own reset, as the exported engine's rst port
     top.domains.sync = sync = ClockDomain()
     top.submodules.engine = dut

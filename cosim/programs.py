@@ -353,14 +353,20 @@ def invalid_mixed(gen="mariana", rows=8, cols=8, n=8, seed=6):
     return b.done()
 
 
+def _tag_words(tags: np.ndarray, cols: int) -> np.ndarray:
+    """LdTags data: 4 tags per u16, the LSB nibble for the larger logical column."""
+    words = np.zeros((tags.shape[0], (cols + 3) // 4), np.uint64)
+    for m in range(cols):
+        words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+    return words
+
+
 def sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=3, seed=7):
     """LdTags (force_tag_bits 0x4) + Ldweights + MatmulSparse with 3 fmaps per partition."""
     b = _Builder("sparse", gen, rows, cols, seed)
     w, a = b.values("fp16", (rows, cols)), b.values("fp16", (rows, fmaps, n))
     tags = b.rng.integers(0, fmaps, (rows, cols))
-    words = np.zeros((rows, (cols + 3) // 4), np.uint64)
-    for m in range(cols):                                   # 4 per u16, LSB = larger logical column
-        words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+    words = _tag_words(tags, cols)
     ot, ow = b.put(0, words, 2), b.put(0, w, 2)
     oa = b.put(0, a.reshape(rows, fmaps * n), 2)
     b.line(f"ldtags in_dtype=uint16 force_tag_bits=4 rows={rows} cols={cols} {b.tile()}"
@@ -388,9 +394,7 @@ def sparse_mixed(gen="mariana", rows=8, cols=8, n=5, seed=17):
         if fmaps:
             a = b.values("fp16", (rows, fmaps, n))
             tags = b.rng.integers(0, fmaps, (rows, cols))
-            words = np.zeros((rows, (cols + 3) // 4), np.uint64)
-            for m in range(cols):
-                words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+            words = _tag_words(tags, cols)
             ot, oa = b.put(0, words, 2), b.put(0, a.reshape(rows, fmaps * n), 2)
             b.line(f"ldtags in_dtype=uint16 force_tag_bits=0 rows={rows} cols={cols} {b.tile()}"
                    f"src={_t3(f'sbuf(0,{ot:#x})', (cols + 3) // 4)}")
@@ -954,6 +958,35 @@ def mx_rows(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n
     dtype = Dtype.parse(dtype)
     name = f"mx_rows_{dtype.name.lower()}_{perf}_{n0[1]}" + ("_c256" if c256 else "")
     b = _Builder(name, gen, rows, cols // 2 if c256 else cols, seed)
+    _mx_rows_pair(b, dtype, perf, rows, cols, n, n0, gap, 2, c256)
+    return b.done()
+
+
+# MXTensorV2 patterns whose rows split the element order's units (a vector's or a weight column's
+# `pack` elements across rows): (dtype, perf, moving vectors, n0 (weights, moving), gap), for 4 columns
+MX_ROWS_UNALIGNED = {
+    "quad": [("fp8_e4m3", "quad_row", 6, (2, 6), 3), ("fp4_e2m1", "quad_row", 6, (2, 3), 1),
+             ("fp8_e5m2", "quad_row_interleave", 6, (8, 8), 2), ("int4", "quad_row_interleave", 10, (8, 20), 3),
+             ("fp8_e4m3", "quad_row_tiled", 64, (8, 64), 1), ("fp4_e2m1", "quad_row_tiled", 64, (16, 16), 3)],
+    "oct": [("fp8_e4m3", "oct_row", 6, (4, 12), 1), ("fp4_e2m1", "oct_row_interleave", 6, (16, 12), 3),
+            ("int4", "oct_row_tiled", 64, (8, 64), 1)],
+}
+
+
+def mx_rows_unaligned(gen="maverick", pump="quad", rows=8, cols=4, seed=48):
+    """MAVERICK MX matmuls over MXTensorV2 patterns of several rows that split the element order's
+    units (MX_ROWS_UNALIGNED: packed rows of n0 not a multiple of pack, interleaved ones of n1 not a
+    multiple of pack, tiled ones of neither one tile nor one slot of a tile), each pair of Ldweights
+    and Matmul into a bank of its own, with E8M0 block scales (D-T40 (5))."""
+    b = _Builder(f"mx_rows_unaligned_{pump}", gen, rows, cols, seed)
+    for bank, (dtype, perf, n, n0, gap) in enumerate(MX_ROWS_UNALIGNED[pump]):
+        _mx_rows_pair(b, Dtype.parse(dtype), perf, rows, cols, n, n0, gap, bank)
+    return b.done()
+
+
+def _mx_rows_pair(b, dtype, perf, rows, cols, n, n0, gap, bank, c256=False):
+    """Ldweights and Matmul over MXTensorV2 patterns of n0 = (weights, moving) elements per row (mx_rows),
+    results in PSUM bank `bank` (c256: banks bank and bank + 1), their expectations from the oracle."""
     pack = 4 if perf.startswith("quad") else 8
     w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
     dn, lines = dtype.name.lower(), []
@@ -963,16 +996,16 @@ def mx_rows(gen="maverick", dtype="fp8_e4m3", perf="quad_row", rows=8, cols=8, n
                      f"num_elem=[{width},{count * pack // width}], step_elem_data_1={s1}, p_f_dim=0x23, "
                      "scale_dtype=sfp8_e8)")
     tile, ncols = ("tile_size=(row_size_log2=r128, col_size_log2=c256) ", 0) if c256 else (b.tile(), cols)
-    dst = f"(start_addr=psum(0,2,0), step_elem=[1,0,512], num_elem=[{n},1,2])" if c256 else _t3('psum(0,2,0)', n)
+    dst = f"(start_addr=psum(0,{bank},0), step_elem=[1,0,512], num_elem=[{n},1,2])" if c256 else \
+        _t3(f"psum(0,{bank},0)", n)
     b.line(f"ldweights in_dtype={dn} rows={rows} cols={ncols} {tile}perf_mode={perf} "
            f"flags=(load_order=first_col_first) src={lines[0]}")
     b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={rows} cols={ncols} {tile}perf_mode={perf} "
            f"flags=(accumulate_flag=overwrite) src={lines[1]} dst={dst}")
     ref = matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw, moving_scales=sa)
-    for bank, part in enumerate(np.split(ref, 2) if c256 else [ref]):
-        _expect_fp32(b.p, 2 + bank, part)
-    b.p.pack = pack
-    return b.done()
+    for half, part in enumerate(np.split(ref, 2) if c256 else [ref]):
+        _expect_fp32(b.p, bank + half, part)
+    b.p.pack = max(b.p.pack or 1, pack)
 
 
 def lut_sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=43):
@@ -983,9 +1016,7 @@ def lut_sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=43):
     w = b.values("bf16", (rows, cols))
     idx = b.rng.integers(0, 64, (rows, fmaps, n))
     tags = b.rng.integers(0, fmaps, (rows, cols))
-    words = np.zeros((rows, (cols + 3) // 4), np.uint64)
-    for m in range(cols):                                   # 4 per u16, LSB = larger logical column
-        words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+    words = _tag_words(tags, cols)
     ot, otg, ow = b.put(0, table, 2), b.put(0, words, 2), b.put(0, w, 2)
     oa = b.put(0, idx.reshape(rows, fmaps * n), 1)
     mav = b.gen.layout == Gen.MAVERICK
@@ -1000,6 +1031,57 @@ def lut_sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=43):
            f"dst={_t3('psum(0,1,0)', n)}")
     _expect_fp32(b.p, 1, matmul(w, table[0][idx], in_dtype="bf16", gen=b.gen, tags=tags[:, ::-1]))
     return b.done()
+
+
+def transposed_load_packed(gen="mariana", rows=4, cols=8, n=5, seed=49):
+    """Transposing Ldweights of packed weights (D-13, D-T40 (1)): row k of column m takes elements
+    k * pack + j of partition m's pattern (2-D, n0 elements a row, rows gap + n0 apart), then a matmul
+    of the same pump.  MARIANA: FP8 double row; MAVERICK: MX FP8 quad row and FP4 oct row over
+    MXTensorV2 patterns, with E8M0 block scales."""
+    b = _Builder("transposed_load_packed", gen, rows, cols, seed)
+    flags = "flags=(xpose_mode=enabled, load_order=first_col_first)"
+    if b.gen.layout == Gen.MAVERICK:
+        cases = [("fp8_e4m3", "quad_row", 4, 8, 1), ("fp4_e2m1", "oct_row", 8, 16, 3)]
+    else:
+        cases = [("fp8_e5m2", "double_row", 2, 4, 3)]
+    for bank, (dtype, perf, pack, n0, gap) in enumerate(cases):
+        dtype = Dtype.parse(dtype)
+        k, s1, mx = rows * pack, n0 + gap, perf != "double_row"
+        w, a, sw, sa = _mx_tiles(b, dtype, pack, rows, cols, n)
+        e = np.arange(k)
+        data = np.zeros((cols, (-(-k // n0) - 1) * s1 + n0), np.uint64)
+        data[:, e % n0 + e // n0 * s1] = w.T                    # partition m: column m's k elements
+        od = b.put(0, _nibbles(data) if dt.format_of(dtype, b.gen).width == 4 else data, 1)
+        dn = dtype.name.lower()
+        if mx:
+            osc = b.put(0, _block_scales(sw, pack, cols), 1)
+            src = (f"mxtensor_v2(data_addr=sbuf(0,{od:#x}), scale_addr=sbuf(0,{osc:#x}), num_elem=[{n0},{k // n0}], "
+                   f"step_elem_data_1={s1}, p_f_dim=0x23, scale_dtype=sfp8_e8)")
+            oad, oas = _put_mx(b, a, pack, n, dtype, sa, perf)
+            mv = (f"mxtensor_v2(data_addr=sbuf(0,{oad:#x}), scale_addr=sbuf(0,{oas:#x}), num_elem=[{n * pack},1], "
+                  "p_f_dim=0x23, scale_dtype=sfp8_e8)")
+            b.line(f"ldweights in_dtype={dn} rows={rows} cols={cols} {b.tile()}perf_mode={perf} {flags} src={src}")
+            b.line(f"matmul in_dtype={dn} out_dtype=fp32 rows={rows} cols={cols} {b.tile()}perf_mode={perf} "
+                   f"flags=(accumulate_flag=overwrite) src={mv} dst={_t3(f'psum(0,{bank},0)', n)}")
+            ref = matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf, stationary_scales=sw, moving_scales=sa)
+        else:
+            src = f"(start_addr=sbuf(0,{od:#x}), step_elem=[1,{s1},0], num_elem=[{n0},{k // n0},1])"
+            oa = b.put(0, a.reshape(rows, 2, n).transpose(0, 2, 1).reshape(rows, 2 * n), 1)
+            b.line(f"ldweights in_dtype={dn} perf_opt=double_row rows={rows} cols={cols} {b.tile()}{flags} src={src}")
+            b.line(f"matmul in_dtype={dn} perf_opt=double_row out_dtype=fp32 rows={rows} cols={cols} {b.tile()}"
+                   f"acc=single src={_t3(f'sbuf(0,{oa:#x})', 2 * n)} dst={_t3(f'psum(0,{bank},0)', n)}")
+            ref = matmul(w, a, in_dtype=dtype, gen=b.gen, perf_mode=perf)
+        _expect_fp32(b.p, bank, ref)
+        b.p.pack = max(b.p.pack or 1, pack)
+    return b.done()
+
+
+def _block_scales(scales, pack, count):
+    """E8M0 block scales [blocks, count] as partitions: block b's in the block's first partition."""
+    sc = np.zeros(((scales.shape[0] - 1) * (32 // pack) + 1, count), np.uint64)
+    for blk in range(scales.shape[0]):
+        sc[blk * (32 // pack)] = scales[blk]
+    return sc
 
 
 def transposed_load_fp4(gen="mariana", rows=8, cols=8, n=6, seed=44):
@@ -1018,4 +1100,66 @@ def transposed_load_fp4(gen="mariana", rows=8, cols=8, n=6, seed=44):
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
            f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,2,0)', n)}")
     _expect_fp32(b.p, 2, matmul(w.view(np.uint16), a, in_dtype="bf16", gen=b.gen))
+    return b.done()
+
+
+def sparse_fp32(gen="mariana", rows=8, cols=8, n=6, fmaps=3, fp32_mode="low_high", seed=45):
+    """MatmulSparse of FP32 data and weights (an engine built with `sparse32`, D-T40 (3)): LdTags,
+    Ldweights, then fp32_mode's passes over each PE's tagged fmap, as a dense FP32 matmul (D-12)."""
+    b = _Builder(f"sparse_fp32_{fp32_mode}", gen, rows, cols, seed)
+    w, a = b.values("fp32", (rows, cols)), b.values("fp32", (rows, fmaps, n))
+    tags = b.rng.integers(0, fmaps, (rows, cols))
+    ot, ow = b.put(0, _tag_words(tags, cols), 2), b.put(0, w, 4)
+    oa = b.put(0, a.reshape(rows, fmaps * n), 4)
+    mode = f"fp32_mode={fp32_mode}"
+    b.line(f"ldtags in_dtype=uint16 force_tag_bits=4 rows={rows} cols={cols} {b.tile()}"
+           f"src={_t3(f'sbuf(0,{ot:#x})', (cols + 3) // 4)}")
+    b.line(f"ldweights in_dtype=fp32 {mode} rows={rows} cols={cols} {b.tile()}src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    acc = "flags=(accumulate_flag=overwrite)" if b.gen.layout == Gen.MAVERICK else "acc=single"
+    b.line(f"matmul_sparse in_dtype=fp32 {mode} out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{acc} "
+           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+           f"dst={_t3('psum(0,1,0)', n)}")
+    ref = matmul(w, a, in_dtype="fp32", gen=b.gen, fp32_mode=fp32_mode, tags=tags)
+    _expect_fp32(b.p, 1, ref[::-1])                        # default load order: logical m -> column cols-1-m
+    return b.done()
+
+
+def lut_sparse_fp32(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=46):
+    """MatmulSparse in LUT mode through a table of FP32 entries (an engine built with `sparse32`,
+    D-T40 (3)) and bf16 weights: each PE fuses its whole FP32 product (fp32_mode NONE, D-12)."""
+    b = _Builder("lut_sparse_fp32", gen, rows, cols, seed)
+    table = b.values("fp32", (1, 64))
+    w = b.values("bf16", (rows, cols))
+    idx = b.rng.integers(0, 64, (rows, fmaps, n))
+    tags = b.rng.integers(0, fmaps, (rows, cols))
+    ot, otg, ow = b.put(0, table, 4), b.put(0, _tag_words(tags, cols), 2), b.put(0, w, 2)
+    oa = b.put(0, idx.reshape(rows, fmaps * n), 1)
+    mav = b.gen.layout == Gen.MAVERICK
+    flags = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if mav else "flags=(scalar_mode=lut) acc=single"
+    b.line(f"conv_lut_load in_dtype=fp32 num_entries=64 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[64])")
+    b.line(f"ldtags in_dtype=uint16 force_tag_bits=0 rows={rows} cols={cols} {b.tile()}"
+           f"src={_t3(f'sbuf(0,{otg:#x})', (cols + 3) // 4)}")
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}flags=(load_order=first_col_first) "
+           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+    b.line(f"matmul_sparse in_dtype=uint8 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{flags} "
+           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+           f"dst={_t3('psum(0,1,0)', n)}")
+    w32 = w.astype(np.uint32) << np.uint32(16)              # bf16 codes as the fp32 codes of their values
+    _expect_fp32(b.p, 1, matmul(w32, table[0][idx], in_dtype="fp32", gen=b.gen, tags=tags[:, ::-1]))
+    return b.done()
+
+
+def seed_mode_load(gen="maverick", rows=8, cols=8, n=4, seed=47):
+    """MAVERICK: a Ldweights carrying seed_mode in the seed micro-op's shape (FP32 HIGH, transposing,
+    one row, all columns; seed 000 section 5.1) loads weights as any transposing load does, as in the
+    model (D-T40 (2)); a FP32 HIGH matmul then reads row 0."""
+    b = _Builder("seed_mode_load", gen, rows, cols, seed)
+    w, a = b.values("fp32", (1, 2 * cols)), b.values("fp32", (1, n))      # c256: both column halves
+    ow, oa = b.put(0, w.T, 4), b.put(0, a, 4)
+    b.line("ldweights in_dtype=fp32 fp32_mode=high rows=1 cols=0 tile_size=(row_size_log2=r64, col_size_log2=c256) "
+           f"flags=(xpose_mode=enabled, seed_mode=load_seed, load_order=first_col_first) "
+           f"src={_t3(f'sbuf(0,{ow:#x})', 1)}")
+    b.line(f"matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols={cols} {b.tile()}"
+           f"flags=(accumulate_flag=overwrite) src={_t3(f'sbuf(0,{oa:#x})', n)} dst={_t3('psum(0,2,0)', n)}")
+    _expect_fp32(b.p, 2, matmul(w[:, :cols], a, in_dtype="fp32", gen=b.gen, fp32_mode="high"))
     return b.done()

@@ -23,6 +23,7 @@ import numpy as np
 
 from tensore.cosim import toolchain
 from tensore.cosim.waves import Ports
+from tensore.rtl.mx import MAP_FIELDS
 from tensore.rtl.rowport import MV_ELEMS
 
 TB_TOP = "tensore_tb"
@@ -50,20 +51,35 @@ _SERVICE = """
   function automatic longint sext(input longint x, input int w);
     return x[w - 1] ? x - (longint'(1) << w) : x;
   endfunction
+  // an SBUF port's element map (rtl/mx.py MAP_FIELDS): index e at (e mod n0) * s0 + (e div n0) * s1
+  function automatic longint mapped(input longint e, input longint n0, input longint s0, input longint s1);
+    if (n0 < 1) n0 = 1;
+    return (e % n0) * s0 + (e / n0) * s1;
+  endfunction
 
-  // the stationary gather (a TENSOR3D pattern, or one element of each of `count` partitions)
+  // the stationary gather (a TENSOR3D pattern of mapped positions, or `xpack` positions of each of
+  // count / xpack partitions)
   task automatic serve_st(input int slot);
-    longint part, off, es, count, e, rel;
+    longint part, off, es, count, e, rel, n0, s0, s1, q, pp, xpack, m0, m1;
     longint st[3], nm[3];
     part = {st_req_part}; off = {st_req_off}; es = {st_req_esize}; count = {st_req_count};
+    n0 = {st_req_map_n0};
+    s0 = sext({st_req_map_s0}, $bits({st_req_map_s0}));
+    s1 = sext({st_req_map_s1}, $bits({st_req_map_s1}));
     for (int d = 0; d < 3; d++) begin
       st[d] = sext({st_req_step}[STEP_W * d +: STEP_W], STEP_W);
       nm[d] = {st_req_num}[NUM_W * d +: NUM_W];
     end
     e = 0;
     if ({st_req_xpose}) begin
+      xpack = {st_req_xpack} < 1 ? 1 : {st_req_xpack};
+      m0 = nm[0] < 1 ? 1 : nm[0];
+      m1 = nm[1] < 1 ? 1 : nm[1];
       for (e = 0; e < count && e < ST_ELEMS; e++) begin
-        st_val[slot][32 * e +: 32] = sb_read(part + e, off, es);
+        q = {st_req_first} + e % xpack;
+        pp = part + e / xpack;
+        rel = (q % m0) * st[0] + (q / m0 % m1) * st[1] + (q / (m0 * m1)) * st[2];
+        st_val[slot][32 * e +: 32] = {st_req_nib} ? 32'(sb_nibble(pp, 2 * off + rel)) : sb_read(pp, off + es * rel, es);
         st_msk[slot][32 * e +: 32] = '1;
       end
     end else begin
@@ -71,7 +87,7 @@ _SERVICE = """
         for (longint i1 = 0; i1 < nm[1]; i1++)
           for (longint i0 = 0; i0 < nm[0]; i0++)
             if (e < count && e < ST_ELEMS) begin
-              rel = i0 * st[0] + i1 * st[1] + i2 * st[2];
+              rel = mapped(i0 * st[0] + i1 * st[1] + i2 * st[2], n0, s0, s1);
               st_val[slot][32 * e +: 32] = {st_req_nib} ? 32'(sb_nibble(part, 2 * off + rel))
                                                          : sb_read(part, off + es * rel, es);
               st_msk[slot][32 * e +: 32] = '1;
@@ -88,9 +104,10 @@ _SERVICE = """
     sc_due[slot] = 1'b1;
   endtask
 
-  // the moving rows: MV_ELEMS elements at their offsets, or (MX) up to 8 codes and the scale byte
+  // the moving rows: MV_ELEMS elements at their offsets, or (MX) up to 8 codes (indices elem + j * stride,
+  // each at addr + its mapped address) and the scale byte
   task automatic serve_mv(input int slot);
-    longint p, es, addr, stride, cnt, a;
+    longint p, es, addr, elem, stride, cnt, a, n0, s0, s1;
     logic [MV_BITS-1:0] w;
     for (int r = 0; r < ROWS; r++) begin
       if ({mv_req_valid}[r]) begin
@@ -99,10 +116,14 @@ _SERVICE = """
         w = '0;
         if ({mv_req_mx}[r]) begin
           addr = {mv_req_addr}[ADDR_W * r +: ADDR_W];
+          elem = {mv_req_elem}[ELEM_W * r +: ELEM_W];
           stride = sext({mv_req_stride}[STRIDE_W * r +: STRIDE_W], STRIDE_W);
+          n0 = {mv_req_map_n0}[N0_W * r +: N0_W];
+          s0 = sext({mv_req_map_s0}[S0_W * r +: S0_W], S0_W);
+          s1 = sext({mv_req_map_s1}[S1_W * r +: S1_W], S1_W);
           cnt = {mv_req_count}[CNT_W * r +: CNT_W];
           for (int j = 0; j < 8; j++) begin
-            a = addr + j * stride;
+            a = addr + mapped(elem + j * stride, n0, s0, s1);
             if (j < cnt) w[8 * j +: 8] = {mv_req_nib}[r] ? 8'(sb_nibble(p, a)) : sb_byte(p, a);
           end
           w[64 +: 8] = sb_byte({mv_req_spart}[PART_W * r +: PART_W], {mv_req_soff}[SOFF_W * r +: SOFF_W]);
@@ -201,7 +222,9 @@ def _params(ports: Ports, exported: dict, sb_shape) -> list[str]:
          "SC_BYTES": ports.width("sc_resp_data") // 8, "STEP_W": ports.width("st_req_step") // 3,
          "NUM_W": ports.width("st_req_num") // 3, **{k: ports.width(role) // rows for k, role in (
              ("PART_W", "mv_req_part"), ("ES_W", "mv_req_esize"), ("OFF_W", "mv_req_off0"), ("ADDR_W", "mv_req_addr"),
-             ("STRIDE_W", "mv_req_stride"), ("CNT_W", "mv_req_count"), ("SOFF_W", "mv_req_soff"))},
+             ("STRIDE_W", "mv_req_stride"), ("CNT_W", "mv_req_count"), ("SOFF_W", "mv_req_soff"),
+             ("ELEM_W", "mv_req_elem"), ("N0_W", "mv_req_map_n0"), ("S0_W", "mv_req_map_s0"),
+             ("S1_W", "mv_req_map_s1"))},
          "BUS_ADDR_W": ports.width("bus_addr"),
          "MAX_DESC": MAX_DESC, "MAX_SETUP": MAX_SETUP, "MAX_REGS": MAX_REGS, "IDLE_CYCLES": IDLE_CYCLES,
          "SB_PARTS": sb_shape[0], "SB_BYTES": sb_shape[1]}
@@ -214,7 +237,8 @@ def _roles(ports: Ports) -> dict:
              "st_req_xpose", "st_req_nib", "st_resp_data", "sc_req_valid", "sc_req_part", "sc_req_off",
              "sc_req_count", "sc_resp_data", "mv_req_valid", "mv_req_part", "mv_req_esize", "mv_req_mx",
              "mv_req_addr", "mv_req_stride", "mv_req_count", "mv_req_nib", "mv_req_spart", "mv_req_soff",
-             "mv_resp_data"]
+             "mv_resp_data", "mv_req_elem", "st_req_first", "st_req_xpack",
+             *(f"{side}_req_{f}" for side in ("st", "mv") for f in MAP_FIELDS)]
     return {r: ports.name(r) for r in roles}
 
 

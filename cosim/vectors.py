@@ -11,28 +11,24 @@ import subprocess
 
 import numpy as np
 from amaranth.back import verilog
-from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from tensore.cosim import toolchain
+from tensore.rtl.blackbox import ports
 
 
 def _ports(component: wiring.Component):
-    """[(name, width, is_input)] of a flat signature (no clock: combinational)."""
-    out = []
-    for name, member in component.signature.members.items():
-        if not member.is_port:
-            raise ValueError(f"{name}: only flat port signatures are supported")
-        out.append((name, Shape.cast(member.shape).width, member.flow == wiring.In))
-    return out
+    """[(name, width, is_input)] of the signature, flattened and named as rtl/blackbox.py names an
+    exported block's ports (a nested member's path joined by "_"; no clock)."""
+    return [(name, len(value), flow == wiring.In) for name, (value, flow) in ports(component).items()]
 
 
 def _words(width: int) -> int:
     return (width + 63) // 64
 
 
-def _cpp(top: str, ports, clocked: bool = False) -> str:
-    ins = [(n, w) for n, w, i in ports if i]
+def _cpp(top: str, ports, clocked: bool = False, reset: bool = False) -> str:
+    ins = [(n, w) for n, w, i in ports if i] + ([("rst", 1)] if reset else [])
     outs = [(n, w) for n, w, i in ports if not i]
     rec_in = sum(_words(w) for _, w in ins)
     rec_out = sum(_words(w) for _, w in outs)
@@ -48,7 +44,8 @@ def _cpp(top: str, ports, clocked: bool = False) -> str:
                 lines.append(f"    top.{name}[{j}] = (uint32_t)(in[{k + j // 2}] >> {32 * (j % 2)});")
         k += _words(w)
     if clocked:                                   # one record per cycle: inputs, then a rising edge
-        lines += ["    top.rst = 0;", "    top.clk = 0;", "    top.eval();", "    top.clk = 1;", "    top.eval();"]
+        lines += [*([] if reset else ["    top.rst = 0;"]),
+                  "    top.clk = 0;", "    top.eval();", "    top.clk = 1;", "    top.eval();"]
     else:
         lines.append("    top.eval();")
     k = 0
@@ -69,16 +66,18 @@ class VectorRunner:
     """Run numpy vectors through the Verilated `component`: runner(**inputs) -> {output: array}."""
 
     def __init__(self, component: wiring.Component, name: str, *, sources: dict | None = None,
-                 clocked: bool = False, cflags: str = "-O1"):
+                 clocked: bool = False, reset: bool = False, cflags: str = "-O1"):
         """`sources` ({file name: Verilog}) replaces the component's own export, for checking
-        other Verilog of the same interface; `clocked` runs one record per rising clock edge and
-        reads the outputs after it."""
+        other Verilog of the same interface (a component with nested signature members needs them);
+        `clocked` runs one record per rising clock edge and reads the outputs after it, `reset` with
+        the synchronous reset `rst` an input of each record."""
         self.name, self.cflags = name, cflags
         self.ports = _ports(component)
         if sources is None:
             sources = {f"{name}.v": verilog.convert(component, name=name, emit_src=False)}
         self.sources = sources
-        cpp = _cpp(name, self.ports, clocked)
+        self.ins = [(n, w) for n, w, i in self.ports if i] + ([("rst", 1)] if reset else [])
+        cpp = _cpp(name, self.ports, clocked, reset)
         src = "".join(sources.values()) + cflags
         digest = hashlib.sha256((src + cpp).encode()).hexdigest()[:16]
         self.dir = toolchain.cache_root() / "vectors" / f"{name}-{digest}"
@@ -103,7 +102,7 @@ class VectorRunner:
             raise RuntimeError(f"verilator build of {self.name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
 
     def __call__(self, **inputs) -> dict:
-        ins = [(n, w) for n, w, i in self.ports if i]
+        ins = self.ins
         outs = [(n, w) for n, w, i in self.ports if not i]
         missing = {n for n, _ in ins} - set(inputs)
         if missing:

@@ -20,6 +20,7 @@ import numpy as np
 
 from tensore.cosim.lockstep import Lockstep
 from tensore.cosim.mismatch import Mismatch
+from tensore.rtl.writeback import PSUM_PORTS
 
 
 def domain_ports() -> tuple[str, str]:
@@ -180,9 +181,10 @@ def _cycle_writes(dump: Dump, lk: Lockstep, ports: Ports, k: int) -> set:
         valid = dump.samples(f"{prefix}_valid")[k]
         if not valid:
             continue
-        offs, bits = dump.samples(f"{prefix}_offset")[k], dump.samples(f"{prefix}_bits")[k]
+        offs, bits, bf16 = (dump.samples(f"{prefix}_{f}")[k] for f in ("offset", "bits", "bf16"))
         ow, bw = ports.width(f"{prefix}_offset") // lk.parts, ports.width(f"{prefix}_bits") // lk.parts
-        got |= {(p, _field(offs, p, ow), _field(bits, p, bw)) for p in range(lk.parts) if valid >> p & 1}
+        got |= {(p, _field(offs, p, ow), _field(bits, p, bw), 2 if bf16 >> p & 1 else 4)
+                for p in range(lk.parts) if valid >> p & 1}
     return got
 
 
@@ -225,6 +227,8 @@ def check_dump(dump: Dump, lk: Lockstep, ports: Ports) -> WaveResult:
     if bad is None and xbad is not None:
         bad = xbad
     if bad is None and lk.final:
+        bad = lk.check_idle(dump.samples("done")[k0 + lk.end - 1])
+    if bad is None and lk.final:
         bad, regs = _registers(dump, lk, k0 + lk.end)
     if bad is not None:
         bad.vcd = str(dump.path)
@@ -233,14 +237,16 @@ def check_dump(dump: Dump, lk: Lockstep, ports: Ports) -> WaveResult:
 
 def needed_roles(lk: Lockstep) -> list[str]:
     """The ports a check reads (the names of cosim/lockstep.py's `bench`)."""
-    mons = [f"{p}_{f}" for p in lk.monitors for f in ("valid", "offset", "bits")]
-    return ["desc_valid", "error", "unsupported", "bus_addr", "bus_we", "bus_rdata", *mons]
+    mons = [f"{p}_{f}" for p in lk.monitors for f in ("valid", "offset", "bits", "bf16")]
+    return ["desc_valid", "error", "unsupported", "done", "bus_addr", "bus_we", "bus_rdata", *mons]
 
 
 def check_lockstep(waves, lk: Lockstep, exported: dict) -> WaveResult:
     """Check a waveform against a lockstep's golden run (the export's metadata names the ports)."""
     if not lk.descs:
         raise WaveError("the program has no descriptors; nothing marks cycle 0 in a waveform")
+    from tensore.cosim.hdl import fit_ports
+    fit_ports([lk], exported.get("psum_ports", PSUM_PORTS))
     ports = Ports(exported)
     return check_dump(Dump(waves, ports, needed_roles(lk)), lk, ports)
 

@@ -23,13 +23,12 @@ from amaranth.lib.wiring import In, Out
 from tensore.model.dtypes import Gen
 from tensore.rtl.array_loop import array_header
 from tensore.rtl.blackbox import black_box, prototype
-from tensore.rtl.fp.pe_mac import dtypes_suffix
-from tensore.rtl.pe import COL_BITS, PE, act_layout, weight_layout
+from tensore.rtl.pe import COL_BITS, PE, act_layout, build_suffix, weight_layout
 
 
-def _row_signature(cols: int, pack: int) -> dict:
+def _row_signature(cols: int, pack: int, sparse32: bool) -> dict:
     return {
-        "act_in": In(act_layout(pack)),
+        "act_in": In(act_layout(pack, sparse32)),
         "psum_in": In(data.ArrayLayout(32, cols)), "psum_valid_in": In(cols),
         "psum_out": Out(data.ArrayLayout(32, cols)), "psum_valid_out": Out(cols),
         "advance": In(1), "phase": In(2),
@@ -43,22 +42,27 @@ class ArrayRow(wiring.Component):
 
     repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
-    def __init__(self, gen, cols: int, pack: int = 1, *, black_box_pe: bool = False, dtypes=None):
-        self.gen, self.cols, self.pack, self.dtypes = gen, cols, pack, dtypes
+    def __init__(self, gen, cols: int, pack: int = 1, *, black_box_pe: bool = False, dtypes=None,
+                 sparse32: bool = False):
+        self.gen, self.cols, self.pack, self.dtypes, self.sparse32 = gen, cols, pack, dtypes, sparse32
         self.black_box_pe = black_box_pe
-        super().__init__(_row_signature(cols, pack))
+        super().__init__(_row_signature(cols, pack, sparse32))
 
     @property
     def module_name(self) -> str:
-        return f"tensore_row_{Gen.parse(self.gen).name.lower()}_c{self.cols}_p{self.pack}{dtypes_suffix(self.dtypes)}"
+        g, suffix = Gen.parse(self.gen).name.lower(), build_suffix(self.dtypes, self.sparse32)
+        return f"tensore_row_{g}_c{self.cols}_p{self.pack}{suffix}"
+
+    def _pe(self):
+        return PE(self.gen, self.pack, dtypes=self.dtypes, sparse32=self.sparse32)
 
     def blocks(self) -> list:
         """The separately exported block it instantiates."""
-        return [prototype(PE(self.gen, self.pack, dtypes=self.dtypes))]
+        return [prototype(self._pe())]
 
     @cached_property
     def pes(self) -> list:
-        return [black_box(PE(self.gen, self.pack, dtypes=self.dtypes), self.black_box_pe) for _ in range(self.cols)]
+        return [black_box(self._pe(), self.black_box_pe) for _ in range(self.cols)]
 
     def elaborate(self, platform):
         m = Module()
@@ -76,7 +80,7 @@ class ArrayRow(wiring.Component):
 
     def verilog(self) -> str:
         """The row as structural Verilog: `cols` instances of the PE module."""
-        a, w, cols = act_layout(self.pack).size, weight_layout(self.pack).size, self.cols
+        a, w, cols = act_layout(self.pack, self.sparse32).size, weight_layout(self.pack).size, self.cols
         pe = self.blocks()[0].module_name
         lines = [f"// {cols} PEs: moving values pass right, sums go down (rtl/array.py ArrayRow).",
                  f"module {self.module_name}(clk, rst, act_in, psum_in, psum_valid_in, psum_out, psum_valid_out, advance, "
@@ -98,9 +102,9 @@ class ArrayRow(wiring.Component):
         return "\n".join(lines)
 
 
-def _array_signature(rows: int, cols: int, pack: int) -> dict:
+def _array_signature(rows: int, cols: int, pack: int, sparse32: bool) -> dict:
     return {
-        "row_in": In(data.ArrayLayout(act_layout(pack), rows)),
+        "row_in": In(data.ArrayLayout(act_layout(pack, sparse32), rows)),
         "advance": In(1), "phase": In(2),
         "wl_valid": In(1), "wl_row": In(range(rows)), "wl_cols": In(cols),
         "wl_data": In(data.ArrayLayout(weight_layout(pack), cols)),
@@ -112,28 +116,32 @@ def _array_signature(rows: int, cols: int, pack: int) -> dict:
 
 
 class Array(wiring.Component):
-    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False, dtypes=None):
+    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False, dtypes=None,
+                 sparse32: bool = False):
         """black_box: rows are instances of the exported row module (Verilog for large arrays);
         the default elaborates everything in Amaranth (for Amaranth's simulator, which reads an
         Instance as zeros).  As a black box itself (rtl/blackbox.py), the engine's netlist holds one
-        array instance, not rows instances each on the weight bus and two column-wide sum buses."""
+        array instance, not rows instances each on the weight bus and two column-wide sum buses.
+        `sparse32`: MatmulSparse fmaps of 32 bits (D-T40 (3))."""
         self.gen, self.rows, self.cols, self.pack, self.dtypes = gen, rows, cols, pack, dtypes
-        self.black_box_rows = black_box
-        super().__init__(_array_signature(rows, cols, pack))
+        self.black_box_rows, self.sparse32 = black_box, sparse32
+        super().__init__(_array_signature(rows, cols, pack, sparse32))
 
     @property
     def module_name(self) -> str:
         g = Gen.parse(self.gen).name.lower()
-        return f"tensore_array_{g}_r{self.rows}_c{self.cols}_p{self.pack}{dtypes_suffix(self.dtypes)}"
+        return f"tensore_array_{g}_r{self.rows}_c{self.cols}_p{self.pack}{build_suffix(self.dtypes, self.sparse32)}"
+
+    def _row(self):
+        return ArrayRow(self.gen, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32)
 
     def blocks(self) -> list:
         """The separately exported block it instantiates."""
-        return [prototype(ArrayRow(self.gen, self.cols, self.pack, dtypes=self.dtypes))]
+        return [prototype(self._row())]
 
     @cached_property
     def row_blocks(self) -> list:
-        return [black_box(ArrayRow(self.gen, self.cols, self.pack, dtypes=self.dtypes), self.black_box_rows)
-                for _ in range(self.rows)]
+        return [black_box(self._row(), self.black_box_rows) for _ in range(self.rows)]
 
     @property
     def pes(self) -> list:
@@ -161,11 +169,11 @@ class Array(wiring.Component):
 
     def verilog(self, name: str | None = None) -> str:
         """The array as structural Verilog: `rows` instances of the row module."""
-        a, rows = act_layout(self.pack).size, self.rows
+        a, rows = act_layout(self.pack, self.sparse32).size, self.rows
         row = self.blocks()[0].module_name
         rb = max(1, (rows - 1).bit_length())
         lines = [f"// {rows} x {self.cols} weight-stationary array (rtl/array.py Array), rows of {row}.",
-                 *array_header(name or self.module_name, rows, self.cols, self.pack),
+                 *array_header(name or self.module_name, rows, self.cols, self.pack, self.sparse32),
                  f"  wire [{32 * self.cols - 1}:0] psum [0:{rows}];", f"  wire [{self.cols - 1}:0] valid [0:{rows}];",
                  "  assign psum[0] = top_psum;", "  assign valid[0] = top_valid;",
                  "  genvar r;", f"  generate for (r = 0; r < {rows}; r = r + 1) begin : row",

@@ -14,9 +14,9 @@ from tensore.rtl.pe import COL_BITS, PE, act_layout, weight_layout
 PREFIX = "cell_"        # the temporaries of the PE's cells (the state arrays are pe_<register>)
 
 
-def array_header(name: str, rows: int, cols: int, pack: int) -> list:
+def array_header(name: str, rows: int, cols: int, pack: int, sparse32: bool = False) -> list:
     """The Verilog module header of an array (the ports of rtl/array.py Array), for both forms."""
-    a, w = act_layout(pack).size, weight_layout(pack).size
+    a, w = act_layout(pack, sparse32).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
     return [f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
             "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
@@ -28,10 +28,11 @@ def array_header(name: str, rows: int, cols: int, pack: int) -> list:
             f"  output [{cols - 1}:0] out_valid;"]
 
 
-def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtypes=None) -> str:
+def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtypes=None,
+                       sparse32: bool = False) -> str:
     """SystemVerilog of the rows x cols array module `name` (the ports of rtl/array.py Array)."""
-    net = Netlist(yosys_netlist(PE(gen, pack, dtypes=dtypes), "pe"), PREFIX)
-    a, w = act_layout(pack).size, weight_layout(pack).size
+    net = Netlist(yosys_netlist(PE(gen, pack, dtypes=dtypes, sparse32=sparse32), "pe"), PREFIX)
+    a, w = act_layout(pack, sparse32).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
     q = [f"pe_{n}" for n in net.reg_names]         # one array per PE register, named after it
     here = [f"{x}[r][c]" for x in q]
@@ -45,7 +46,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
         raise ValueError("the PE's inputs changed; update rtl/array_loop.py")
     lines = [f"// {rows} x {cols} weight-stationary array in loop form (rtl/array_loop.py, D-T60): the PE's",
              "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
-             *array_header(name, rows, cols, pack)]
+             *array_header(name, rows, cols, pack, sparse32)]
     for reg in net.regs:
         lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
         lines.append(f"  logic [{reg.width - 1}:0] d{reg.index};")

@@ -1,7 +1,8 @@
 """Separately exported blocks (D-T35, D-T39, D-T68): a large design's Verilog holds one definition of
 a block (PE, row, array, row port, PSUM partition, crossbar) instantiated many times.
 
-A block says its Verilog module's name (`module_name`).  `black_box(block)` stands for it in a
+A block says its Verilog module's name (`module_name`), and `combinational = True` when it has no
+registers (its module then has no clock and reset ports).  `black_box(block)` stands for it in a
 design as an instance of that module (same signature, so the design wires it as it wires the block);
 `ports(block)` names the ports as both the exported module and the instance do: a signature member's
 path joined by "_" (`st.req.valid` -> `st_req_valid`).  rtl/export.py writes each block of a design
@@ -45,7 +46,7 @@ class BlackBox(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        conns = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+        conns = {} if getattr(self.block, "combinational", False) else {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
         for name, (value, flow) in ports(self).items():
             conns[("i_" if flow == In else "o_") + name] = value
         m.submodules.block = Instance(self.block.module_name, **conns)

@@ -38,7 +38,6 @@ from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK,
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
-from tensore.rtl.mx import per_pack, rows_aligned
 from tensore.rtl.wires import any_of
 
 E = ErrorCode
@@ -682,8 +681,7 @@ class Decoder(wiring.Component):
             else (f.load_order if o.has("load_order") else Const(LoadOrder.LAST_COL_FIRST, 1))
         matmul = Const(int(KIND_OF[op] == microop.Kind.MATMUL), 1)
         m.d.comb += [
-            u.supported.eq((~seed | Const(int(self.maverick and op == Opcode.MATMUL), 1)) &
-                           ~(xpose & ~matmul & (o.pack() != 1))),
+            u.supported.eq(~seed | Const(int(self.maverick and op in (Opcode.MATMUL, Opcode.LDWEIGHTS)), 1)),
             u.lut.eq(lut), u.xpose.eq(xpose), u.barrier.eq(seed),      # any seed_mode op is a barrier
             u.nib.eq(xpose & o.table(lambda x: _four_bit(x, self.gen), f.in_dtype)),   # transposed nibbles
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
@@ -736,8 +734,8 @@ class Decoder(wiring.Component):
 
     def _mx_uop(self, o, u, is_mx):
         """An MX load or matmul: its data pattern (MARIANA MXMEM_PATTERN1D: 1-D; MAVERICK MXTENSOR_V2:
-        2-D, [1, step_elem_data_1] x num_elem; `supported` 0 where the gathers cannot follow it,
-        rtl/mx.py rows_aligned), its block scales, its order."""
+        2-D, [1, step_elem_data_1] x num_elem; the SBUF ports map element indices to addresses,
+        rtl/mx.py), its block scales, its order."""
         m, f = self._m, o.f
         if o.op in MX_OPS:
             p = f.src_mem_pattern
@@ -751,10 +749,6 @@ class Decoder(wiring.Component):
         nib = _in([d for d in Dtype if dt.is_valid_mx_dtype(d, self.gen) and dt.format_of(d, self.gen).width == 4],
                   f.in_dtype)
         order = _by_table(f.perf_mode, PUMP_ORDER, MxOrder.PACKED, 2)
-        pack = o.pack()
-        count = o.sig(per_pack(nums[0] * nums[1], pack), 16, "mx_count")   # vectors / columns
-        aligned = rows_aligned(order == MxOrder.PACKED, order == MxOrder.INTERLEAVE, order == MxOrder.TILED,
-                               pack, count, nums[0], nums[1])
         d_part, d_off = split(daddr, "sbuf")
         s_part, s_off = split(p.scale_addr, "sbuf")
         with m.If(is_mx):
@@ -762,8 +756,6 @@ class Decoder(wiring.Component):
                          u.src_part.eq(d_part), u.src_off.eq(d_off), u.src_num[2].eq(1),
                          u.sc_part.eq(s_part), u.sc_off.eq(s_off)]
             m.d.comb += [u.src_step[d].eq(steps[d]) for d in range(2)] + [u.src_num[d].eq(nums[d]) for d in range(2)]
-            with m.If(~aligned & (o.xpose() != XposeMode.ENABLED)):      # a transpose walks any pattern
-                m.d.comb += u.supported.eq(0)
 
 
 def _four_bit(code, gen) -> bool:

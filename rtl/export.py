@@ -2,11 +2,12 @@
 
 `export_array` writes the array alone; `export_engine` the whole engine (rtl/top.py): the top,
 converted by Amaranth with its blocks as black boxes (rtl/blackbox.py), and each block the design
-instantiates (`blocks()`, recursively: the array, its row and PE, the row port, the PSUM partition,
-the PSUM write crossbar) once.  A block with its own writer (`verilog()`: the structural row and
-array of rtl/array.py, the behavioural crossbar of rtl/psum_xbar.py) uses it; the others are
-converted by Amaranth.  tests/test_rtl_export.py proves the structural array is the same circuit as
-the Amaranth Array."""
+instantiates (`blocks()`, recursively: the array, its row and PE, the row port and the row ports, the
+PSUM partition and bank, the PSUM write crossbar, a write-back column, a weight-state row; D-T79)
+once.  A block with its own writer (`verilog()`: the structural row and array of rtl/array.py, the
+row ports of rtl/rows.py, the PSUM bank of rtl/psum_bank.py, the behavioural crossbar of
+rtl/psum_xbar.py) uses it; the others are converted by Amaranth.  tests/test_rtl_export.py proves
+each writer's module the same circuit as its Amaranth form."""
 from __future__ import annotations
 
 import hashlib
@@ -23,6 +24,7 @@ from tensore.model.dtypes import Gen
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
 from tensore.rtl.blackbox import convert_ports, ports
+from tensore.rtl.writeback import PSUM_PORTS
 
 ENGINE_TOP = "tensore_engine"
 
@@ -78,15 +80,18 @@ def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "ten
 
 
 def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None = None, sbuf_latency: int = 2,
-                  psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP, dtypes=None) -> dict:
+                  psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP, dtypes=None,
+                  sparse32: bool = False, psum_ports: int = PSUM_PORTS) -> dict:
     """Write the engine (rtl/top.py) as Verilog: each of its blocks once, the top (Amaranth, with the
     blocks as instances), files.f, a Verilator control file that makes the repeated blocks (`repeated`:
     PE, row, PSUM partition, row port) hierarchical blocks, the simulator form (the array in loop form,
     D-T60: files_sim.f, verilator_sim.vlt), lint.vlt (the waivers of `verilator --lint-only -Wall`,
-    rtl/lint.vlt) and engine.json (configuration, ports, timings)."""
+    rtl/lint.vlt) and engine.json (configuration, ports, timings).  `psum_ports`: Engine's (the writes
+    a PSUM partition takes in one cycle, D-T40 (6)).  `sparse32`: Engine's (32-bit
+    MatmulSparse fmaps, D-T40 (3)); its blocks' module names end in `_s32`."""
     from tensore.rtl.top import Engine
     eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
-                 black_box=True, dtypes=dtypes)
+                 black_box=True, dtypes=dtypes, sparse32=sparse32, psum_ports=psum_ports)
     blocks = blocks_of(eng)
     array = next(b for b in blocks if isinstance(b, Array))
     loop_file = f"{array.module_name}_loop.sv"
@@ -94,7 +99,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     for fname, make in [*((f"{b.module_name}.v", lambda b=b: block_verilog(b)) for b in blocks),
                         (f"{name}.v", lambda: block_verilog(eng, name)),
                         (loop_file, lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack, array.module_name,
-                                                               dtypes=dtypes))]:
+                                                               dtypes=dtypes, sparse32=sparse32))]:
         t0 = time.perf_counter()
         texts[fname] = make()
         times[fname] = round(time.perf_counter() - t0, 2)
@@ -114,8 +119,9 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     port_info = {n: {"width": Shape.cast(v.shape()).width, "dir": "in" if flow == In else "out"}
                  for n, (v, flow) in ports(eng).items()}
     info = {"top": name, "gen": eng.gen.name, "rows": rows, "cols": eng.cols, "pack": eng.pack,
-            "dtypes": None if dtypes is None else [int(d) for d in dtypes],
-            "sbuf_latency": sbuf_latency, "psum_partitions": psum_partitions, "digest": res["digest"],
+            "dtypes": None if dtypes is None else [int(d) for d in dtypes], "sparse32": sparse32,
+            "sbuf_latency": sbuf_latency, "psum_partitions": psum_partitions, "psum_ports": psum_ports,
+            "digest": res["digest"],
             "seconds": times, "ports": port_info}
     (Path(out_dir) / "engine.json").write_text(json.dumps(info, indent=1) + "\n")
     (Path(out_dir) / "lint.vlt").write_text((Path(__file__).parent / "lint.vlt").read_text())

@@ -3,16 +3,16 @@ as a record (REC_LAYOUT) into the row ports' request chain, which row r requests
 
 It keeps the matmul rhythm (the issue cycle of the current rhythm and its passes P: the request
 chain moves and the array advances once per P cycles, t_data = t_ref + L), the source and
-destination TENSOR3D iterators, MX addressing (vector v's `pack` elements from element e0(v),
+destination TENSOR3D iterators, MX addressing (vector v's `pack` elements: indices from e0(v),
 `stride` apart, in the micro-op's element order, D-T25) and PeManageSeed's transpose, launched at
 the cycle the sequencer names.  A transposing matmul's row 0 starts its element iterator (`xit`)."""
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
-from tensore.rtl.mx import element_address, tile
+from tensore.rtl.mx import map_of, tile
 from tensore.rtl.rowport import REC_LAYOUT, PatternIter, xit_layout, xpose_rounds
 from tensore.rtl.seq import T
 from tensore.rtl.wires import any_of, wire
@@ -102,10 +102,10 @@ class Launch(wiring.Component):
         dn_i, dn_o = dst.step(dst.i, dst.o)
         dst.commit(launch, dn_i, dn_o)
         dst_off = wire(m, dst.offset(dst.o), "dst_off")
-        # MX: vector v's pack elements start at element e0(v), `stride` elements apart (D-T25 order); e0
+        # MX: vector v's pack elements are indices e0(v) + j * apart of the data pattern (D-T25 order); e0
         # advances by pack (normal), 1 (interleave) or 1 within a tile of t = min(32, vectors) vectors
-        # (tiled); an element's address follows the 2-D data pattern (rtl/mx.py)
-        e0_reg, vt_reg = Signal(24), Signal(6)
+        # (tiled); the moving port maps an index to its address (rtl/mx.py MAP_FIELDS)
+        e0_reg, vt_reg = Signal(16), Signal(6)
         e0, vt = wire(m, Mux(go, 0, e0_reg), "mx_e0_cur"), wire(m, Mux(go, 0, vt_reg), "mx_vt_cur")
         t_mx = wire(m, tile(mmv.vectors), "mx_tile")
         packed, inter = mmv.mxmode == MxOrder.PACKED, mmv.mxmode == MxOrder.INTERLEAVE
@@ -114,18 +114,16 @@ class Launch(wiring.Component):
             m.d.sync += [e0_reg.eq(e0 + Mux(packed, mmv.pack, Mux(wrap, t_mx * mmv.pack - t_mx + 1, 1))),
                          vt_reg.eq(Mux(wrap, 0, vt + 1))]
         units = Mux(mmv.nib, Cat(Const(0, 1), mmv.src_off), mmv.src_off)      # byte or nibble addresses
-        nums, steps = [mmv.src_num[d] for d in range(2)], [mmv.src_step[d] for d in range(2)]
         apart = wire(m, Mux(packed, 1, Mux(inter, mmv.vectors[:16], t_mx)), "mx_apart", 16)
-        mx_stride = wire(m, element_address(apart, nums, steps), "mx_stride", signed(20))
-        mx_addr = wire(m, element_address(e0[:16], nums, steps), "mx_addr", signed(20))
+        emap = map_of(mmv.src_num, mmv.src_step)
 
         r, xp = self.rec, mmv.xpose
         m.d.comb += [
             r.valid.eq(launch), r.swap.eq((v == 0) & ~xp), r.row0.eq(Mux(xp, 0, mmv.row0)),
             r.rows.eq(Mux(xp, mmv.cols, mmv.rows)), r.col0.eq(mmv.col0), r.cols.eq(mmv.cols),
             r.dtype.eq(mmv.dtype), r.fp32_mode.eq(mmv.fp32_mode), r.multi.eq((mmv.pack > 1) & ~xp),
-            r.mx.eq(mmv.mx & ~xp), r.pack.eq(Mux(xp, 1, mmv.pack)), r.maddr.eq((units + mx_addr)[:19]),
-            r.mstride.eq(mx_stride), r.nib.eq(mmv.nib), r.scv.eq(mmv.sc_valid),
+            r.mx.eq(mmv.mx & ~xp), r.pack.eq(Mux(xp, 1, mmv.pack)), r.maddr.eq(units), r.melem.eq(e0),
+            r.mstride.eq(apart), *[r[f].eq(x) for f, x in emap.items()], r.nib.eq(mmv.nib), r.scv.eq(mmv.sc_valid),
             r.spart.eq(mmv.sc_part), r.soff.eq(mmv.sc_off + v),
             r.part.eq(mmv.src_part + Mux(xp, v, 0)), r.off0.eq(off0), r.off1.eq(src.offset(o1)),
             r.esize.eq(mmv.esize), r.dst_part.eq(mmv.dst_part), r.dst_off.eq(dst_off),

@@ -17,30 +17,33 @@ from amaranth.lib.wiring import In, Out
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
 from tensore.model.isa.layouts import LUT_ENTRIES
-from tensore.model.isa.microop import SEED_STATES
+from tensore.model.isa.microop import MX_TILE, SEED_STATES
 from tensore.rtl.fp.raw import e8m0_scale
 from tensore.rtl.interfaces import request_port
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
-from tensore.rtl.mx import block_first_row, element_address, one_tile, per_pack, tile
+from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
 from tensore.rtl.pe import code_layout, weight_layout
-from tensore.rtl.rowport import MV_ELEMS, PatternIter
+from tensore.rtl.rowport import MV_ELEMS
 from tensore.rtl.wires import any_of, wire
 
 IDENTITY_CODES = SEED_STATES     # PeManageSeed: a row of the identity, one code per SR state
 
 # The stationary port (D-T38 (5), D-T40): a gather of `count` elements of one partition along a
-# TENSOR3D pattern (`nib`: 4-bit elements, steps in nibbles from nibble address 2 * off), or
-# (`xpose`) the element at `off` of each of `count` partitions from `part` on; element e of the
-# answer in bits 32e..32e+31.  The scale port: `count` bytes (one block scale per column).
+# TENSOR3D pattern of positions, each position p at the mapped address (rtl/mx.py MAP_FIELDS; the
+# identity for plain patterns) from `off`, in elements of `esize` bytes (`nib`: 4-bit elements, in
+# nibbles from nibble address 2 * off), or (`xpose`) `xpack` elements of each of count / xpack
+# partitions from `part` on: answer element e is partition part + e div xpack's element at position
+# first + e mod xpack of the TENSOR3D pattern (position i0 + n0 * (i1 + n1 * i2) at sum(i_d * step_d));
+# element e of the answer in bits 32e..32e+31.  The scale port: `count` bytes (one block scale per column).
 STATIONARY_REQUEST = {"valid": 1, "part": PARTITION_BITS, "off": SBUF_OFFSET_BITS, "esize": 3, "step": data.ArrayLayout(signed(16), 3),
-                      "num": data.ArrayLayout(16, 3), "count": 16, "xpose": 1, "nib": 1}
+                      "num": data.ArrayLayout(16, 3), "count": 16, "xpose": 1, "nib": 1, **MAP_FIELDS,
+                      "first": 16, "xpack": 4}
 SCALE_REQUEST = {"valid": 1, "part": PARTITION_BITS, "off": SBUF_OFFSET_BITS, "count": 16}
 
 # what an answer is for, carried L - 1 cycles beside the request
 LOAD_META = data.StructLayout({
     "valid": 1, "reg": 1, "reg_index": 8, "row": 8, "col0": 9, "cols": 9, "lcf": 1, "pack": 4, "dtype": 8,
-    "tags": 1, "tagw": 1, "force": 4, "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1, "mx": 1, "sc_valid": 1,
-    "xnib": 2})                 # a transposing load of 4-bit codes: bit 0 set, bit 1 the element's nibble
+    "tags": 1, "tagw": 1, "force": 4, "lut": 1, "lut_load": 1, "ident": 1, "seed_data": 1, "mx": 1, "sc_valid": 1})
 
 
 UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1, "sparse32": 1})     # the causes it raises `unsupported` for
@@ -58,12 +61,15 @@ class LoadUnit(wiring.Component):
     """`issue` / `uop`: the sequencer's micro-op; the weight and tag buses go to the array (rtl/array.py
     names), `reg_*` back to the sequencer (a fetched PeRegWrite value), `seed_lanes` to the write-back
     unit (MAVERICK seed micro-ops).  `unsupported`: a load needing more elements per PE than built, or
-    (a specialised build, D-T62) a dtype the PEs do not carry; a MatmulSparse of 32-bit values (FP32
-    data, or a LUT table of FP32 entries: fmaps 1-3 ride 16-bit code slots, D-T34)."""
+    (a specialised build, D-T62) a dtype the PEs do not carry; unless built with `sparse32`, a
+    MatmulSparse of 32-bit values (FP32 data, or a LUT table of FP32 entries: fmaps 1-3 ride 16-bit
+    code slots, D-T34, D-T40 (3))."""
 
-    def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None):
+    def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None, *,
+                 sparse32: bool = False):
         self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, cols, pack, \
             sbuf_latency, dtypes
+        self.sparse32 = sparse32
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "bypass": In(1),
             "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),
@@ -93,10 +99,11 @@ class LoadUnit(wiring.Component):
         for k in range(self.rows * MV_ELEMS):             # the rows' readers follow the weight lanes'
             m.d.comb += [lut.index[self.cols + k].eq(self.lut_index[k]), self.lut_entry[k].eq(lut.entry[self.cols + k])]
         self._lanes(m, meta, lut)
-        u = self.uop
-        values = Mux(u.lut, lut.table_dtype, u.dtype)
-        m.d.comb += self.unsupported.sparse32.eq(self.issue & (u.kind == Kind.MATMUL) & (u.fmaps != 0) &
-                                                 (values == Dtype.FP32))
+        if not self.sparse32:
+            u = self.uop
+            values = Mux(u.lut, lut.table_dtype, u.dtype)
+            m.d.comb += self.unsupported.sparse32.eq(self.issue & (u.kind == Kind.MATMUL) & (u.fmaps != 0) &
+                                                     (values == Dtype.FP32))
         return m
 
     def _requests(self, m):
@@ -115,12 +122,6 @@ class LoadUnit(wiring.Component):
         ld_req = wire(m, ld_go | active, "ld_req")
         ident = wire(m, cur.kind == Kind.SEED, "ld_ident")   # every row gathers the identity codes, keeps code k
         ldx = wire(m, cur.xpose & ~ident & ld_req, "ld_xpose")
-        # a transposing load reads element k of every column's partition for row k: the element's offset
-        # (4-bit codes: the byte of the nibble, and which nibble)
-        x = PatternIter(m, "ld_x", ld_go, 0, cur.src_num, cur.src_step, cur.esize, SBUF_OFFSET_BITS)
-        x.commit(ld_req, *x.step(x.i, x.o))
-        rel = wire(m, x.o[0] + x.o[1] + x.o[2], "ld_x_rel")
-        x_off = wire(m, Mux(cur.nib, rel >> 1, rel), "ld_x_off", SBUF_OFFSET_BITS)
         with m.If(ld_go):
             m.d.sync += [active.eq(u.rows > 1), k_reg.eq(1), held.eq(u)]
         with m.Elif(active):
@@ -131,19 +132,22 @@ class LoadUnit(wiring.Component):
         st_valid = Signal()
         m.d.sync += [st_valid.eq(ld_req | rw_go | lut_go | mseed_go),
                      st.part.eq(Mux(ident, cur.id_part, cur.src_part + Mux(ldx, 0, k))),
-                     st.off.eq(Mux(ident, cur.id_off, cur.src_off + Mux(ldx, x_off, 0))),
-                     st.xpose.eq(ldx),
+                     st.off.eq(Mux(ident, cur.id_off, cur.src_off)),
+                     # a transposing load's row k: positions k * pack + j of every column's partition
+                     st.xpose.eq(ldx), st.first.eq(k * cur.pack), st.xpack.eq(cur.pack),
                      st.esize.eq(Mux(rw_go, 4, Mux(ident, cur.id_esize, cur.esize))),
                      st.count.eq(Mux(rw_go, 1, Mux(ident, IDENTITY_CODES, Mux(cur.tags, (cur.cols + 3) >> 2,
                                                                               cur.cols * cur.pack))))]
         mx_steps, mx_nums = mx_pattern(cur)
         for d in range(3):
             m.d.sync += [st.step[d].eq(Mux(ident, cur.id_step if d == 0 else 0,
-                                           Mux(cur.mx, mx_steps[d], cur.src_step[d]))),
+                                           Mux(cur.mx & ~ldx, mx_steps[d], cur.src_step[d]))),
                          st.num[d].eq(Mux(ident, IDENTITY_CODES if d == 0 else 1,
-                                          Mux(cur.mx, mx_nums[d], cur.src_num[d])))]
+                                          Mux(cur.mx & ~ldx, mx_nums[d], cur.src_num[d])))]
+        mx_map = map_of(cur.src_num, cur.src_step)     # MX: positions are element indices of the data pattern
+        m.d.sync += [getattr(st, f).eq(Mux(cur.mx & ~ident, mx_map[f], IDENTITY_MAP[f])) for f in MAP_FIELDS]
         # MX: the row's block scales, one byte per column in the block's first partition
-        m.d.sync += [st.nib.eq(cur.mx & cur.nib & ~ldx), sc.valid.eq(ld_req & cur.mx & cur.sc_valid),
+        m.d.sync += [st.nib.eq(cur.nib & (cur.mx | ldx)), sc.valid.eq(ld_req & cur.mx & cur.sc_valid),
                      sc.part.eq(cur.sc_part + block_first_row(k, cur.pack)), sc.off.eq(cur.sc_off),
                      sc.count.eq(cur.cols)]
         m.d.comb += st.valid.eq(st_valid)
@@ -153,8 +157,7 @@ class LoadUnit(wiring.Component):
                      pipe[0].lcf.eq(cur.lcf), pipe[0].pack.eq(cur.pack), pipe[0].dtype.eq(cur.dtype),
                      pipe[0].tags.eq(cur.tags), pipe[0].tagw.eq(cur.tagw), pipe[0].force.eq(cur.force_tags),
                      pipe[0].lut.eq(cur.lut), pipe[0].lut_load.eq(lut_go), pipe[0].ident.eq(ident),
-                     pipe[0].seed_data.eq(mseed_go), pipe[0].mx.eq(cur.mx), pipe[0].sc_valid.eq(cur.sc_valid),
-                     pipe[0].xnib.eq(Mux(ldx & cur.nib, Cat(1, rel[0]), 0))]
+                     pipe[0].seed_data.eq(mseed_go), pipe[0].mx.eq(cur.mx), pipe[0].sc_valid.eq(cur.sc_valid)]
         m.d.sync += [pipe[i].eq(pipe[i - 1]) for i in range(1, self.L)]
         too_many = u.pack > self.pack                       # more elements per PE than built for
         missing = ~any_of([u.dtype == int(x) for x in self.dtypes]) if self.dtypes is not None else Const(0)
@@ -172,7 +175,7 @@ class LoadUnit(wiring.Component):
         lanes, tag_lanes = [], []
         ident_code = HArray(resp[i] for i in range(IDENTITY_CODES))[meta.row[:4]]
         for mcol in range(C):
-            word = Mux(meta.xnib[0], resp[mcol].bit_select(meta.xnib[1] * 4, 4), resp[mcol])
+            word = resp[mcol]
             m.d.comb += lut.index[mcol].eq(word[:8])
             plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut.entry[mcol], word))
             slot0 = Mux(meta.ident, Mux(meta.row[:4] == mcol % IDENTITY_CODES, ident_code, 0), plain)
@@ -204,23 +207,15 @@ class LoadUnit(wiring.Component):
 
 
 def mx_pattern(cur):
-    """The stationary gather's TENSOR3D steps and counts that return lane m's element j at position
-    m * pack + j for each MX element order (D-T25): normal, interleaved (also a tiled order of one
-    tile), tiled by t = min(32, cols); along the 2-D data pattern where its rows hold whole units of
-    the order (rtl/mx.py rows_aligned)."""
-    nums, steps = [cur.src_num[d] for d in range(2)], [cur.src_step[d] for d in range(2)]
+    """The stationary gather's TENSOR3D steps and counts, in element indices of the data pattern, that
+    return lane m's element j at position m * pack + j for each MX element order (D-T25): normal
+    (index m * pack + j), interleaved (j * cols + m: a tiled order of one tile of t = cols), tiled by
+    t = min(32, cols) ((m div t) * t * pack + j * t + m mod t)."""
     ncol, pk, order = cur.cols, cur.pack, cur.mxmode
-    t = tile(ncol)
-    packed, tiled = order == MxOrder.PACKED, (order == MxOrder.TILED) & ~one_tile(ncol)
-    flat = nums[1] == 1
-
-    def at(e):
-        return element_address(e, nums, steps)
-    inter = [[at(ncol), steps[0], steps[1]], [pk, Mux(flat, ncol, nums[0]), Mux(flat, 1, per_pack(nums[1], pk))]]
-    tile_dims = [[at(t), steps[0], at(t * pk)], [pk, t, (ncol + t - 1) // t]]
-    steps_out = [Mux(packed, s, Mux(tiled, a, b)) for s, a, b in zip(steps + [0], tile_dims[0], inter[0])]
-    nums_out = [Mux(packed, n, Mux(tiled, a, b)) for n, a, b in zip(nums + [1], tile_dims[1], inter[1])]
-    return steps_out, nums_out
+    packed, tiled = order == MxOrder.PACKED, order == MxOrder.TILED
+    t = Mux(tiled, tile(ncol), ncol)
+    tiles = Mux(tiled, (ncol + MX_TILE - 1) >> (MX_TILE.bit_length() - 1), 1)     # MX_TILE: a power of two
+    return [Mux(packed, 1, t), Mux(packed, pk, 1), t * pk], [pk, Mux(packed, ncol, t), tiles]
 
 
 class LutTable(wiring.Component):

@@ -16,8 +16,8 @@ COL_BITS = 9
 SPARSE_FMAPS = 4                # MatmulSparse sends up to 4 fmaps: the moving value has >= 4 code slots
 
 
-def act_layout(pack: int) -> data.StructLayout:
-    """What travels with a moving value along a row."""
+def act_layout(pack: int, sparse32: bool = False) -> data.StructLayout:
+    """What travels with a moving value along a row (`sparse32`: code slots 1-3 of 32 bits)."""
     return data.StructLayout({
         "valid": 1,                     # a value of a matmul for this row
         "swap": 1,                      # the matmul's first vector: pending shadow weights go active
@@ -30,16 +30,22 @@ def act_layout(pack: int) -> data.StructLayout:
         "fmaps": 3,                     # MatmulSparse: fmaps sent in the code slots (0: not sparse)
         "xpose": 1,                     # transpose (D-13): the one live PE puts code slot 0 on the psum chain
         "lanes": 2,                     # log2 of the step's products (double row 1, MX 2 / 3)
-        "code": code_layout(max(pack, SPARSE_FMAPS)),
+        "code": code_layout(max(pack, SPARSE_FMAPS), sparse32),
     })
 
 
-def code_layout(pack: int) -> data.StructLayout:
-    """Slot 0 holds any code (up to 32 bits); slots 1-3 up to 16 bits (MatmulSparse fmaps of bf16 /
-    fp16); slots 4-7 only <= 8-bit elements (FP8 double row, MX) (D-T34)."""
-    fields = {"s0": 32}
-    fields.update({f"s{j}": 16 if j < 4 else 8 for j in range(1, pack)})
-    return data.StructLayout(fields)
+def code_layout(pack: int, sparse32: bool = False) -> data.StructLayout:
+    """`pack` code slots of `slot_width` bits (D-T34, D-T40 (3))."""
+    return data.StructLayout({f"s{j}": slot_width(j, sparse32) for j in range(pack)})
+
+
+def slot_width(j: int, sparse32: bool = False) -> int:
+    """Slot 0 holds any code (up to 32 bits); slots 1-3 MatmulSparse fmaps: 16 bits (bf16 / fp16),
+    32 in a `sparse32` build (FP32 data or FP32 LUT entries); slots 4-7 only <= 8-bit elements (FP8
+    double row, MX)."""
+    if j == 0 or (sparse32 and j < SPARSE_FMAPS):
+        return 32
+    return 16 if j < SPARSE_FMAPS else 8
 
 
 def slot(codes, j):
@@ -50,6 +56,11 @@ def weight_layout(pack: int) -> data.StructLayout:
     return data.StructLayout({"code": code_layout(pack), "dtype": 8, "scale": signed(10), "scale_nan": 1})
 
 
+def build_suffix(dtypes, sparse32: bool) -> str:
+    """The module-name suffix of a build's PE side: its dtypes (D-T62), `_s32` for 32-bit fmaps."""
+    return dtypes_suffix(dtypes) + ("_s32" if sparse32 else "")
+
+
 # (moving part, stationary part) of the four LOW_HIGH sub-steps (D-12, D-T24)
 LOW_HIGH_PARTS = ((PART_HI, PART_HI), (PART_HI, PART_LO), (PART_LO, PART_HI), (PART_LO, PART_LO))
 
@@ -57,12 +68,14 @@ LOW_HIGH_PARTS = ((PART_HI, PART_HI), (PART_HI, PART_LO), (PART_LO, PART_HI), (P
 class PE(wiring.Component):
     repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
-    def __init__(self, gen, pack: int = 1, *, dtypes=None):
-        """`dtypes`: a specialised PE that multiplies only those operand dtypes (D-T62)."""
-        self.gen, self.pack, self.dtypes = gen, pack, dtypes
+    def __init__(self, gen, pack: int = 1, *, dtypes=None, sparse32: bool = False):
+        """`dtypes`: a specialised PE that multiplies only those operand dtypes (D-T62); `sparse32`:
+        MatmulSparse fmaps of 32 bits (D-T40 (3))."""
+        self.gen, self.pack, self.dtypes, self.sparse32 = gen, pack, dtypes, sparse32
+        act = act_layout(pack, sparse32)
         super().__init__({
             "col_index": In(COL_BITS),
-            "act_in": In(act_layout(pack)), "act_out": Out(act_layout(pack)),
+            "act_in": In(act), "act_out": Out(act),
             "psum_in": In(32), "psum_valid_in": In(1), "psum_out": Out(32), "psum_valid_out": Out(1),
             "advance": In(1), "phase": In(2),
             "wl_valid": In(1), "wl": In(weight_layout(pack)),
@@ -72,7 +85,7 @@ class PE(wiring.Component):
 
     @property
     def module_name(self) -> str:
-        return f"tensore_pe_{Gen.parse(self.gen).name.lower()}_p{self.pack}{dtypes_suffix(self.dtypes)}"
+        return f"tensore_pe_{Gen.parse(self.gen).name.lower()}_p{self.pack}{build_suffix(self.dtypes, self.sparse32)}"
 
     def elaborate(self, platform):
         m = Module()
@@ -82,7 +95,7 @@ class PE(wiring.Component):
         shadow, active = Signal(wl), Signal(wl)
         pending = Signal()
         tag = Signal(4)
-        act = Signal(act_layout(pack))
+        act = Signal(act_layout(pack, self.sparse32))
         psum, pvalid = Signal(32), Signal()
         acc = Signal(32)                                      # the 4-pass sub-step accumulator
         ai = self.act_in

@@ -42,8 +42,9 @@ STATES = PSUM_BANKS * PSUM_SR_SLOTS                     # SR states of a partiti
 # partition performs it; `save` (SaveSeed) writes the partition's selected SR state, not `value`.
 PSUM_WRITE = data.StructLayout({"valid": 1, "offset": OFFSET_BITS, "value": 32, "bf16": 1, "accumulate": 1,
                                 "raw": 1, "sr": 1, "save": 1})
-# the write a port performs this cycle (the write monitors)
-PSUM_MONITOR = data.StructLayout({"valid": 1, "offset": OFFSET_BITS, "bits": 32})
+# the write a port performs this cycle (the write monitors): `bf16` a 16-bit write of the half at
+# `offset` (`bits` in its low 16 bits), else a 32-bit word
+PSUM_MONITOR = data.StructLayout({"valid": 1, "offset": OFFSET_BITS, "bits": 32, "bf16": 1})
 
 
 def bank_of(offset):
@@ -228,7 +229,7 @@ def _write_path(m, k, wr, rps, ep, states, earlier, mon):
 
     data16 = Mux(s.raw, value[:16], code16)
     bits = Mux(s.bf16, data16, Mux(s.raw, value, total))
-    m.d.comb += [mon.valid.eq(s.valid), mon.offset.eq(s.offset), mon.bits.eq(bits)]
+    m.d.comb += [mon.valid.eq(s.valid), mon.offset.eq(s.offset), mon.bits.eq(bits), mon.bf16.eq(s.bf16)]
     out = Signal(_PATH, name=n + "out")
     m.d.comb += [out.word.eq(s_word), out.en.eq(Mux(s.valid, Mux(s.bf16, Mux(half, 0b10, 0b01), 0b11), 0)),
                  out.data.eq(Mux(s.bf16, Cat(data16, data16), bits)),

@@ -11,7 +11,7 @@ rtl/rows.py (`xfeed`), which delays them j*R cycles into the top of column r + j
 Every row is the same module, its row number an input (`index`), so the exported Verilog holds one
 definition instantiated rows times (rtl/export.py).  The ConvLutLoad table is the load unit's: LUT
 operands leave here as UINT8 indices in the code slots with `lut_code` set, and rtl/rows.py replaces
-them.  The TENSOR3D iterator (`pattern_step`, `PatternIter`) is here too; the load and launch units use it."""
+them.  The TENSOR3D iterator (`pattern_step`, `PatternIter`) is here too; the launch unit uses it."""
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -20,8 +20,8 @@ from tensore.model.addrmap import PARTITION_BITS, PARTITIONS, PSUM_OFFSET_BITS, 
 from tensore.model.dtypes import Gen
 from tensore.model.isa.enums import SeedMode
 from tensore.rtl.fp.raw import e8m0_scale
-from tensore.rtl.mx import block_first_row
-from tensore.rtl.pe import SPARSE_FMAPS, act_layout, slot
+from tensore.rtl.mx import MAP_FIELDS, block_first_row
+from tensore.rtl.pe import SPARSE_FMAPS, act_layout, slot, slot_width
 from tensore.rtl.wires import wire
 
 MV_ELEMS = SPARSE_FMAPS         # elements per moving request: the fmaps of a MatmulSparse vector
@@ -34,7 +34,8 @@ REC_LAYOUT = data.StructLayout({
     "dst_part": PART, "dst_off": POFF, "dst_slot1": POFF, "out_bf16": 1, "accumulate": 1, "zero": 1,
     "zero_log2": 2, "c256": 1, "fresh": 1, "fmaps": 3, "fstride": signed(20), "lut": 1, "xpose": 1,
     "seed": 2, "vidx": 5,
-    "mx": 1, "pack": 4, "maddr": SOFF + 1, "mstride": signed(20), "nib": 1, "scv": 1, "spart": PART, "soff": SOFF})
+    "mx": 1, "pack": 4, "maddr": SOFF + 1, "melem": 16, "mstride": signed(20), **MAP_FIELDS, "nib": 1, "scv": 1,
+    "spart": PART, "soff": SOFF})
 # the part of it the write side needs, from the array's top row to the PSUM write
 WREC_FIELDS = ("valid", "col0", "cols", "c256", "dst_part", "dst_off", "dst_slot1", "out_bf16", "accumulate",
                "zero", "zero_log2", "xpose", "seed", "vidx")
@@ -61,11 +62,13 @@ def xit_layout(rounds: int = 1) -> data.StructLayout:
 
 XIT_LAYOUT = xit_layout()
 # One row's moving SBUF request (D-T38 (5), D-T40 (3), (5)): partition and byte offsets of its one
-# to four elements, or with `mx` `count` codes from element address `addr` (bytes, nibbles with
-# `nib`), `stride` apart, and the scale byte at (spart, soff).  The answer: `MV_ELEMS` 32-bit words.
+# to four elements, or with `mx` `count` codes of a data pattern starting at address `addr` (bytes,
+# nibbles with `nib`): indices elem + j * stride, each at addr + its mapped address (rtl/mx.py
+# MAP_FIELDS), and the scale byte at (spart, soff).  The answer: `MV_ELEMS` 32-bit words.
 MV_REQUEST = data.StructLayout({
     "valid": 1, "part": PART, **{f"off{j}": SOFF for j in range(MV_ELEMS)}, "esize": 3,
-    "mx": 1, "addr": SOFF + 1, "stride": signed(20), "count": 4, "nib": 1, "spart": PART, "soff": SOFF})
+    "mx": 1, "addr": SOFF + 1, "elem": 16, "stride": signed(20), "count": 4, "nib": 1, **MAP_FIELDS,
+    "spart": PART, "soff": SOFF})
 
 
 def pattern_step(i, o, num, step, esize):
@@ -113,10 +116,12 @@ class RowPort(wiring.Component):
 
     repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
-    def __init__(self, gen, pack: int, sbuf_latency: int, *, rows: int = 0, rounds: int = 1):
+    def __init__(self, gen, pack: int, sbuf_latency: int, *, rows: int = 0, rounds: int = 1, sparse32: bool = False):
         """`rows` R and `rounds` (xpose_rounds): a transpose's elements r + j * R, j < rounds, leave
-        on `xfeed` (bit j of `xfeed_valid`: element r + j * R of this row's vector, j >= 1)."""
+        on `xfeed` (bit j of `xfeed_valid`: element r + j * R of this row's vector, j >= 1).
+        `sparse32`: code slots 1-3 take whole 32-bit words (D-T40 (3))."""
         self.gen, self.pack, self.L, self.R, self.rounds = Gen.parse(gen), pack, sbuf_latency, rows, rounds
+        self.sparse32 = sparse32
         feed = {"xfeed_valid": Out(MV_ELEMS), "xfeed": Out(data.ArrayLayout(32, MV_ELEMS))} if rounds > 1 else {}
         super().__init__({
             "index": In(8), "req_shift": In(1), "advance": In(1),
@@ -124,7 +129,7 @@ class RowPort(wiring.Component):
             "xit_in": In(xit_layout(rounds)), "xit_out": Out(xit_layout(rounds)),
             "down_in": In(WREC_LAYOUT), "down_out": Out(WREC_LAYOUT),
             "mv_req": Out(MV_REQUEST), "mv_resp": In(32 * MV_ELEMS),
-            "row_in": Out(act_layout(pack)),
+            "row_in": Out(act_layout(pack, sparse32)),
             "lut_code": Out(1), "lut_dtype_sel": Out(1),    # slot 0 is a LUT index / the dtype is the LUT's
             **feed,
         })
@@ -132,7 +137,8 @@ class RowPort(wiring.Component):
     @property
     def module_name(self) -> str:
         rounds = f"_x{self.rounds}r{self.R}" if self.rounds > 1 else ""
-        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}{rounds}"
+        s32 = "_s32" if self.sparse32 else ""
+        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}{rounds}{s32}"
 
     def elaborate(self, platform):
         m = Module()
@@ -157,8 +163,8 @@ class RowPort(wiring.Component):
                      q.off2.eq(rec.off0 + 2 * rec.fstride),
                      q.off3.eq(rec.off0 + 3 * rec.fstride),
                      q.esize.eq(rec.esize),
-                     q.mx.eq(rec.mx), q.addr.eq(rec.maddr),
-                     q.stride.eq(rec.mstride), q.count.eq(rec.pack),
+                     q.mx.eq(rec.mx), q.addr.eq(rec.maddr), q.elem.eq(rec.melem),
+                     q.stride.eq(rec.mstride), q.count.eq(rec.pack), *[q[f].eq(rec[f]) for f in MAP_FIELDS],
                      q.nib.eq(rec.nib),
                      q.spart.eq(rec.spart + block_first_row(r - rec.row0, rec.pack)),
                      q.soff.eq(Mux(rec.scv, rec.soff, 0))]
@@ -190,7 +196,7 @@ class RowPort(wiring.Component):
         sa, sa_nan = e8m0_scale(word[64:72])
         m.d.comb += [a.scaled.eq(act.mx), a.sa.eq(Mux(act.scv, sa, 0)), a.sa_nan.eq(act.scv & sa_nan)]
         for j in range(1, max(PK, MV_ELEMS)):
-            other = word[32 * j:32 * j + 16] if j < MV_ELEMS else 0
+            other = word[32 * j:32 * j + slot_width(j, self.sparse32)] if j < MV_ELEMS else 0
             m.d.comb += slot(a.code, j).eq(Mux(act.mx, word[8 * j:8 * j + 8], other))
 
         if self.rounds > 1:             # elements r + j * R, for the tops of their columns (rtl/rows.py)

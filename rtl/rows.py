@@ -10,12 +10,19 @@ port, so no combinational path leaves a row port and comes back into it.
 A transpose of more elements than rows R (D-T40 (1)): row r's answer for vector v holds elements
 r + j*R too, in the cycle vector v enters row r (t_data + v + r); element c = r + j*R must be at
 the top of column c in t_data + v + c, so it waits j*R cycles in a delay line here (`top_psum`),
-and rides the sum registers of column c down to its PSUM write."""
-from amaranth.hdl import Cat, Module, Mux, Signal
+and rides the sum registers of column c down to its PSUM write.
+
+Rows is nearly pure wiring, and Amaranth builds a net per bit of every row port's ~1500 port bits, so
+the exported Verilog is `verilog()` instead (D-T42 (2), as the PSUM write crossbar): the same
+function as one module of row-port instances, its bit positions taken from the layouts; its Amaranth
+form is what Amaranth's simulator runs, and tests/test_rtl_export.py checks the two against each other."""
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl._ast import Operator, Slice
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from tensore.rtl.blackbox import black_box, prototype
+from tensore.model.dtypes import Gen
+from tensore.rtl.blackbox import black_box, prototype, ports as block_ports
 from tensore.rtl.interfaces import arrays, request_port, scatter
 from tensore.rtl.pe import act_layout, slot
 from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST, REC_LAYOUT, WREC_LAYOUT, RowPort, xit_layout, xpose_rounds
@@ -38,13 +45,15 @@ class Rows(wiring.Component):
     record leaving the bottom row (`down`), a transpose's elements for the tops of the columns
     beyond the rows (`top_psum` / `top_valid`, an array of `cols` columns)."""
 
-    def __init__(self, gen, rows: int, pack: int, sbuf_latency: int, *, cols: int = 0, black_box: bool = False):
-        self.gen, self.rows, self.pack, self.L, self.black_box = gen, rows, pack, sbuf_latency, black_box
+    def __init__(self, gen, rows: int, pack: int, sbuf_latency: int, *, cols: int = 0, black_box: bool = False,
+                 sparse32: bool = False):
+        self.gen, self.rows, self.pack, self.L, self.black_box = Gen.parse(gen), rows, pack, sbuf_latency, black_box
+        self.sparse32 = sparse32            # 32-bit code slots 1-3 (D-T40 (3))
         self.cols, self.rounds = cols, xpose_rounds(rows, cols) if cols else 1
         super().__init__({
             "rec": In(REC_LAYOUT), "xit": In(xit_layout(self.rounds)), "req_shift": In(1), "advance": In(1),
             "mv": Out(moving_port(rows)),
-            "row_in": Out(data.ArrayLayout(act_layout(pack), rows)),
+            "row_in": Out(data.ArrayLayout(act_layout(pack, sparse32), rows)),
             "lut_index": Out(data.ArrayLayout(8, rows * MV_ELEMS)),
             "lut_entry": In(data.ArrayLayout(32, rows * MV_ELEMS)),
             "lut_dtype": In(8),
@@ -52,8 +61,13 @@ class Rows(wiring.Component):
             "top_psum": Out(data.ArrayLayout(32, max(cols, 1))), "top_valid": Out(max(cols, 1)),
         })
 
+    @property
+    def module_name(self) -> str:
+        s32 = "_s32" if self.sparse32 else ""
+        return f"tensore_rowports_{self.gen.name.lower()}_r{self.rows}_p{self.pack}_l{self.L}_c{self.cols}{s32}"
+
     def _port(self):
-        return RowPort(self.gen, self.pack, self.L, rows=self.rows, rounds=self.rounds)
+        return RowPort(self.gen, self.pack, self.L, rows=self.rows, rounds=self.rounds, sparse32=self.sparse32)
 
     def blocks(self) -> list:
         """The separately exported block it instantiates."""
@@ -104,3 +118,112 @@ class Rows(wiring.Component):
                     m.d.sync += [line[0].eq(Mux(rp.xfeed_valid[j], Cat(rp.xfeed[j], 1), 0))]
                     m.d.sync += [line[k].eq(line[k - 1]) for k in range(1, len(line))]
                 m.d.comb += [self.top_psum[c].eq(line[-1][:32]), self.top_valid[c].eq(line[-1][32])]
+
+    def verilog(self) -> str:
+        """The function as one Verilog module (ports as rtl/blackbox.py names them): the row ports as
+        instances of their exported module, the chains, LUT substitution, first marks and delay lines."""
+        me, proto = _Names(self), prototype(self._port())
+        rp = _Names(proto)
+        lines = [f"// {self.rows} row ports of {proto.module_name} (rtl/rows.py)",
+                 f"module {self.module_name}({', '.join(['clk', 'rst', *me.ports])});", "  input clk, rst;"]
+        lines += [f"  {'input' if flow == In else 'output'} [{len(v) - 1}:0] {n};" for n, (v, flow) in me.ports.items()]
+        for r in range(self.rows):
+            lines += self._row_verilog(r, me, proto, rp) + self._row_in_verilog(r, me, proto, rp)
+        lines += self._regs_verilog(me, proto, rp)
+        return "\n".join(lines + ["endmodule", ""])
+
+    def _row_verilog(self, r: int, me, proto, rp) -> list:
+        """Row port r as an instance (its outputs on wires `r<r>_<port>`): the chains from the row
+        above (row 0: the launch record and iterator), and its share of the moving requests."""
+        chain = {"req_in": ("rec", "req_out"), "xit_in": ("xit", "xit_out"), "down_in": (None, "down_out")}
+        conns, lines = [".clk(clk)", ".rst(rst)"], []
+        for n, (v, flow) in rp.ports.items():
+            if flow != In:
+                lines.append(f"  wire [{len(v) - 1}:0] r{r}_{n};")
+                conns.append(f".{n}(r{r}_{n})")
+            elif n == "index":
+                conns.append(f".index({len(v)}'d{r})")
+            elif n in ("req_shift", "advance"):
+                conns.append(f".{n}({me.bits(getattr(self, n))})")
+            elif n == "mv_resp":
+                conns.append(f".mv_resp({me.bits(self.mv.resp.data[r])})")
+            elif n in chain:
+                top, out = chain[n]
+                src = rp.bits(getattr(proto, out), f"r{r - 1}_") if r else me.bits(getattr(self, top)) if top \
+                    else f"{len(v)}'d0"
+                conns.append(f".{n}({src})")
+            else:
+                raise ValueError(f"rtl/rows.py: no connection for the row port's input {n!r}")
+        lines.append(f"  {proto.module_name} rowport{r}({', '.join(conns)});")
+        return lines + [f"  assign {me.bits(getattr(self.mv.req, f)[r])} = {rp.bits(proto.mv_req[f], f'r{r}_')};"
+                        for f, _ in proto.mv_req.shape()]
+
+    def _row_in_verilog(self, r: int, me, proto, rp) -> list:
+        """Row r's moving value: the row port's, its dtype the table's with `lut_dtype_sel`, its code
+        slots 0 .. MV_ELEMS - 1 the table's entries with `lut_code`; and its table indices."""
+        mine, a, p = proto.row_in, self.row_in[r], f"r{r}_"
+        sel, code = rp.bits(proto.lut_dtype_sel, p), rp.bits(proto.lut_code, p)
+        parts = {rp.span(mine.dtype)[1]: (a.dtype, f"{sel} ? {me.bits(self.lut_dtype)} : {rp.bits(mine.dtype, p)}")}
+        lines = []
+        for j in range(MV_ELEMS):
+            k, src = r * MV_ELEMS + j, slot(mine.code, j)
+            lines.append(f"  assign {me.bits(self.lut_index[k])} = {rp.bits(src[:8], p)};")
+            entry = me.bits(self.lut_entry[k][:len(src)])
+            parts[rp.span(src)[1]] = (slot(a.code, j), f"{code} ? {entry} : {rp.bits(src, p)}")
+        whole, mine_v, at = a.as_value(), mine.as_value(), 0
+        for first in sorted(parts) + [len(mine_v)]:           # the other fields pass through
+            if first > at:
+                lines.append(f"  assign {me.bits(whole[at:first])} = {rp.bits(mine_v[at:first], p)};")
+            if first in parts:
+                dst, expr = parts[first]
+                lines.append(f"  assign {me.bits(dst)} = {expr};")
+                at = first + len(Value.cast(dst))
+        return lines
+
+    def _regs_verilog(self, me, proto, rp) -> list:
+        """The first marks, the write record leaving the bottom row, and the transpose delay lines
+        (registers of the sync domain: synchronous reset `rst`, reset value 0)."""
+        R, last = self.rows, f"r{self.rows - 1}_"
+        swap = rp.bits(proto.row_in.swap, "r0_")
+        lines = [f"  reg [{R - 1}:0] first_mark = {R}'d0;",
+                 f"  assign {me.bits(self.down.rec)} = {rp.bits(proto.down_out, last)};",
+                 f"  assign {me.bits(self.down.first)} = first_mark[{R - 1}] & {rp.bits(proto.down_out.valid, last)};"]
+        resets = ["first_mark <= 0;"]
+        shifts = [f"first_mark <= {{first_mark[{R - 2}:0], {swap}}};" if R > 1 else f"first_mark <= {swap};"]
+        feeds = {r + j * R: (r, j) for r in range(R) for j in range(1, self.rounds) if r + j * R < self.cols}
+        for c in range(max(self.cols, 1)):
+            if c not in feeds:
+                lines += [f"  assign {me.bits(self.top_psum[c])} = 32'd0;",
+                          f"  assign {me.bits(self.top_valid[c])} = 1'b0;"]
+                continue
+            r, j = feeds[c]
+            w, p = 33 * j * R, f"r{r}_"
+            head = f"{rp.bits(proto.xfeed_valid[j], p)} ? {{1'b1, {rp.bits(proto.xfeed[j], p)}}} : 33'd0"
+            lines += [f"  reg [{w - 1}:0] xtop{c} = {w}'d0;",
+                      f"  assign {me.bits(self.top_psum[c])} = xtop{c}[{w - 2}:{w - 33}];",
+                      f"  assign {me.bits(self.top_valid[c])} = xtop{c}[{w - 1}];"]
+            resets.append(f"xtop{c} <= 0;")
+            shifts.append(f"xtop{c} <= {{xtop{c}[{w - 34}:0], {head}}};" if w > 33 else f"xtop{c} <= {head};")
+        return lines + ["  always @(posedge clk) begin", "    if (rst) begin", *("      " + x for x in resets),
+                        "    end else if (advance) begin", *("      " + x for x in shifts), "    end", "  end"]
+
+
+class _Names:
+    """The Verilog names of the bits of `block`'s ports: `bits(x, prefix)` of a port, or of a field or
+    element of one (a slice of its signal), is `<prefix><port>[hi:lo]`."""
+
+    def __init__(self, block):
+        self.ports = block_ports(block)
+        self.of = {id(v): n for n, (v, _) in self.ports.items()}
+
+    def span(self, value) -> tuple:
+        """(port name, first bit, width) of `value` (a signed field is its bits as_signed)."""
+        v, first = Value.cast(value), 0
+        width = len(v)
+        while isinstance(v, Slice) or isinstance(v, Operator) and v.operator in ("s", "u"):
+            first, v = (first + v.start, v.value) if isinstance(v, Slice) else (first, v.operands[0])
+        return self.of[id(v)], first, width
+
+    def bits(self, value, prefix: str = "") -> str:
+        name, first, width = self.span(value)
+        return f"{prefix}{name}[{first + width - 1}:{first}]"

@@ -34,6 +34,7 @@ from tensore.model.timing import (
     weights_swapped,
     write_cycle,
 )
+from tensore.rtl.blackbox import prototype
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import Kind, MmKind, hw_member, uop_layout
 from tensore.rtl.regs import RegisterBlock, port_name
@@ -43,8 +44,9 @@ T = 32          # timestamp width
 
 
 class Sequencer(wiring.Component):
-    def __init__(self, gen, rows: int, cols: int, sbuf_latency: int = DEFAULT_SBUF_LATENCY):
-        self.gen, self.rows, self.cols, self.L = gen, rows, cols, sbuf_latency
+    def __init__(self, gen, rows: int, cols: int, sbuf_latency: int = DEFAULT_SBUF_LATENCY, *, black_box: bool = False):
+        """`black_box`: the weight state's rows are instances of their exported module."""
+        self.gen, self.rows, self.cols, self.L, self.black_box = gen, rows, cols, sbuf_latency, black_box
         super().__init__({
             "desc_valid": In(1), "desc_ready": Out(1), "desc_data": In(512),
             "bus_addr": In(12), "bus_wdata": In(32), "bus_we": In(1), "bus_rdata": Out(32),
@@ -58,6 +60,10 @@ class Sequencer(wiring.Component):
             "seed_mm_at": Out(T),                            # with issue of a PeManageSeed: its transpose's cycle
             "busy": Out(1), "error": Out(1),
         })
+
+    def blocks(self) -> list:
+        """The separately exported blocks it instantiates."""
+        return prototype(WeightState(self.rows, self.cols)).blocks()
 
     def elaborate(self, platform):
         m = self._m = Module()
@@ -119,7 +125,7 @@ class Sequencer(wiring.Component):
     def _weight_state(self, dec, cur):
         """The loaded weights' fp32 class and pack per PE, asked about the head's block (D-T31)."""
         m = self._m
-        m.submodules.weights = ws = WeightState(self.rows, self.cols)
+        m.submodules.weights = ws = WeightState(self.rows, self.cols, self.black_box)
         lut_fp32 = Signal()                   # the ConvLutLoad table's entry dtype is FP32
         issue = self.issue
         with m.If(issue & (cur.kind == Kind.LUT)):

@@ -14,8 +14,10 @@ Ports (all synchronous to one clock; the Verilog names join a member's path with
   sc     MX scales: req.* -> resp.data (byte m: the block scale of column m), with the same latency
   mv     moving SBUF, one request per array row (rtl/rowport.py MV_REQUEST), field-major: req.valid[r],
          req.part[r], ... -> resp.data[r] (element j in bits 32j..32j+31), with the same latency
-  host   PSUM host port: part / word -> data one cycle later; we writes wdata there
-  mon    the PSUM write of partition p this cycle: mon.valid[p], mon.offset[p], mon.bits[p];
+  host   PSUM host port: part / word -> data one cycle later, lanes[p] partition p's word; we writes
+         wdata there
+  mon    the PSUM write of partition p this cycle: mon.valid[p], mon.offset[p], mon.bits[p],
+         mon.bf16[p] (a 16-bit write of the half at offset);
          mon2 (, mon3, ...: `psum_ports`) its second (third, ...) write of the cycle, D-T40 (6)
   status now, done (nothing queued or in flight), error (err_status.err), unsupported
 The micro-ops this RTL runs (D-T40): Ldweights (also transposing, TAG_WEIGHT, LUT, MX), LdTags,
@@ -38,10 +40,11 @@ from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
 from tensore.rtl.load_unit import LoadUnit, scale_port, stationary_port
 from tensore.rtl.psum import PSUM_MONITOR
+from tensore.rtl.psum_bank import host_port, monitor_names
 from tensore.rtl.rowport import MV_ELEMS  # noqa: F401  (the moving answer's words, for the testbenches)
 from tensore.rtl.rows import Rows, moving_port
 from tensore.rtl.seq import T, Sequencer
-from tensore.rtl.writeback import WriteBack, host_port
+from tensore.rtl.writeback import WriteBack
 
 DESCRIPTOR_STREAM = wiring.Signature({"valid": In(1), "ready": Out(1), "data": In(8 * DESCRIPTOR_BYTES)})
 REGISTER_BUS = wiring.Signature({"addr": In(12), "wdata": In(32), "we": In(1), "rdata": Out(32)})
@@ -54,10 +57,12 @@ UNSUPPORTED = data.StructLayout({"uop": 1, "load": load_unit.UNSUPPORTED, "launc
 class Engine(wiring.Component):
     def __init__(self, gen, rows: int = 128, cols: int | None = None, *, pack: int | None = None,
                  sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False,
-                 dtypes=None, psum_ports: int = writeback.PSUM_PORTS):
+                 dtypes=None, psum_ports: int = writeback.PSUM_PORTS, sparse32: bool = False):
         """`psum_ports`: the writes a PSUM partition takes in one cycle (D-T40 (6)).  `dtypes`: a
         specialised engine whose PEs multiply only those dtypes (D-T62); a weight load or
-        non-transposing matmul of another dtype raises `unsupported`.  `black_box`: the array,
+        non-transposing matmul of another dtype raises `unsupported`.  `sparse32`: the moving value's
+        code slots 1-3 are 32 bits, so a MatmulSparse of FP32 values (data or LUT entries) runs;
+        without it such a micro-op raises `unsupported` (D-T40 (3)).  `black_box`: the array,
         row ports, PSUM partitions and crossbar are instances of their exported modules (`blocks()`)."""
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
@@ -70,36 +75,39 @@ class Engine(wiring.Component):
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
         self.parts = psum_partitions
         self.psum_ports = psum_ports
-        self.black_box, self.dtypes = black_box, dtypes
+        self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
             "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),
             "st": Out(stationary_port(cols, self.pack)), "sc": Out(scale_port(cols)), "mv": Out(moving_port(rows)),
             "host": Out(host_port(psum_partitions)), "mon": Out(monitor),
-            **{name: Out(monitor) for name in writeback.monitor_names(psum_ports)[1:]},
+            **{name: Out(monitor) for name in monitor_names(psum_ports)[1:]},
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
         })
 
     def _array(self):
-        return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes)
+        return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32)
 
     def _rows(self):
-        return Rows(self.gen, self.rows, self.pack, self.L, cols=self.cols, black_box=self.black_box)
+        return Rows(self.gen, self.rows, self.pack, self.L, cols=self.cols, black_box=self.black_box,
+                    sparse32=self.sparse32)
 
     def _write(self):
         return WriteBack(self.parts, self.cols, self.psum_ports, maverick=self.maverick, black_box=self.black_box)
 
     def blocks(self) -> list:
         """The separately exported blocks of the engine (rtl/export.py)."""
-        return [prototype(self._array()), *prototype(self._rows()).blocks(), *prototype(self._write()).blocks()]
+        return [prototype(self._array()), *prototype(self._rows()).blocks(), prototype(self._rows()),
+                *prototype(self._write()).blocks(),
+                *prototype(Sequencer(self.gen, self.rows, self.cols, self.L)).blocks()]
 
     def elaborate(self, platform):
         m = Module()
         R, C, PK, L = self.rows, self.cols, self.pack, self.L
-        m.submodules.seq = seq = Sequencer(self.gen, R, C, L)
-        m.submodules.load_unit = load = LoadUnit(self.gen, R, C, PK, L, self.dtypes)
+        m.submodules.seq = seq = Sequencer(self.gen, R, C, L, black_box=self.black_box)
+        m.submodules.load_unit = load = LoadUnit(self.gen, R, C, PK, L, self.dtypes, sparse32=self.sparse32)
         m.submodules.launch_unit = launch = Launch(self.gen, R, PK, L, self.dtypes, cols=C)
-        m.submodules.row_ports = rows = self._rows()
+        m.submodules.row_ports = rows = black_box(self._rows(), self.black_box)
         m.submodules.array = arr = black_box(self._array(), self.black_box)
         m.submodules.write_back = write = self._write()
         # descriptor and register bus -> sequencer -> load / launch
@@ -129,7 +137,7 @@ class Engine(wiring.Component):
                      write.first_cycle.eq(launch.first_cycle), write.out_psum.eq(arr.out_psum),
                      write.seed_lanes.eq(load.seed_lanes), write.sr.eq(seq.round_sr)]
         connect(m, flipped(self.host), write.host)
-        for name in writeback.monitor_names(self.psum_ports):
+        for name in monitor_names(self.psum_ports):
             connect(m, flipped(getattr(self, name)), getattr(write, name))
 
         causes = Signal(UNSUPPORTED)

@@ -2,40 +2,75 @@
 bottom row beside its sums and runs along the columns; in each column-output cycle every column of
 the record's block presents its PSUM write (partition, offset, value, flags; seed states), the
 crossbar (rtl/psum_xbar.py) orders the writes of each partition as the model applies them and
-routes them to the partition's write ports, and the PSUM partitions (rtl/psum.py) perform them.  A
+routes them to the partition's write ports, and the PSUM partitions (rtl/psum.py, all of them in
+rtl/psum_bank.py) perform them.  A
 group's zeroing is presented in its first write cycle.  The host reads and writes PSUM words
 through `host`; the monitors `mon`, `mon2`, ... show every partition's first, second, ... write of
 the cycle."""
-from amaranth.hdl import Array as HArray
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect, flipped
 
-from tensore.model.addrmap import PSUM_BANK_BITS
+from tensore.model.addrmap import PARTITION_BITS
 from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.interfaces import arrays, record
-from tensore.rtl.psum import PSUM_MONITOR, WORDS, PsumPartition, bank_of
-from tensore.rtl.psum_xbar import UNSUPPORTED, PsumWriteXbar
+from tensore.rtl.psum import OFFSET_BITS, PSUM_MONITOR, STATES, bank_of
+from tensore.rtl.psum_bank import ZERO_LAYOUT, PsumBank, host_port, monitor_names
+from tensore.rtl.psum_xbar import PART_BITS, UNSUPPORTED, PsumWriteXbar
 from tensore.rtl.rows import DOWN_LAYOUT
 from tensore.rtl.rowport import WREC_LAYOUT
-from tensore.rtl.wires import any_of, first_of, wire
+from tensore.rtl.wires import wire
 
 PSUM_PORTS = 2          # the writes a partition takes in one cycle, as the engine is built by default
-# a group's zeroing: partitions [lo, hi), its first bank, log2 of its bank count
-ZERO_LAYOUT = data.StructLayout({"valid": 1, "lo": 8, "hi": 9, "bank": PSUM_BANK_BITS, "log2": 2})
 
 
-def monitor_names(ports: int) -> tuple:
-    """The PSUM write monitors of an engine whose partitions have `ports` write ports: `mon` shows
-    each partition's first write of the cycle, `mon2` its second, ..."""
-    return ("mon",) + tuple(f"mon{k + 1}" for k in range(1, ports))
+# the zeroing of the cycle's write records, passed along the columns: whether a record in its first
+# write cycle (its first column writes) zeroes, and the fields of the first such record
+ZERO_CHAIN = data.StructLayout({"found": 1, "zero": 1, "dst_part": PARTITION_BITS, "cols": WREC_LAYOUT["cols"].shape,
+                                "dst_off": WREC_LAYOUT["dst_off"].shape, "zero_log2": 2})
+# a column's write, as the crossbar (rtl/psum_xbar.py) takes it
+COLUMN_WRITE = data.StructLayout({"strobe": 1, "part": PART_BITS, "offset": OFFSET_BITS, "seed": 2, "bf16": 1,
+                                  "accumulate": 1, "raw": 1, "state": range(STATES), "loaded": 32})
 
 
-def host_port(parts: int) -> wiring.Signature:
-    """The host's PSUM port: word `word` of partition `part` -> `data` one cycle later; `we` writes
-    `wdata` there (a word the engine does not write in the same cycle)."""
-    return wiring.Signature({"part": In(range(parts)), "word": In(range(WORDS)), "data": Out(32),
-                             "we": In(1), "wdata": In(32)})
+class WriteColumn(wiring.Component):
+    """Column `index`'s write (`w`) of the write record `rec` passing it, in a column-output cycle
+    (`first_cycle`): strobe, partition, offset, flags; `upper`, the record's slot-1 half (c256); seeds:
+    LOAD writes a state, SAVE writes one to PSUM, the state being vector v (PeManageSeed) or 2 x dst
+    bank + column half (MAVERICK), the loaded value the column's sum or its held seed (`seed_lane`).
+    `z_in` -> `z_out` passes the zeroing of the first column that starts a group along the columns.
+    The index is an input, so one exported module serves every column (rtl/export.py)."""
+
+    combinational = True        # no registers: its module has no clock and reset (rtl/blackbox.py)
+
+    def __init__(self, cols: int, half: int, maverick: bool):
+        self.cols, self.half, self.maverick = cols, half, maverick
+        self.module_name = f"tensore_write_column_c{cols}_h{half}" + ("_mav" if maverick else "")
+        super().__init__({"index": In(range(cols)), "rec": In(WREC_LAYOUT), "first_cycle": In(1), "psum": In(32),
+                          "seed_lane": In(32), "z_in": In(ZERO_CHAIN), "w": Out(COLUMN_WRITE), "upper": Out(1),
+                          "z_out": Out(ZERO_CHAIN)})
+
+    def elaborate(self, platform):
+        m = Module()
+        rec, c, half, w = self.rec, self.index, self.half, self.w
+        i = wire(m, c - rec.col0, "i")
+        upper = wire(m, rec.c256 & (i >= half), "upper_half")
+        strobe = wire(m, rec.valid & (c >= rec.col0) & (c < rec.col0 + rec.cols) & self.first_cycle, "strobe")
+        if self.maverick:
+            state, loaded = Cat(upper, bank_of(rec.dst_off)), self.seed_lane
+        else:
+            state, loaded = rec.vidx[:4], self.psum
+        m.d.comb += [w.strobe.eq(strobe), w.part.eq(Mux(upper, rec.dst_part + i - half, rec.dst_part + i)),
+                     w.offset.eq(Mux(upper, rec.dst_slot1, rec.dst_off)), w.seed.eq(rec.seed),
+                     w.bf16.eq(rec.out_bf16), w.accumulate.eq(rec.accumulate), w.raw.eq(rec.xpose),
+                     w.state.eq(state), w.loaded.eq(loaded), self.upper.eq(upper)]
+        first = strobe & (c == rec.col0)
+        z_in, z_out = self.z_in, self.z_out
+        m.d.comb += [z_out.eq(z_in), z_out.zero.eq(z_in.zero | first & rec.zero)]
+        with m.If(~z_in.found & first):
+            m.d.comb += [z_out.found.eq(1), z_out.dst_part.eq(rec.dst_part), z_out.cols.eq(rec.cols),
+                         z_out.dst_off.eq(rec.dst_off), z_out.zero_log2.eq(rec.zero_log2)]
+        return m
 
 
 class WriteBack(wiring.Component):
@@ -59,68 +94,51 @@ class WriteBack(wiring.Component):
     def _xbar(self):
         return PsumWriteXbar(self.parts, self.cols, self.ports, self.half)
 
+    def _column(self):
+        return WriteColumn(self.cols, self.half, self.maverick)
+
+    def _bank(self):
+        return PsumBank(self.parts, self.ports, self.black_box)
+
     def blocks(self) -> list:
         """The separately exported blocks it instantiates."""
-        return [prototype(PsumPartition(None, self.ports)), prototype(self._xbar())]
+        return [*prototype(self._bank()).blocks(), prototype(self._bank()), prototype(self._xbar()),
+                prototype(self._column())]
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.xbar = xbar = black_box(self._xbar(), self.black_box)
-        along, strobes = self._columns(m, xbar)
-        zero = self._zeroing(m, along, strobes)
-        mons = [getattr(self, name) for name in monitor_names(self.ports)]
-        parts = []
-        for p in range(self.parts):
-            pp = black_box(PsumPartition(None, self.ports), True) if self.black_box else PsumPartition(p, self.ports)
-            m.submodules[f"psum{p}"] = pp
-            parts.append(pp)
-            if self.black_box:
-                m.d.comb += pp.index.eq(p)
-            m.d.comb += [pp.wr[k].eq(xbar.wr[k][p]) for k in range(self.ports)]
-            m.d.comb += [pp.state_index.eq(xbar.state_index[p]), pp.state_wr.eq(xbar.state_wr[p]),
-                         pp.state_wr_value.eq(xbar.state_wr_value[p]),
-                         pp.zero_valid.eq(zero.valid & (p >= zero.lo) & (p < zero.hi)), pp.zero_bank.eq(zero.bank),
-                         pp.zero_log2.eq(zero.log2), pp.host_addr.eq(self.host.word),
-                         pp.host_we.eq(self.host.we & (self.host.part == p)), pp.host_wdata.eq(self.host.wdata)]
-            for k, mon in enumerate(mons):
-                m.d.comb += [mon.valid[p].eq(pp.mon[k].valid), mon.offset[p].eq(pp.mon[k].offset),
-                             mon.bits[p].eq(pp.mon[k].bits)]
-        hp = Signal(range(self.parts))
-        m.d.sync += hp.eq(self.host.part)
-        m.d.comb += [self.host.data.eq(HArray(pp.host_data for pp in parts)[hp]), self.unsupported.eq(xbar.unsupported)]
+        m.submodules.bank = bank = black_box(self._bank(), self.black_box)
+        m.d.comb += [bank.wr.eq(xbar.wr), bank.state_index.eq(xbar.state_index), bank.state_wr.eq(xbar.state_wr),
+                     bank.state_wr_value.eq(xbar.state_wr_value), bank.zero.eq(self._zeroing(m, self._columns(m, xbar))),
+                     self.unsupported.eq(xbar.unsupported)]
+        connect(m, flipped(self.host), bank.host)
+        for name in monitor_names(self.ports):
+            connect(m, flipped(getattr(self, name)), getattr(bank, name))
         return m
 
     def _columns(self, m, xbar):
-        """The write records along the columns and each column's write (strobe, partition, offset,
-        value, flags, seed state) to the crossbar; returns the records and the strobes."""
-        C, half = self.cols, self.half
+        """The write records along the columns (a register per column, moved on `advance`) and each
+        column's write to the crossbar (WriteColumn); returns the zeroing chain's end: the group
+        whose first write cycle this is (the first column of a record's block that writes)."""
+        C = self.cols
         along = [self.down.rec] + [Signal(WREC_LAYOUT, name=f"col{c}") for c in range(1, C)]
-        strobes, uppers = [], []
         with m.If(self.advance):
             m.d.sync += [along[c].eq(along[c - 1]) for c in range(1, C)]
+        cols, chain = [], Signal(ZERO_CHAIN, name="zchain0")
         for c in range(C):
-            rec = along[c]
-            i = c - rec.col0
-            upper = wire(m, rec.c256 & (i >= half), f"upper{c}")
-            strobe = wire(m, rec.valid & (c >= rec.col0) & (c < rec.col0 + rec.cols) & self.first_cycle, f"strobe{c}")
-            strobes.append(strobe)
-            uppers.append(upper)
-            # seeds: LOAD writes a state, SAVE writes one to PSUM; the state is vector v (PeManageSeed)
-            # or 2 x dst bank + column half (MAVERICK), the LoadSeed value the transpose's or the held seed
-            if self.maverick:
-                state, loaded = Cat(upper, bank_of(rec.dst_off)), self.seed_lanes[c]
-            else:
-                state, loaded = rec.vidx[:4], self.out_psum[c]
-            m.d.comb += [xbar.strobe[c].eq(strobe),
-                         xbar.part[c].eq(Mux(upper, rec.dst_part + i - half, rec.dst_part + i)),
-                         xbar.offset[c].eq(Mux(upper, rec.dst_slot1, rec.dst_off)), xbar.value[c].eq(self.out_psum[c]),
-                         xbar.seed[c].eq(rec.seed), xbar.bf16[c].eq(rec.out_bf16),
-                         xbar.accumulate[c].eq(rec.accumulate), xbar.raw[c].eq(rec.xpose),
-                         xbar.state[c].eq(state), xbar.loaded[c].eq(loaded)]
+            m.submodules[f"column{c}"] = col = black_box(self._column(), self.black_box)
+            m.d.comb += [col.index.eq(c), col.rec.eq(along[c]), col.first_cycle.eq(self.first_cycle),
+                         col.psum.eq(self.out_psum[c]), col.seed_lane.eq(self.seed_lanes[c]), col.z_in.eq(chain)]
+            for f in ("strobe", "part", "offset", "seed", "bf16", "accumulate", "raw", "state", "loaded"):
+                m.d.comb += getattr(xbar, f)[c].eq(getattr(col.w, f))
+            m.d.comb += xbar.value[c].eq(self.out_psum[c])
+            cols.append(col)
+            chain = col.z_out
         m.d.comb += xbar.sr.eq(self.sr)
-        if half < C:
-            self._pairs(m, xbar, strobes, uppers)
-        return along, strobes
+        if self.half < C:
+            self._pairs(m, xbar, [c.w.strobe for c in cols], [c.upper for c in cols])
+        return chain
 
     def _pairs(self, m, xbar, strobes, uppers):
         """c256: column x's slot-0 write and column x + half's slot-1 write are one micro-op's (so
@@ -135,15 +153,12 @@ class WriteBack(wiring.Component):
         for x in range(half):
             m.d.comb += xbar.pair[x].eq(strobes[x] & strobes[x + half] & uppers[x + half] & (age[x] >= half))
 
-    def _zeroing(self, m, along, strobes):
+    def _zeroing(self, m, chain):
         """A group's zeroing, registered in its first write cycle (column col0's output + 1): the
         partitions of its columns (one half's with c256), its first bank and bank count."""
-        half = self.half
-        firsts = [strobe & (c == along[c].col0) for c, strobe in enumerate(strobes)]
         z = Signal(ZERO_LAYOUT)
-        rec = data.View(WREC_LAYOUT, first_of([(f, along[c].as_value()) for c, f in enumerate(firsts)],
-                                              WREC_LAYOUT.size))
-        m.d.sync += [z.valid.eq(any_of([f & along[c].zero for c, f in enumerate(firsts)])), z.lo.eq(rec.dst_part),
-                     z.hi.eq(rec.dst_part + Mux(rec.cols > half, half, rec.cols)),
-                     z.bank.eq(bank_of(rec.dst_off)), z.log2.eq(rec.zero_log2)]
+        half = self.half
+        m.d.sync += [z.valid.eq(chain.zero), z.lo.eq(chain.dst_part),
+                     z.hi.eq(chain.dst_part + Mux(chain.cols > half, half, chain.cols)),
+                     z.bank.eq(bank_of(chain.dst_off)), z.log2.eq(chain.zero_log2)]
         return z

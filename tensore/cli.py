@@ -180,8 +180,9 @@ def full_size_programs(gen, n: int, n_small: int, rows: int | None = None, cols:
     zeroing two banks) and a BF16 drain with stochastic rounding, plus an MX program (FP8 E4M3 quad
     row, E8M0 block scales), where the generation has it (not MAVERICK) FP8 double row, and the GEMM
     kernel's program (kernel_gemm, M = gemm_m).  MAVERICK's MX program is K x 256 x 512 on both column
-    halves (c256) with MXTensorV2 patterns of several rows (at most 255 elements per dimension: 8 and
-    16 elements a row), and MAVERICK adds a c256 BF16 drain with stochastic rounding over both halves
+    halves (c256) in the tiled order, over MXTensorV2 patterns of 16 elements a row (at most 255 per
+    dimension), which split the order's tiles (issue 20: rows that are neither a tile nor a slot of
+    one), and MAVERICK adds a c256 BF16 drain with stochastic rounding over both halves
     (issue 20).  rows x cols: the engine (default the generation's full size); smaller engines run
     the same set (tests)."""
     from tensore.cosim import programs
@@ -191,7 +192,7 @@ def full_size_programs(gen, n: int, n_small: int, rows: int | None = None, cols:
     kw = {"rows": rows, "cols": cols // 2 if maverick else cols}      # the library works in one c128 half
     progs = [programs.accumulate_group(gen, n=n, **kw), programs.bf16_drain(gen, n=n, sr=True, **kw)]
     if maverick:
-        progs += [programs.mx_rows(gen, "fp8_e4m3", "quad_row", rows, cols, n=n, n0=(8, 16), gap=2, c256=True),
+        progs += [programs.mx_rows(gen, "fp8_e4m3", "quad_row_tiled", rows, cols, n=n, n0=(16, 16), gap=2, c256=True),
                   programs.c256_sr(rows, cols, n=cols // 2 + 2)]
     else:
         mx = programs.mx(gen, "fp8_e4m3", "quad_row", rows=rows, cols=cols, n=n_small)
@@ -300,7 +301,7 @@ def cmd_cosim_full(args) -> int:
                     print(f"  {p.name}: skipped (needs a dtype outside --dtypes)", flush=True)
             progs, lks = [p for p, k in zip(progs, keep) if k], [lk for lk, k in zip(lks, keep) if k]
         if lks:                                 # 4 elements per PE, more if a program needs them
-            cfg = dataclasses.replace(cfg, pack=hdl.fit_pack(lks))
+            cfg = dataclasses.replace(cfg, pack=hdl.fit_pack(lks), psum_ports=hdl.fit_ports(lks))
         say = lambda m: print(f"  {m}", flush=True)       # noqa: E731
         exported = hdl.export_cached(cfg, log=say)
         if args.harness == "compiled":
@@ -333,10 +334,12 @@ def cmd_verilog(args) -> int:
     from tensore.cosim.progress import Progress
     from tensore.rtl.export import export_engine
     from tensore.rtl.fp.pe_mac import parse_dtypes
+    from tensore.rtl.writeback import PSUM_PORTS
     with Progress("export", print, stage="Amaranth -> Verilog (Yosys), loop form"):
         res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
                             psum_partitions=args.psum_partitions, out_dir=args.output,
-                            dtypes=parse_dtypes(args.gen, args.dtypes))
+                            dtypes=parse_dtypes(args.gen, args.dtypes), psum_ports=args.psum_ports or PSUM_PORTS,
+                            sparse32=args.sparse32)
     for f in res["files"]:
         print(f"wrote {f} ({f.stat().st_size:,} bytes)")
     out = Path(args.output)
@@ -515,6 +518,11 @@ def main(argv=None) -> int:
                    help="output directory (default build/verilog/engine)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
+    p.add_argument("--psum-ports", type=int, default=None, choices=range(1, 9), metavar="N",
+                   help="PSUM writes a partition takes in one cycle, 1-8 (default: the engine's, 2; `tensore cosim` "
+                   "fits it to the program)")
+    p.add_argument("--sparse32", action="store_true",
+                   help="32-bit MatmulSparse fmaps (FP32 sparse values; `tensore cosim` builds them when needed)")
     p.set_defaults(func=cmd_verilog)
     p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine")
     p.add_argument("program")

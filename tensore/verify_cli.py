@@ -40,7 +40,8 @@ def _lockstep(args, path):
     prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
     lk = Lockstep(prog, sbuf_latency=args.sbuf_latency, pack=args.pack, psum_partitions=args.psum_partitions)
     cfg = hdl.Config.of(prog, pack=hdl.fit_pack([lk], args.pack), sbuf_latency=args.sbuf_latency,
-                        psum_partitions=args.psum_partitions, dtypes=parse_dtypes(gen, args.dtypes))
+                        psum_partitions=args.psum_partitions, dtypes=parse_dtypes(gen, args.dtypes),
+                        psum_ports=hdl.fit_ports([lk]))
     hdl.check_dtypes([lk], cfg)
     return lk, cfg
 

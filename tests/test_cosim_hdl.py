@@ -8,6 +8,7 @@ import pytest
 
 from tensore.cosim import hdl, toolchain
 from tensore.cosim import programs as P
+from tensore.cosim.lockstep import Lockstep
 
 # `make test`: the whole library of every generation on 8 x 8 arrays (cosim/programs.py; MAVERICK's
 # `cols` is half the array), one Verilator build per generation with the most elements per PE its
@@ -39,7 +40,7 @@ def test_icarus_matches_verilator():
     hdl.ensure_icarus()
     assert toolchain.have_icarus()
     v = hdl.run(prog, sim="verilator", pack=PACK["mariana"])   # the library's build
-    i = hdl.run(prog, sim="icarus", waves=True)            # one Icarus build serves both runs
+    i = hdl.run(prog, sim="icarus", pack=PACK["mariana"], waves=True)     # the same export; one Icarus build
     assert v.mismatch is None and i.mismatch is None, (v.mismatch, i.mismatch)
     assert (v.cycles, v.checks) == (i.cycles, i.checks)
 
@@ -47,12 +48,59 @@ def test_icarus_matches_verilator():
         e = next(e for e in trace.events if e.kind == "psum_write")
         e.data["bits"] ^= 1 << 3
     bad_v = hdl.run(prog, sim="verilator", pack=PACK["mariana"], tamper=tamper).mismatch
-    bad_i = hdl.run(prog, sim="icarus", waves=True, tamper=tamper).mismatch
+    bad_i = hdl.run(prog, sim="icarus", pack=PACK["mariana"], waves=True, tamper=tamper).mismatch
     assert bad_v is not None and bad_i is not None
     assert (bad_v.cycle, bad_v.where, bad_v.expected, bad_v.actual) == \
         (bad_i.cycle, bad_i.where, bad_i.expected, bad_i.actual)
     assert "PSUM partition" in bad_i.where and "expected" in str(bad_i) and "got" in str(bad_i)
     assert bad_i.vcd and os.path.getsize(bad_i.vcd) > 1000
+
+
+def _end_checks(prog, sims):
+    """The lockstep's own checks reported by `sims` alike: a write's width, the PSUM read back after
+    the run, the idle engine at the end (D-T78); returns the mismatches per check."""
+    def widen(trace):                   # the golden engine writes a bf16 half where the RTL writes 32 bits
+        e = next(e for e in trace.events if e.kind == "psum_write")
+        e.data["bytes"] = 2
+
+    def final_tampered():               # one wrong golden word of the final PSUM
+        lk = Lockstep(prog, pack=PACK["mariana"])
+        lk.final_psum[1, 3] ^= 1 << 9
+        return lk
+
+    def cut():                          # a run cut short while the engine computes
+        lk = Lockstep(prog, pack=PACK["mariana"])
+        lk.end = min(lk.writes)
+        return lk
+    cfg = hdl.Config.of(prog, pack=PACK["mariana"])
+    first = min(cut().writes)
+    out = {"width": [hdl.run(prog, sim=s, pack=PACK["mariana"], tamper=widen).mismatch for s in sims],
+           "final": [hdl.run_locksteps([final_tampered()], cfg, sim=s)[0].mismatch for s in sims],
+           "idle": [hdl.run_locksteps([cut()], cfg, sim=s)[0].mismatch for s in sims]}
+    assert all(b is not None and "PSUM partition" in b.where for b in out["width"]), out["width"]
+    assert all(b is not None and b.where == "final PSUM partition 3 word at offset 0x4" for b in out["final"])
+    assert all(b is not None and b.where.startswith("done") and b.cycle == first - 1 for b in out["idle"])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("mariana")
+def test_end_checks_report_mismatches():
+    """On Verilator (the library's build): a 32-bit write where the golden engine writes a bf16 half,
+    a wrong word of the final PSUM and an engine still busy at the end are each a mismatch."""
+    _end_checks(P.single("mariana", "bf16", n=4), ["verilator"])
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+@pytest.mark.xdist_group("mariana")
+def test_end_checks_agree_across_simulators():
+    """Icarus (cocotb) reports the end checks' mismatches as the compiled Verilator harness does."""
+    hdl.ensure_icarus()
+    out = _end_checks(P.single("mariana", "bf16", n=4), ["verilator", "icarus"])
+    for bad in out.values():
+        assert (bad[0].cycle, bad[0].where, bad[0].expected, bad[0].actual) == \
+            (bad[1].cycle, bad[1].where, bad[1].expected, bad[1].actual)
 
 
 @pytest.mark.slow

@@ -15,7 +15,6 @@ from tensore.cosim.programs import Program
 from tensore.model import addrmap
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.psum import SR_STATE_BASE
-from tensore.rtl.writeback import monitor_names
 
 SEED = 20261201
 SBUF = 0x1000
@@ -206,16 +205,32 @@ def test_programs_collide_in_the_golden_engine(build, most):
 
 def _lockstep(program, ports):
     """`program` on an engine whose partitions take `ports` writes a cycle, every monitor compared."""
-    from tensore.rtl.top import Engine
-    lk = lockstep.Lockstep(program, psum_partitions=8)
-    lk.monitors = monitor_names(ports)
-    dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, psum_partitions=8, psum_ports=ports)
-    result = []
+    return lockstep.run(program, psum_partitions=8, psum_ports=ports)
 
-    async def bench(ctx):
-        result.append(await lockstep.bench(lk, lockstep.AmaranthPort(dut, ctx)))
-    simulate(dut, bench)
-    return result[0]
+
+def test_cosim_fits_the_write_ports_to_the_program():
+    """The engine cosim builds has as many write ports per partition as the program's most writes to
+    one partition in a cycle (at least the default two); asking for fewer is a one-line error."""
+    from tensore.cosim import hdl
+    three, two = lockstep.Lockstep(col_groups("cayman", 3), psum_partitions=8), \
+        lockstep.Lockstep(col_groups("cayman", 2), psum_partitions=8)
+    assert (three.need_ports, two.need_ports) == (3, 2)
+    assert hdl.fit_ports([two]) == 2 and two.monitors == ("mon", "mon2")
+    assert hdl.fit_ports([two, three]) == 3 and two.monitors == three.monitors == ("mon", "mon2", "mon3")
+    with pytest.raises(ValueError, match="writes 3 times to one PSUM partition in a cycle.*built with 2"):
+        hdl.fit_ports([three], 2)
+    cfg = hdl.Config.of(three.program, psum_ports=3)
+    assert cfg.label.endswith("_w3") and hdl.Config.of(three.program).label.endswith("_ps16")
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+def test_three_writes_on_the_compiled_harness():
+    """The compiled Verilator harness on the engine fitted with three write ports records all three
+    monitors."""
+    from tensore.cosim import hdl
+    res = hdl.run(col_groups("cayman", 3), psum_partitions=8, opt="-O0")
+    assert res.mismatch is None and res.build and "_w3" in res.build["exported"]["dir"], str(res.mismatch)
 
 
 @pytest.mark.slow

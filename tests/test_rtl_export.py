@@ -114,3 +114,121 @@ def test_exported_top_grows_linearly():
     (the weight lanes copied once per shifter stage, the P x C write crossbar)."""
     small, large = _top_cells("mariana", 8, 8, 8, 2), _top_cells("mariana", 32, 32, 32, 2)
     assert large < 2.5 * small, (small, large)            # 4x the rows, columns and partitions
+
+
+def _pair(block, name: str, sources: dict) -> VectorRunner:
+    """One Verilator build running two modules of `block`'s interface side by side on the same
+    inputs, clocked with a reset input: `<name>_amaranth` (outputs `a_<port>`) and `<name>` (`b_<port>`)."""
+    from amaranth.lib import wiring
+
+    from tensore.rtl.blackbox import ports
+    pins = ports(block)
+    ins = [(n, len(v)) for n, (v, f) in pins.items() if f == wiring.In]
+    outs = [(n, len(v)) for n, (v, f) in pins.items() if f != wiring.In]
+    sig = wiring.Signature({**{n: wiring.In(w) for n, w in ins},
+                            **{f"{x}_{n}": wiring.Out(w) for x in "ab" for n, w in outs}})
+    names = ["clk", "rst", *(n for n, _ in ins), *(f"{x}_{n}" for x in "ab" for n, _ in outs)]
+    text = [f"module {name}_pair({', '.join(names)});", "  input clk, rst;",
+            *(f"  input [{w - 1}:0] {n};" for n, w in ins),
+            *(f"  output [{w - 1}:0] {x}_{n};" for x in "ab" for n, w in outs)]
+    for x, module in (("a", f"{name}_amaranth"), ("b", name)):
+        conns = [".clk(clk)", ".rst(rst)", *(f".{n}({n})" for n, _ in ins), *(f".{n}({x}_{n})" for n, _ in outs)]
+        text.append(f"  {module} {x}({', '.join(conns)});")
+    sources = {**sources, f"{name}_pair.v": "\n".join(text + ["endmodule", ""])}
+    return VectorRunner(sig.create(), f"{name}_pair", clocked=True, reset=True, cflags="-O0", sources=sources)
+
+
+@pytest.mark.parametrize("gen,rows,cols,pack", [("mariana", 4, 8, 2), ("maverick", 4, 16, 4)])
+def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
+    """The exported row ports (rtl/rows.py `verilog()`, D-T42 (2)) are the Amaranth Rows, each with
+    the exported row port inside, cycle by cycle: the request, iterator and write-record chains
+    across the rows, LUT substitution, first marks, the transpose delay lines and the reset."""
+    from amaranth.back import verilog
+
+    from tensore.rtl.blackbox import convert_ports, prototype
+    from tensore.rtl.export import block_verilog
+    from tensore.rtl.rows import Rows
+
+    writer = prototype(Rows(gen, rows, pack, 2, cols=cols, black_box=True))
+    name, port = writer.module_name, writer.blocks()[0]
+    port_v = {f"{port.module_name}.v": block_verilog(port)}
+    form = Rows(gen, rows, pack, 2, cols=cols, black_box=True)
+    form_v = verilog.convert(form, name=f"{name}_amaranth", ports=convert_ports(form), emit_src=False)
+    pair = _pair(writer, name, {**port_v, f"{name}_amaranth.v": form_v, f"{name}.v": writer.verilog()})
+    rng = np.random.default_rng(SEED + rows + cols)
+    n = 3000
+    inputs = {nm: np.array([int.from_bytes(rng.bytes((w + 7) // 8), "little") % (1 << w) for _ in range(n)], object)
+              for nm, w in pair.ins}
+    rec, xit = writer.rec.shape(), writer.xit.shape()
+    for f, hi in [("valid", 2), ("xpose", 2), ("lut", 2), ("seed", 1), ("row0", 2), ("rows", cols + 1),
+                  ("fresh", 2), ("mx", 2), ("esize", 3)]:
+        field = rec[f]
+        mask = ((1 << field.width) - 1) << field.offset
+        inputs["rec"] = np.array([(int(v) & ~mask) | int(rng.integers(0, hi)) << field.offset
+                                  for v in inputs["rec"]], object)
+    num = xit["num"]                                  # iterator extents of 1-4, so they wrap
+    inputs["xit"] = np.array([(int(v) & ~(((1 << num.width) - 1) << num.offset)) |
+                              sum(int(rng.integers(1, 5)) << (num.offset + 16 * d) for d in range(3))
+                              for v in inputs["xit"]], object)
+    inputs["req_shift"] = (rng.random(n) < 0.7).astype(np.int64)
+    inputs["advance"] = (rng.random(n) < 0.8).astype(np.int64)
+    inputs["rst"] = (rng.random(n) < 0.02).astype(np.int64)
+    out = pair(**inputs)
+    a = {p.removeprefix("a_"): v for p, v in out.items() if p.startswith("a_")}
+    for p in a:
+        assert np.array_equal(np.asarray(a[p], object), np.asarray(out[f"b_{p}"], object)), p
+    down_first = np.array([int(v) >> (len(writer.down.as_value()) - 1) for v in a["down"]])
+    assert 0 < down_first.sum() < n
+    assert any(int(v) for v in a["top_valid"])
+
+
+def test_psum_bank_verilog_equals_amaranth():
+    """The exported PSUM bank (rtl/psum_bank.py `verilog()`, D-T79) is the Amaranth bank, both with
+    the exported partition inside, cycle by cycle: writes of both ports (fp32 and bf16 halves,
+    accumulate, SR, raw), seed states, zeroing of a partition range, host reads of one partition and
+    of every partition's lanes, the monitors and the reset."""
+    from amaranth.back import verilog
+
+    from tensore.rtl.blackbox import convert_ports, prototype
+    from tensore.rtl.export import block_verilog
+    from tensore.rtl.psum import PSUM_WRITE
+    from tensore.rtl.psum_bank import ZERO_LAYOUT, PsumBank
+
+    parts, ports_, n = 6, 2, 3000
+    writer = prototype(PsumBank(parts, ports_, True))
+    name, part = writer.module_name, writer.blocks()[0]
+    form = PsumBank(parts, ports_, True)
+    form_v = verilog.convert(form, name=f"{name}_amaranth", ports=convert_ports(form), emit_src=False)
+    pair = _pair(writer, name, {f"{part.module_name}.v": block_verilog(part), f"{name}_amaranth.v": form_v,
+                                f"{name}.v": writer.verilog()})
+    rng = np.random.default_rng(SEED + 77)
+
+    def write():                                      # one port's write: a few cells of banks 0 and 5
+        w = {"valid": int(rng.random() < 0.7), "offset": int(rng.choice([0, 2, 4, 6, 5 * 2048, 5 * 2048 + 2])),
+             "value": int(rng.integers(0, 1 << 32)), "bf16": int(rng.integers(0, 2)),
+             "accumulate": int(rng.integers(0, 2)), "raw": int(rng.random() < 0.2), "sr": int(rng.integers(0, 2)),
+             "save": int(rng.random() < 0.05)}
+        return sum(v << PSUM_WRITE[f].offset for f, v in w.items())
+
+    def zero():
+        z = {"valid": int(rng.random() < 0.05), "lo": int(rng.integers(0, parts)), "hi": int(rng.integers(0, parts + 1)),
+             "bank": int(rng.choice([0, 5])), "log2": int(rng.integers(0, 2))}
+        return sum(v << ZERO_LAYOUT[f].offset for f, v in z.items())
+
+    W = PSUM_WRITE.size
+    inputs = {
+        "wr": np.array([sum(write() << (W * i) for i in range(parts * ports_)) for _ in range(n)], object),
+        "state_index": np.array([int(rng.integers(0, 1 << (4 * parts))) for _ in range(n)], object),
+        "state_wr": rng.integers(0, 1 << parts, n) * (rng.random(n) < 0.1),
+        "state_wr_value": np.array([int.from_bytes(rng.bytes(4 * parts), "little") for _ in range(n)], object),
+        "zero": np.array([zero() for _ in range(n)], object),
+        "host_part": rng.integers(0, parts, n), "host_word": rng.choice([0, 1, 5 * 512, 5 * 512 + 1], n),
+        "host_we": (rng.random(n) < 0.05).astype(np.int64),
+        "host_wdata": rng.integers(0, 1 << 32, n), "rst": (rng.random(n) < 0.01).astype(np.int64),
+    }
+    assert set(inputs) == {nm for nm, _ in pair.ins}
+    out = pair(**inputs)
+    a = {p.removeprefix("a_"): v for p, v in out.items() if p.startswith("a_")}
+    for p in a:
+        assert np.array_equal(np.asarray(a[p], object), np.asarray(out[f"b_{p}"], object)), p
+    assert any(int(v) for v in a["mon2_valid"]) and len({int(v) for v in a["host_lanes"]}) > 10

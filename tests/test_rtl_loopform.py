@@ -28,8 +28,8 @@ def _set(words, layout, field, values):
     return np.array([(int(x) & ~mask) | ((int(v) << f.offset) & mask) for x, v in zip(words, values)], object)
 
 
-def _stimulus(rng, rows, cols, pack, n):
-    act, wl = act_layout(pack), weight_layout(pack)
+def _stimulus(rng, rows, cols, pack, n, sparse32=False):
+    act, wl = act_layout(pack, sparse32), weight_layout(pack)
     lanes = []
     for r in range(rows):                               # plausible moving values: mostly valid, real dtypes
         x = _wide(rng, act.size, n)
@@ -56,15 +56,17 @@ def _stimulus(rng, rows, cols, pack, n):
             "top_psum": _wide(rng, 32 * cols, n), "top_valid": rng.integers(0, 1 << cols, n)}
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack", [("mariana", 2, 3, 2), pytest.param("maverick", 2, 3, 4, marks=pytest.mark.cosim),
-                                                 ("cayman", 2, 2, 1)])          # MAVERICK (~80 s) in make cosim
-def test_loop_array_equals_amaranth_array(gen, rows, cols, pack):
+@pytest.mark.parametrize("gen,rows,cols,pack,sparse32", [
+    ("mariana", 2, 3, 2, False), pytest.param("maverick", 2, 3, 4, False, marks=pytest.mark.cosim),
+    ("cayman", 2, 2, 1, False), pytest.param("mariana", 2, 2, 1, True, marks=pytest.mark.cosim)])
+# MAVERICK (~80 s) and the sparse32 build in make cosim
+def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32):
     name = f"tensore_array_{gen}"
-    arr = Array(gen, rows, cols, pack)
+    arr = Array(gen, rows, cols, pack, sparse32=sparse32)
     loop = VectorRunner(arr, name, clocked=True, cflags="-O0",
-                        sources={f"{name}.sv": loop_array_verilog(gen, rows, cols, pack, name)})
+                        sources={f"{name}.sv": loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32)})
     ref = VectorRunner(arr, name, clocked=True, cflags="-O0")
-    inputs = _stimulus(np.random.default_rng(SEED + rows * cols + pack), rows, cols, pack, 3000)
+    inputs = _stimulus(np.random.default_rng(SEED + rows * cols + pack), rows, cols, pack, 3000, sparse32)
     a, b = ref(**inputs), loop(**inputs)
     for port in a:
         same = np.asarray(a[port], object) == np.asarray(b[port], object)
