@@ -148,3 +148,16 @@ def test_cosim_fits_sparse32_to_the_program():
     with pytest.raises(ValueError, match="MatmulSparse of 32-bit values; the engine is built without"):
         hdl.fit_sparse32(wide, False)
     assert hdl.Config.of(wide[0].program, sparse32=True).label.endswith("_s32")
+
+
+@pytest.mark.slow
+@pytest.mark.cosim
+@pytest.mark.parametrize("group", list(CORNERS))
+def test_corners_on_verilator(group):
+    """Each corner group on the exported engine in Verilator (the compiled harness), built as
+    `tensore cosim` fits it to the programs (pack, write ports, sparse32)."""
+    from tensore.cosim import hdl
+    progs = CORNERS[group]()
+    results = hdl.run_many(progs, psum_partitions=16, opt="-O0")
+    failed = [(p.name, str(r.mismatch)) for p, r in zip(progs, results) if r.mismatch is not None]
+    assert not failed, failed
