@@ -28,9 +28,9 @@ from tensore.rtl.rowport import MV_ELEMS
 
 TB_TOP = "tensore_tb"
 IDLE_CYCLES = 16          # idle cycles (every descriptor accepted, `done`) that end the run
-MAX_DESC, MAX_SETUP, MAX_REGS = 4096, 64, 1024
+MAX_DESC, MAX_SETUP, MAX_REGS, MAX_WORDS = 4096, 64, 1024, 4096
 # files of the data directory, read at run time (+data=DIR)
-COUNTS, DESCS, SBUF, SETUP, REGS = "counts.hex", "descs.hex", "sbuf.hex", "setup.hex", "regs.hex"
+COUNTS, DESCS, SBUF, SETUP, REGS, WORDS = "counts.hex", "descs.hex", "sbuf.hex", "setup.hex", "regs.hex", "words.hex"
 
 _SERVICE = """
   function automatic logic [7:0] sb_byte(input longint p, input longint o);
@@ -140,19 +140,21 @@ _SERVICE = """
 _MAIN = """
   initial begin : main
     string dir, waves;
-    longint depth, max_cycles, ndesc, nsetup, nregs, nxt, cycle, idle, pending;
+    longint depth, max_cycles, ndesc, nsetup, nregs, nwords, nxt, cycle, idle, pending;
     int s, t;
     if (!$value$plusargs("data=%s", dir)) dir = ".";
     if (!$value$plusargs("waves=%s", waves)) waves = "waves.vcd";
     if (!$value$plusargs("dump_depth=%d", depth)) depth = 1;
     $readmemh({{dir, "/{counts}"}}, counts);
     ndesc = counts[0]; nsetup = counts[1]; nregs = counts[2]; sb_parts = counts[3]; sb_bytes = counts[4];
+    nwords = counts[6];
     if (!$value$plusargs("max_cycles=%d", max_cycles)) max_cycles = counts[5];
     if (ndesc < 1 || ndesc > MAX_DESC || nsetup > MAX_SETUP || nregs > MAX_REGS || sb_parts > SB_PARTS
-        || sb_bytes > SB_BYTES) $fatal(1, "tensore_tb: {counts} does not fit this testbench's sizes");
+        || sb_bytes > SB_BYTES || nwords > MAX_WORDS) $fatal(1, "tensore_tb: {counts} does not fit this testbench's sizes");
     $readmemh({{dir, "/{descs}"}}, descs, 0, ndesc - 1);
     if (nsetup > 0) $readmemh({{dir, "/{setup}"}}, setup, 0, nsetup - 1);
     if (nregs > 0) $readmemh({{dir, "/{regs}"}}, regs, 0, nregs - 1);
+    if (nwords > 0) $readmemh({{dir, "/{words}"}}, words, 0, nwords - 1);
     if (sb_parts > 0) $readmemh({{dir, "/{sbuf}"}}, sbuf);
     $dumpfile(waves);
     $dumpvars(depth, {top});
@@ -199,6 +201,10 @@ _MAIN = """
       #1;
       @(negedge clk);
     end
+    for (int i = 0; i < nwords; i++) begin  // the PSUM words the program writes: every partition's, a cycle each
+      {host_word} = words[i][WORD_W-1:0];
+      @(negedge clk);
+    end
     repeat (2) @(negedge clk);
     if (idle >= IDLE_CYCLES) $display("tensore_tb: %0d cycles, %0d descriptors accepted, idle", cycle, nxt);
     else $display("tensore_tb: %0d cycles, %0d descriptors accepted, stopped by the watchdog", cycle, nxt);
@@ -226,6 +232,7 @@ def _params(ports: Ports, exported: dict, sb_shape) -> list[str]:
              ("ELEM_W", "mv_req_elem"), ("N0_W", "mv_req_map_n0"), ("S0_W", "mv_req_map_s0"),
              ("S1_W", "mv_req_map_s1"))},
          "BUS_ADDR_W": ports.width("bus_addr"),
+         "WORD_W": ports.width("host_word"), "MAX_WORDS": MAX_WORDS,
          "MAX_DESC": MAX_DESC, "MAX_SETUP": MAX_SETUP, "MAX_REGS": MAX_REGS, "IDLE_CYCLES": IDLE_CYCLES,
          "SB_PARTS": sb_shape[0], "SB_BYTES": sb_shape[1]}
     return [f"  localparam int {k} = {v};" for k, v in p.items()]
@@ -233,6 +240,7 @@ def _params(ports: Ports, exported: dict, sb_shape) -> list[str]:
 
 def _roles(ports: Ports) -> dict:
     roles = ["desc_valid", "desc_ready", "desc_data", "bus_addr", "bus_wdata", "bus_we", "bus_rdata", "done",
+             "host_word",
              "st_req_valid", "st_req_part", "st_req_off", "st_req_esize", "st_req_step", "st_req_num", "st_req_count",
              "st_req_xpose", "st_req_nib", "st_resp_data", "sc_req_valid", "sc_req_part", "sc_req_off",
              "sc_req_count", "sc_resp_data", "mv_req_valid", "mv_req_part", "mv_req_esize", "mv_req_mx",
@@ -255,7 +263,7 @@ def verilog(exported: dict, sb_shape=(128, 0x4000)) -> str:
     head = [f"// The self-contained testbench of {e['top']} ({e['gen']} {e['rows']} x {e['cols']}, "
             f"{e['psum_partitions']} PSUM partitions, SBUF latency {e['sbuf_latency']}),",
             "// written by `tensore testbench` (cosim/sv_testbench.py): no Python, no cocotb.  Data from +data=DIR",
-            f"// ({COUNTS}, {DESCS}, {SBUF}, {SETUP}, {REGS}); waves to +waves=FILE (VCD, or FST where the",
+            f"// ({COUNTS}, {DESCS}, {SBUF}, {SETUP}, {REGS}, {WORDS}); waves to +waves=FILE (VCD, or FST where the",
             "// simulator writes FST: vvp -fst, verilator --trace-fst); +dump_depth=N (default 1: the engine's",
             "// ports; Verilator records what its --trace-depth allows); +max_cycles=N overrides the watchdog.",
             "// Check the waves with `tensore check-waves FILE --program ... --engine DIR`.",
@@ -263,13 +271,15 @@ def verilog(exported: dict, sb_shape=(128, 0x4000)) -> str:
             f"  logic {ports.clk} = 1'b0, {ports.rst} = 1'b1;", *_decls(ports),
             f"  {exported['top']} dut({conns});", f"  always #5 {ports.clk} = ~{ports.clk};",
             "  logic [511:0] descs [0:MAX_DESC-1];", "  logic [63:0] setup [0:MAX_SETUP-1];",
-            "  logic [31:0] regs [0:MAX_REGS-1];", "  logic [31:0] counts [0:7];",
+            "  logic [31:0] regs [0:MAX_REGS-1];", "  logic [31:0] words [0:MAX_WORDS-1];",
+            "  logic [31:0] counts [0:7];",
             "  logic [7:0] sbuf [0:SB_PARTS*SB_BYTES-1];", "  longint sb_parts, sb_bytes;",
             f"  logic [{ports.width('st_resp_data') - 1}:0] st_val [0:LM], st_msk [0:LM];",
             f"  logic [{ports.width('sc_resp_data') - 1}:0] sc_val [0:LM];", "  logic sc_due [0:LM];",
             f"  logic [{ports.width('mv_resp_data') - 1}:0] mv_val [0:LM], mv_msk [0:LM];"]
     body = _SERVICE.format(**n, mv_offsets=offs) + _MAIN.format(
-        **n, counts=COUNTS, descs=DESCS, setup=SETUP, regs=REGS, sbuf=SBUF, top=TB_TOP, zero_inputs=zero)
+        **n, counts=COUNTS, descs=DESCS, setup=SETUP, regs=REGS, words=WORDS, sbuf=SBUF, top=TB_TOP,
+        zero_inputs=zero)
     return "\n".join(head) + "\n" + body + "endmodule\n"
 
 
@@ -302,12 +312,14 @@ def write_data(lk, out_dir, sb_shape, max_cycles: int | None = None) -> Path:
     if len(lk.descs) > MAX_DESC or len(lk.setup) > MAX_SETUP or len(lk.regs) > MAX_REGS:
         raise ValueError(f"the testbench holds at most {MAX_DESC} descriptors, {MAX_SETUP} register writes and "
                          f"{MAX_REGS} register reads; the program has {len(lk.descs)}, {len(lk.setup)}, {len(lk.regs)}")
+    assert len(lk.final_words) <= MAX_WORDS            # the words of one partition
     (out / SBUF).write_text(text)
     (out / DESCS).write_text("".join(f"{d:0128x}\n" for d in lk.descs))
     (out / SETUP).write_text("".join(f"{a:08x}{v:08x}\n" for a, v in lk.setup))
     (out / REGS).write_text("".join(f"{off:08x}\n" for _, off, _ in lk.regs))
+    (out / WORDS).write_text("".join(f"{w:08x}\n" for w in lk.final_words))
     limit = max_cycles or 4 * lk.end + 1000
-    counts = [len(lk.descs), len(lk.setup), len(lk.regs), parts, width, limit, 0, 0]
+    counts = [len(lk.descs), len(lk.setup), len(lk.regs), parts, width, limit, len(lk.final_words), 0]
     (out / COUNTS).write_text("".join(f"{c:08x}\n" for c in counts))
     return out
 

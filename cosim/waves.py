@@ -188,7 +188,7 @@ def _cycle_writes(dump: Dump, lk: Lockstep, ports: Ports, k: int) -> set:
     return got
 
 
-def _registers(dump: Dump, lk: Lockstep, k_end: int) -> tuple[Mismatch | None, int]:
+def _registers(dump: Dump, lk: Lockstep, k_end: int) -> tuple[Mismatch | None, int, int]:
     """The registers read over the bus after the run, in the lockstep's order: each at the first
     edge from the previous one on where the bus address is its offset and no write is under way."""
     addr, we, rdata = dump.samples("bus_addr"), dump.samples("bus_we"), dump.samples("bus_rdata")
@@ -197,14 +197,32 @@ def _registers(dump: Dump, lk: Lockstep, k_end: int) -> tuple[Mismatch | None, i
         while k < len(dump.edges) and not (addr[k] == off and we[k] == 0):
             k += 1
         if k >= len(dump.edges):
-            return Mismatch(lk.end, f"register {name}", want, "no read of it in the waveform"), i
+            return Mismatch(lk.end, f"register {name}", want, "no read of it in the waveform"), i, k
         if not _known(rdata[k]):
-            return Mismatch(lk.end, f"register {name}", want, str(rdata[k])), i
+            return Mismatch(lk.end, f"register {name}", want, str(rdata[k])), i, k
         bad = lk.check_reg(name, want, rdata[k])
         if bad is not None:
-            return bad, i
+            return bad, i, k
         k += 1
-    return None, len(lk.regs)
+    return None, len(lk.regs), k
+
+
+def _final_psum(dump: Dump, lk: Lockstep, k: int) -> Mismatch | None:
+    """The PSUM words read back through the host port after the registers (from edge k on), in the
+    lockstep's order: word w's lanes at the edge after the first one whose host_word is w."""
+    word, lanes = dump.samples("host_word"), dump.samples("host_lanes")
+    for i, w in enumerate(lk.final_words):
+        while k < len(dump.edges) - 1 and word[k] != w:
+            k += 1
+        if k >= len(dump.edges) - 1:
+            return Mismatch(lk.end, f"final PSUM word at offset {4 * w:#x}", "a read of it", "none in the waveform")
+        if not _known(lanes[k + 1]):
+            return Mismatch(lk.end, f"final PSUM word at offset {4 * w:#x}", "0 / 1 bits", str(lanes[k + 1]))
+        bad = lk.check_psum(i, [_field(lanes[k + 1], p, 32) for p in range(lk.parts)])
+        if bad is not None:
+            return bad
+        k += 1
+    return None
 
 
 def check_dump(dump: Dump, lk: Lockstep, ports: Ports) -> WaveResult:
@@ -229,7 +247,9 @@ def check_dump(dump: Dump, lk: Lockstep, ports: Ports) -> WaveResult:
     if bad is None and lk.final:
         bad = lk.check_idle(dump.samples("done")[k0 + lk.end - 1])
     if bad is None and lk.final:
-        bad, regs = _registers(dump, lk, k0 + lk.end)
+        bad, regs, k = _registers(dump, lk, k0 + lk.end)
+        if bad is None:
+            bad = _final_psum(dump, lk, k)
     if bad is not None:
         bad.vcd = str(dump.path)
     return WaveResult(bad, cycles, lk.checks, dump.scope, len(dump.edges), regs)
@@ -238,7 +258,8 @@ def check_dump(dump: Dump, lk: Lockstep, ports: Ports) -> WaveResult:
 def needed_roles(lk: Lockstep) -> list[str]:
     """The ports a check reads (the names of cosim/lockstep.py's `bench`)."""
     mons = [f"{p}_{f}" for p in lk.monitors for f in ("valid", "offset", "bits", "bf16")]
-    return ["desc_valid", "error", "unsupported", "done", "bus_addr", "bus_we", "bus_rdata", *mons]
+    return ["desc_valid", "error", "unsupported", "done", "bus_addr", "bus_we", "bus_rdata", "host_word",
+            "host_lanes", *mons]
 
 
 def check_lockstep(waves, lk: Lockstep, exported: dict) -> WaveResult:

@@ -108,6 +108,17 @@ def test_altered_waveform_fails_at_its_cycle(exported, icarus_vcd, tmp_path):
     x_path.write_text(_alter_vcd(path.read_text(), "error", edge2 - 1, edge2, "x"))
     bad = _check(x_path, prog, exported).mismatch
     assert bad is not None and bad.cycle == cycle - 2 and "error" in bad.where and "unknown" in bad.where
+    # one bit of the PSUM read back after the run (the testbench reads every written word)
+    _, _, k = waves._registers(dump, lk, k0 + lk.end)
+    word, w0 = dump.samples("host_word"), lk.final_words[0]
+    while word[k] != w0:
+        k += 1
+    edge3 = int(dump.edges[k + 1])
+    lanes = dump.samples("host_lanes")[k + 1] ^ (1 << 5)
+    r_path = tmp_path / "readback.vcd"
+    r_path.write_text(_alter_vcd(path.read_text(), "host_lanes", edge3 - 1, edge3, f"{lanes:b}"))
+    bad = _check(r_path, prog, exported).mismatch
+    assert bad is not None and bad.where == f"final PSUM partition 0 word at offset {4 * w0:#x}", str(bad)
 
 
 def test_cli_exit_codes(exported, icarus_vcd, tmp_path, capsys):
