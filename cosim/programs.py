@@ -1011,17 +1011,25 @@ def _mx_rows_pair(b, dtype, perf, rows, cols, n, n0, gap, bank, c256=False):
 def lut_sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=43):
     """MatmulSparse in LUT mode (D-T15, D-T40 (4)): every fmap of a vector is a UINT8 index into the
     ConvLutLoad table (bf16 entries); LdTags picks each PE's fmap."""
-    b = _Builder("lut_sparse", gen, rows, cols, seed)
-    table = b.values("bf16", (1, 64))
+    return _lut_sparse("lut_sparse", "bf16", gen, rows, cols, n, fmaps, seed)
+
+
+def _lut_sparse(name, table_dtype, gen, rows, cols, n, fmaps, seed):
+    """ConvLutLoad of 64 `table_dtype` entries, LdTags, bf16 Ldweights, a LUT-mode MatmulSparse of
+    `fmaps` UINT8 indices per vector; the expectation from the oracle (fp32 entries: the weights as
+    the fp32 codes of their values, the whole product fused)."""
+    b = _Builder(name, gen, rows, cols, seed)
+    esize = 4 if table_dtype == "fp32" else 2
+    table = b.values(table_dtype, (1, 64))
     w = b.values("bf16", (rows, cols))
     idx = b.rng.integers(0, 64, (rows, fmaps, n))
     tags = b.rng.integers(0, fmaps, (rows, cols))
-    words = _tag_words(tags, cols)
-    ot, otg, ow = b.put(0, table, 2), b.put(0, words, 2), b.put(0, w, 2)
+    ot, otg, ow = b.put(0, table, esize), b.put(0, _tag_words(tags, cols), 2), b.put(0, w, 2)
     oa = b.put(0, idx.reshape(rows, fmaps * n), 1)
     mav = b.gen.layout == Gen.MAVERICK
     flags = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if mav else "flags=(scalar_mode=lut) acc=single"
-    b.line(f"conv_lut_load in_dtype=bf16 num_entries=64 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[64])")
+    b.line(f"conv_lut_load in_dtype={table_dtype} num_entries=64 "
+           f"src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[64])")
     b.line(f"ldtags in_dtype=uint16 force_tag_bits=0 rows={rows} cols={cols} {b.tile()}"
            f"src={_t3(f'sbuf(0,{otg:#x})', (cols + 3) // 4)}")
     b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}flags=(load_order=first_col_first) "
@@ -1029,7 +1037,12 @@ def lut_sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=43):
     b.line(f"matmul_sparse in_dtype=uint8 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{flags} "
            f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
            f"dst={_t3('psum(0,1,0)', n)}")
-    _expect_fp32(b.p, 1, matmul(w, table[0][idx], in_dtype="bf16", gen=b.gen, tags=tags[:, ::-1]))
+    if table_dtype == "fp32":
+        w32 = w.astype(np.uint32) << np.uint32(16)          # bf16 codes as the fp32 codes of their values
+        ref = matmul(w32, table[0][idx], in_dtype="fp32", gen=b.gen, tags=tags[:, ::-1])
+    else:
+        ref = matmul(w, table[0][idx], in_dtype="bf16", gen=b.gen, tags=tags[:, ::-1])
+    _expect_fp32(b.p, 1, ref)
     return b.done()
 
 
@@ -1127,26 +1140,7 @@ def sparse_fp32(gen="mariana", rows=8, cols=8, n=6, fmaps=3, fp32_mode="low_high
 def lut_sparse_fp32(gen="mariana", rows=8, cols=8, n=6, fmaps=4, seed=46):
     """MatmulSparse in LUT mode through a table of FP32 entries (an engine built with `sparse32`,
     D-T40 (3)) and bf16 weights: each PE fuses its whole FP32 product (fp32_mode NONE, D-12)."""
-    b = _Builder("lut_sparse_fp32", gen, rows, cols, seed)
-    table = b.values("fp32", (1, 64))
-    w = b.values("bf16", (rows, cols))
-    idx = b.rng.integers(0, 64, (rows, fmaps, n))
-    tags = b.rng.integers(0, fmaps, (rows, cols))
-    ot, otg, ow = b.put(0, table, 4), b.put(0, _tag_words(tags, cols), 2), b.put(0, w, 2)
-    oa = b.put(0, idx.reshape(rows, fmaps * n), 1)
-    mav = b.gen.layout == Gen.MAVERICK
-    flags = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if mav else "flags=(scalar_mode=lut) acc=single"
-    b.line(f"conv_lut_load in_dtype=fp32 num_entries=64 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[64])")
-    b.line(f"ldtags in_dtype=uint16 force_tag_bits=0 rows={rows} cols={cols} {b.tile()}"
-           f"src={_t3(f'sbuf(0,{otg:#x})', (cols + 3) // 4)}")
-    b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {b.tile()}flags=(load_order=first_col_first) "
-           f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
-    b.line(f"matmul_sparse in_dtype=uint8 out_dtype=fp32 rows={rows} cols={cols} {b.tile()}{flags} "
-           f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
-           f"dst={_t3('psum(0,1,0)', n)}")
-    w32 = w.astype(np.uint32) << np.uint32(16)              # bf16 codes as the fp32 codes of their values
-    _expect_fp32(b.p, 1, matmul(w32, table[0][idx], in_dtype="fp32", gen=b.gen, tags=tags[:, ::-1]))
-    return b.done()
+    return _lut_sparse("lut_sparse_fp32", "fp32", gen, rows, cols, n, fmaps, seed)
 
 
 def seed_mode_load(gen="maverick", rows=8, cols=8, n=4, seed=47):
