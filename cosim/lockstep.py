@@ -310,6 +310,12 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
     port.set("desc_valid", 0)
     if not (lk.final and lk.compare):
         return None
+    return await _at_end(lk, port, done)
+
+
+async def _at_end(lk: Lockstep, port, done: int) -> Mismatch | None:
+    """After the run (D-T78): the engine idle in its last cycle (`done`), the registers read over the
+    bus, the PSUM words the program writes read back through the host port's lanes."""
     bad = lk.check_idle(done)
     if bad is not None:
         return bad
@@ -324,7 +330,7 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
         port.set("host_word", word)
         await port.tick()                       # the read port's data, one cycle later
         lanes = port.get("host_lanes")
-        bad = lk.check_psum(i, [_field(lanes, p, 32) for p in range(parts)])
+        bad = lk.check_psum(i, [_field(lanes, p, 32) for p in range(lk.parts)])
         if bad is not None:
             return bad
     return None
