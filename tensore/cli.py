@@ -137,7 +137,10 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     pes = prog.rows * prog.cols
     expect_bad = _check_expectations(prog, lk.eng)
     print(f"  RTL on {sim}: {len(lk.descs)} micro-ops, {cycles} cycles, {checks} checks "
-          f"(every PSUM write of every partition, the error status each cycle, {len(lk.regs)} registers at the end)")
+          f"(every PSUM write of every partition, the error status each cycle; at the end the idle engine, "
+          f"{len(lk.regs)} registers and {len(lk.final_words)} PSUM word(s) of every partition read back)")
+    print(f"  engine: {lk.pack} element(s) per PE, {lk.psum_ports} PSUM write ports per partition"
+          + (", 32-bit sparse fmaps" if lk.need_sparse32 else ""))
     if seconds:
         print(f"  simulation {seconds:.2f} s: {cycles / seconds:,.0f} cycles/s, {pes * cycles / seconds:,.0f} PE-cycles/s "
               f"(total with export/build/golden {time.perf_counter() - t0:.1f} s)")
