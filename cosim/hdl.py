@@ -247,18 +247,15 @@ def _icarus_runner(fmt: str):
 
 
 _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+ ) = 0;")
-_CONST_ALWAYS = re.compile(r"  always @\*\n(    [^\n;]+ = \d+'[hbd][0-9a-fA-F]+;\n)")
 
 
 def icarus_source(path: Path, out: Path) -> Path:
     """Yosys's Verilog starts its `always @*` blocks by declaring `reg trigger = 0` that every block
     reads; Icarus runs that initialiser without an event, so the blocks would wait for their first
-    input change with X outputs.  A copy whose trigger also changes at 1 ps evaluates them all, and
-    whose input-less `always @*` blocks (a constant assignment, e.g. CAYMAN's unused micro-op bits)
-    are `initial` blocks."""
+    input change with X outputs.  A copy whose trigger also changes at 1 ps evaluates them all (the
+    export already writes input-less `always @*` blocks as `initial` blocks, rtl/export.CONST_ALWAYS)."""
     text = path.read_text()
     fixed = _TRIGGER.sub(lambda m: f"reg {m.group(1)} = 0;\n  initial #1 {m.group(1)} = 1;", text)
-    fixed = _CONST_ALWAYS.sub(r"  initial begin\n\1  end\n", fixed)
     if fixed == text:
         return path
     copy = out / path.name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -29,11 +30,20 @@ from tensore.rtl.writeback import PSUM_PORTS
 ENGINE_TOP = "tensore_engine"
 
 
+# an `always @*` block that reads nothing: the backend's constant value of the bits of a signal no
+# statement drives (e.g. micro-op fields a generation does not use).  Event-driven simulators and
+# Verilator (ALWNEVER) never run it, so those bits would keep their initial value (X, or random under
+# `--x-initial unique`): the export writes it as an `initial` block.
+CONST_ALWAYS = re.compile(r"  always @\*\n(    [^\n;]+ = \d+'[hbd][0-9a-fA-F]+;\n)")
+
+
 def block_verilog(block, name: str | None = None) -> str:
-    """A block's Verilog module: its own writer, or Amaranth's with rtl/blackbox.py's port names."""
+    """A block's Verilog module: its own writer, or Amaranth's with rtl/blackbox.py's port names
+    (its input-less `always @*` blocks as `initial` blocks, CONST_ALWAYS)."""
     if hasattr(block, "verilog"):
         return block.verilog()
-    return verilog.convert(block, name=name or block.module_name, ports=convert_ports(block), emit_src=False)
+    text = verilog.convert(block, name=name or block.module_name, ports=convert_ports(block), emit_src=False)
+    return CONST_ALWAYS.sub(r"  initial begin\n\1  end\n", text)
 
 
 def blocks_of(design) -> list:

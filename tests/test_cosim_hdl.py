@@ -104,11 +104,12 @@ def test_end_checks_agree_across_simulators():
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("mariana")                  # the export the Verilator tests build from
-def test_export_lints_clean():
-    """`verilator --lint-only -Wall` with the committed waivers (rtl/lint.vlt) reports nothing."""
-    prog = P.single("mariana", "bf16", n=4)
-    exp = hdl.export_cached(hdl.Config.of(prog, pack=PACK["mariana"]), log=lambda *a: None)
+@pytest.mark.parametrize("gen", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in PACK])
+def test_export_lints_clean(gen):
+    """`verilator --lint-only -Wall` with the committed waivers (rtl/lint.vlt) reports nothing, on the
+    export the library runs of the generation build from."""
+    prog = P.single(gen, "bf16", n=4, **({"cols": HALF[gen]} if gen in HALF else {}))
+    exp = hdl.export_cached(hdl.Config.of(prog, pack=PACK[gen]), log=lambda *a: None)
     d = exp["dir"]
     files = open(os.path.join(d, "files.f")).read().split()
     res = subprocess.run(["verilator", "--lint-only", "-Wall", "--top-module", exp["top"], "verilator.vlt", "lint.vlt",
