@@ -90,9 +90,11 @@ def model(gen) -> dict:
             return d == "uint8"
         if mode.startswith("mx"):
             return d in mxd
+        if mode == "xpose":                        # any element dtype, 4-bit codes too (D-T40 (1))
+            return d != "uint8" and (d in mm_dtypes or d in mxd)
         if d == "uint8" or (d not in mm_dtypes):
             return False
-        return {"xpose": d in sixteen, "tag_weight": d in sixteen, "double_row": d in fp8}.get(mode, True)
+        return {"tag_weight": d in sixteen, "double_row": d in fp8}.get(mode, True)
 
     mm_ops = ["matmul", "matmul_sparse"] + (["matmul_mx"] if mx and not mav else [])
     mm_modes = ["plain", "mixed", "fp32_low", "fp32_high", "fp32_low_high", "xpose"] + \
@@ -102,7 +104,7 @@ def model(gen) -> dict:
         if op == "matmul_mx" or mode == "mx":
             return mode == "mx" and d in mxd and op == ("matmul" if mav else "matmul_mx")
         if mode == "lut" or d == "uint8":
-            return mode == "lut" and d == "uint8" and op == "matmul"
+            return mode == "lut" and d == "uint8"          # LUT-mode Matmul and MatmulSparse (D-T40 (4))
         if d not in mm_dtypes:
             return False
         if op == "matmul_sparse":

@@ -840,6 +840,14 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     if gen >= Gen.MARIANA:
         progs += [specials(gen, "bf16", out_dtype="bf16", **kw), specials(gen, "fp8_e5m2", out_dtype="bf16", sr=True, **kw),
                   mx(gen, "fp8_e5m2", "quad_row", special=True, **kw), mx(gen, "fp8_e4m3", "oct_row", special=True, **kw)]
+    # the corners the RTL once refused (issue 20) that fit the library's array
+    if gen >= Gen.MARIANA:
+        progs += [transposed_load_packed(gen, rows, cols), lut_sparse(gen, rows, cols)]
+    if gen >= Gen.MARIANA and gen.layout != Gen.MAVERICK:
+        progs.append(transposed_load_fp4(gen, rows, cols))
+    if gen == Gen.MAVERICK:
+        progs += [mx_rows(gen, "int4", "quad_row_tiled", rows, cols, n=64, n0=(4, 32), gap=1),
+                  mx_rows_unaligned(gen, "quad", rows, cols), seed_mode_load(gen, rows, cols)]
     return progs
 
 

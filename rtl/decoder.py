@@ -683,6 +683,7 @@ class Decoder(wiring.Component):
         m.d.comb += [
             u.supported.eq(~seed | Const(int(self.maverick and op in (Opcode.MATMUL, Opcode.LDWEIGHTS)), 1)),
             u.lut.eq(lut), u.xpose.eq(xpose), u.barrier.eq(seed),      # any seed_mode op is a barrier
+            u.seed.eq(o.flag("seed_mode")),                     # (loads: no other effect, D-T40 (2))
             u.nib.eq(xpose & o.table(lambda x: _four_bit(x, self.gen), f.in_dtype)),   # transposed nibbles
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(o.pack()),

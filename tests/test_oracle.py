@@ -275,7 +275,7 @@ def _perturbed(fn, perturb):
 
 
 TRANSPOSES = {"transpose", "transpose_pattern"}
-SPARSE = {"sparse", "tag_weight"}                        # the engine's own sparse chain, not column_chain
+SPARSE = {"sparse", "tag_weight", "lut_sparse"}                      # the engine's own sparse chain, not column_chain
 BF16_OUT = {"bf16_drain_rne", "bf16_drain_sr", "seed_replay", "c256_sr"}     # matmul results rounded to bf16
 
 
