@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tensore.cosim import toolchain
-from tensore.cosim.lockstep import Lockstep, one_array
+from tensore.cosim.lockstep import Lockstep, fit_ports, one_array
 from tensore.cosim.mismatch import Mismatch
 from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
 from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
-from tensore.rtl.psum_bank import monitor_names
 from tensore.rtl.writeback import PSUM_PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -473,21 +472,6 @@ def fit_pack(lks, pack: int | None = None) -> int:
                              "--pack out to fit the program")
         return pack
     return max(need, *(lk.pack for lk in lks))
-
-
-def fit_ports(lks, ports: int | None = None) -> int:
-    """The PSUM write ports per partition to build for (D-T40 (6)): `ports` when given and enough (a
-    one-line error naming the count to build otherwise), else PSUM_PORTS raised to the most writes
-    the programs make to one partition in one cycle (the golden run).  Sets each lockstep's monitors."""
-    need, lk = max(((lk.need_ports, lk) for lk in lks), key=lambda x: x[0])
-    if ports and need > ports:
-        raise ValueError(f"program {lk.program.name} writes {need} times to one PSUM partition in a cycle; the "
-                         f"engine is built with {ports} write ports per partition: build it with {need}, or leave "
-                         "the count out to fit the program")
-    fit = ports or max(PSUM_PORTS, need)
-    for x in lks:
-        x.psum_ports, x.monitors = fit, monitor_names(fit)
-    return fit
 
 
 def fit_sparse32(lks, sparse32: bool | None = None) -> bool:

@@ -378,6 +378,21 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=No
     return result[0]
 
 
+def fit_ports(lks, ports: int | None = None) -> int:
+    """The PSUM write ports per partition to build for (D-T40 (6)): `ports` when given and enough (a
+    one-line error naming the count to build otherwise), else PSUM_PORTS raised to the most writes
+    the programs make to one partition in one cycle (the golden run).  Sets each lockstep's monitors."""
+    need, lk = max(((lk.need_ports, lk) for lk in lks), key=lambda x: x[0])
+    if ports and need > ports:
+        raise ValueError(f"program {lk.program.name} writes {need} times to one PSUM partition in a cycle; the "
+                         f"engine is built with {ports} write ports per partition: build it with {need}, or leave "
+                         "the count out to fit the program")
+    fit = ports or max(PSUM_PORTS, need)
+    for x in lks:
+        x.psum_ports, x.monitors = fit, monitor_names(fit)
+    return fit
+
+
 def one_array(programs):
     """The first of `programs`, which must all be of one generation and array size (one engine)."""
     p0 = programs[0]
@@ -396,9 +411,7 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     from tensore.rtl.top import Engine
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
-    build_pack, ports = max(lk.pack for lk in lks), max(lk.psum_ports for lk in lks)
-    for lk in lks:
-        lk.psum_ports, lk.monitors = ports, monitor_names(ports)
+    build_pack, ports = max(lk.pack for lk in lks), fit_ports(lks)
     s32 = any(lk.need_sparse32 for lk in lks) if sparse32 is None else sparse32
     dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
                  psum_ports=ports, sparse32=s32)

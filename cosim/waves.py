@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tensore.cosim.lockstep import Lockstep
+from tensore.cosim.lockstep import Lockstep, fit_ports
 from tensore.cosim.mismatch import Mismatch
 from tensore.rtl.writeback import PSUM_PORTS
 
@@ -266,7 +266,6 @@ def check_lockstep(waves, lk: Lockstep, exported: dict) -> WaveResult:
     """Check a waveform against a lockstep's golden run (the export's metadata names the ports)."""
     if not lk.descs:
         raise WaveError("the program has no descriptors; nothing marks cycle 0 in a waveform")
-    from tensore.cosim.hdl import fit_ports
     fit_ports([lk], exported.get("psum_ports", PSUM_PORTS))
     ports = Ports(exported)
     return check_dump(Dump(waves, ports, needed_roles(lk)), lk, ports)
