@@ -43,6 +43,7 @@ class Config:
     rtl: bool = False
     shrink: bool = False
     fuzz_engine: int | None = None         # fuzz descriptors per generation also run as programs (None: all)
+    opt: str | None = None                 # C++ optimisation of the RTL builds (None: toolchain.cxx_opt's)
     out: str = "build/regress"
 
     @classmethod
@@ -83,7 +84,8 @@ def _case(suite: str, name: str, seconds: float, failure: str | None = None, err
 
 
 def golden_checks(program, trace) -> list:
-    """What a golden run must satisfy: no stall, refusals at least as strict as `check` (D-23),
+    """What a golden run must satisfy: no stall, refusals at least as strict as `check` (D-23) on the
+    program's array,
     the watchdog bound, every issue cycle explained by docs/timing.md's rules."""
     from tensore.cosim import coverage, watchdog
     from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code
@@ -93,7 +95,8 @@ def golden_checks(program, trace) -> list:
         return [f"the golden run stalls: {trace.stalled}"]
     code = assemble(program.text, program.gen)
     for o in trace.ops:
-        want = error_code(check(code[o.index * DESCRIPTOR_BYTES:(o.index + 1) * DESCRIPTOR_BYTES], program.gen))
+        want = error_code(check(code[o.index * DESCRIPTOR_BYTES:(o.index + 1) * DESCRIPTOR_BYTES], program.gen,
+                                array_cols=program.cols))
         if want != ErrorCode.NONE and not (o.error != ErrorCode.NONE and o.error <= want):
             out.append(f"descriptor {o.index}: check refuses it with {want.name}, the engine with {o.error.name}")
     hang = watchdog.check_trace(trace, watchdog.program_bound(program))
@@ -111,18 +114,18 @@ def build_pack(gen) -> int:
     return 8 if Gen.parse(gen) >= Gen.MARIANA else 2
 
 
-def _rtl_results(programs, *, log=lambda *a: None) -> list:
-    """Verilator lockstep (compiled harness, -O0 build) of programs of one generation and array."""
+def _rtl_results(programs, opt: str | None = None, *, log=lambda *a: None) -> list:
+    """Verilator lockstep (compiled harness) of programs of one generation and array."""
     from tensore.cosim import hdl
     return hdl.run_many(programs, sim="verilator", harness="compiled", pack=build_pack(programs[0].gen),
-                        psum_partitions=16, opt="-O0", log=log)
+                        psum_partitions=16, opt=opt, log=log)
 
 
-def rtl_fails(program, pack: int, where: str | None = None) -> bool:
+def rtl_fails(program, pack: int, where: str | None = None, opt: str | None = None) -> bool:
     """True when the program's Verilator lockstep fails (with a first mismatch of the same kind)."""
     from tensore.cosim import hdl
     try:
-        res = hdl.run(program, sim="verilator", harness="compiled", pack=pack, psum_partitions=16, opt="-O0")
+        res = hdl.run(program, sim="verilator", harness="compiled", pack=pack, psum_partitions=16, opt=opt)
     except ValueError:
         return False
     bad = res.mismatch
@@ -188,7 +191,7 @@ def run_random(gen, seeds, cfg: Config, cov=None, log=lambda *a: None, shrunk: s
 def _rtl_cases(programs, cases, cfg: Config, log, shrunk: set):
     t0 = time.perf_counter()
     try:
-        results = _rtl_results(programs, log=log)
+        results = _rtl_results(programs, cfg.opt, log=log)
     except Exception as exc:             # noqa: BLE001  (a build failure fails every case of the batch)
         for c in cases:
             c["error"] = f"RTL: {_short(exc)}"
@@ -199,7 +202,7 @@ def _rtl_cases(programs, cases, cfg: Config, log, shrunk: set):
         c["rtl_cycles"] = r.cycles
         if r.mismatch is not None:
             kind, pack = _where_kind(r.mismatch.where), r.lockstep.pack
-            stem = _reproduce(p, lambda q, pack=pack, kind=kind: rtl_fails(q, pack, kind), cfg,
+            stem = _reproduce(p, lambda q, pack=pack, kind=kind: rtl_fails(q, pack, kind, cfg.opt), cfg,
                               f"{c['suite']} RTL {kind}", shrunk)
             c["failure"] = "; ".join(x for x in (c["failure"], f"RTL lockstep: {r.mismatch}") if x)
             c["reproducer"] = stem
@@ -228,6 +231,7 @@ def run_fuzz(gen, start: int, stop: int, cfg: Config, cov=None, log=lambda *a: N
     from tensore.cosim import random_programs as R
     g = Gen.parse(gen)
     suite = f"fuzz.{g.name}"
+    shrunk = set() if shrunk is None else shrunk
     t0 = time.perf_counter()
     descs = fuzz.mutants(g, start, stop)
     try:
@@ -257,10 +261,12 @@ def run_fuzz(gen, start: int, stop: int, cfg: Config, cov=None, log=lambda *a: N
             continue
         cases.append(_case(suite, p.name, time.perf_counter() - t1, "; ".join(problems) or None,
                            descriptors=len(trace.ops), cycles=trace.cycles))
+        if problems:
+            cases[-1]["reproducer"] = _reproduce(p, golden_fails, cfg, f"{suite} golden", shrunk)
         programs.append(p)
         pcases.append(cases[-1])
     if cfg.rtl and programs:
-        _rtl_cases(programs, pcases, cfg, log, set() if shrunk is None else shrunk)
+        _rtl_cases(programs, pcases, cfg, log, shrunk)
     return cases
 
 

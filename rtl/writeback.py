@@ -25,7 +25,7 @@ PSUM_PORTS = 2          # the writes a partition takes in one cycle, as the engi
 
 
 # the zeroing of the cycle's write records, passed along the columns: whether a record in its first
-# write cycle (its first column writes) zeroes, and the fields of the first such record
+# write cycle (its first column writes) zeroes, and the fields of the first record that zeroes
 ZERO_CHAIN = data.StructLayout({"found": 1, "zero": 1, "dst_part": PARTITION_BITS, "cols": WREC_LAYOUT["cols"].shape,
                                 "dst_off": WREC_LAYOUT["dst_off"].shape, "zero_log2": 2})
 # a column's write, as the crossbar (rtl/psum_xbar.py) takes it
@@ -67,7 +67,7 @@ class WriteColumn(wiring.Component):
         first = strobe & (c == rec.col0)
         z_in, z_out = self.z_in, self.z_out
         m.d.comb += [z_out.eq(z_in), z_out.zero.eq(z_in.zero | first & rec.zero)]
-        with m.If(~z_in.found & first):
+        with m.If(~z_in.found & first & rec.zero):
             m.d.comb += [z_out.found.eq(1), z_out.dst_part.eq(rec.dst_part), z_out.cols.eq(rec.cols),
                          z_out.dst_off.eq(rec.dst_off), z_out.zero_log2.eq(rec.zero_log2)]
         return m

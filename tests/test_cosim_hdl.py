@@ -3,11 +3,13 @@ the whole program library of every generation on Verilator at small sizes, Icaru
 the same results, the mismatch report from a simulator run, and the lint of the export."""
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tensore.cosim import hdl, toolchain
 from tensore.cosim import programs as P
+from tensore.cosim import random_programs as R
 from tensore.cosim.lockstep import Lockstep
 
 # `make test`: the whole library of every generation on 8 x 8 arrays (cosim/programs.py; MAVERICK's
@@ -15,12 +17,17 @@ from tensore.cosim.lockstep import Lockstep
 # programs need (MX: 8) and one simulator process running all of its programs (cosim.hdl.run_many).
 PACK = {"cayman": 2, "mariana": 8, "maverick": 8}
 HALF = {"maverick": 4}
+REPRO = Path(__file__).parent / "repro"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("gen", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in PACK])
 def test_library_on_verilator(gen):
+    """The library, and the reproducers (tests/repro) of the generation on 8 x 8 arrays (they share
+    the build)."""
     progs = P.library(gen, rows=8, cols=HALF.get(gen, 8))
+    repro = (R.load(s.with_suffix("")) for s in sorted(REPRO.glob("*.s")))
+    progs += [p for p in repro if p.gen.name.lower() == gen and gen not in HALF and (p.rows, p.cols) == (8, 8)]
     results = hdl.run_many(progs, pack=PACK[gen])
     failed = [(p.name, r.mismatch) for p, r in zip(progs, results) if r.mismatch is not None]
     assert not failed, f"{[n for n, _ in failed]} mismatch; {failed[0][0]}: {failed[0][1]}"

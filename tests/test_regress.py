@@ -166,3 +166,20 @@ def test_the_engine_rtl_goes_idle_within_the_bound():
     """One tiny RTL run (Amaranth): lockstep, then `done` within the bound."""
     bad, hang = W.run_amaranth(P.single("cayman", "bf16", 4, 4, n=2))
     assert bad is None and hang is None
+
+
+def test_golden_checks_take_the_programs_array():
+    """`check` judges a descriptor on the program's array: a MAVERICK SaveSeed whose PSUM partitions
+    run past 127 only at full size is no address error on 8 x 16 (found by make regress as
+    fuzz_0_maverick_23, where the full-size check disagreed with the scaled engine's refusal)."""
+    import numpy as np
+    from tensore.model.isa import ErrorCode, check, error_code
+    text = ("matmul src_mem_pattern=tensor3d(start_addr=sbuf(0,0), step_elem=[0,0,0], num_elem=[0,0,0]) "
+            "in_dtype=fp32 fp32_mode=high num_active_rows=1 tile_size=(row_size_log2=r64, col_size_log2=c256) "
+            "flags=(seed_mode=save_seed, xpose_mode=enabled) dst_mem_pattern=tensor3d(start_addr=psum(1,0,0), "
+            "step_elem=[0,0,0], num_elem=[1,1,1])\n")
+    assert error_code(check(assemble(text, Gen.MAVERICK), Gen.MAVERICK)) == ErrorCode.BAD_ADDRESS
+    p = P.Program("fuzz_0_maverick_23", Gen.MAVERICK, 8, 16, text, np.zeros((128, P.SBUF_BYTES), np.uint8))
+    _, trace = R.run_golden(p)
+    assert trace.ops[0].error == ErrorCode.BAD_PATTERN
+    assert G.golden_checks(p, trace) == []

@@ -175,26 +175,29 @@ class PeMac(wiring.Component):
                     with m.Case(int(da) | (int(dw) << 8)):
                         m.d.comb += anchor.eq(_min_lsb(da, self.gen) + _min_lsb(dw, self.gen))
         acc = Signal(signed(w + 1))
+        # the step's products are the first 2^lanes; the others are +0 padding whatever their codes hold
+        used = [Const(1) if self.pack <= 2 else j < (Const(1, 4) << self.lanes) for j in range(self.pack)]
         terms = []
         for j, (s, mag, lsb, zero, nan, inf) in enumerate(prods):
             sh = Signal(range(w), name=f"p{j}_shift")
             m.d.comb += sh.eq((lsb - anchor)[:(w - 1).bit_length()])
-            placed = shift_left(m, Cat(mag[:16], Const(0, w - 16)), sh, f"p{j}_place")
+            placed = shift_left(m, Cat(mag[:16] & used[j].replicate(16), Const(0, w - 16)), sh, f"p{j}_place")
             terms.append(Mux(s, -placed.as_signed(), placed.as_signed()))
         total = terms[0]
         for t in terms[1:]:
             total = total + t
         m.d.comb += acc.eq(total)
         any_nan, pos_inf, neg_inf = Const(0), Const(0), Const(0)
-        for s, mag, lsb, zero, nan, inf in prods:
+        for (s, mag, lsb, zero, nan, inf), u in zip(prods, used):
+            nan, inf = nan & u, inf & u
             any_nan, pos_inf, neg_inf = any_nan | nan, pos_inf | (inf & ~s), neg_inf | (inf & s)
         scale = Signal(signed(EXP_WIDTH))
         m.d.comb += scale.eq(Mux(self.scaled, self.sa + self.sw, 0))
         scale_nan = self.scaled & (self.sa_nan | self.sw_nan)
         # all-zero products keep a sign only when every product is a negative zero (D-10)
         all_neg = Const(1)
-        for j, (s, *_) in enumerate(prods):
-            all_neg = all_neg & (s | ((j >= (Const(1, 4) << self.lanes)) if self.pack > 2 else Const(0)))
+        for (s, *_), u in zip(prods, used):
+            all_neg = all_neg & (s | ~u)
         multi = [add.t_sign.eq(Mux(pos_inf | neg_inf, neg_inf, Mux(acc == 0, all_neg, acc < 0))),
                  add.t_mag.eq(Mux(acc < 0, -acc, acc)[:w]),
                  add.t_exp.eq(anchor + scale),

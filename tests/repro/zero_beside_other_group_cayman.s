@@ -1,0 +1,3 @@
+# zero_beside_other_group_cayman (found by make regress as fuzz_0_cayman_10): CAYMAN 8 x 8; registers {}
+matmul src_mem_pattern=(start_addr=sbuf(0,0), step_elem=[0,0,0], num_elem=[2,1,1]) in_dtype=bfloat16 num_active_rows=1 num_active_cols=1 out_dtype=fp32 psum_accumulate_flags=single row_grp=0 col_grp=2 dst_mem_pattern=(start_addr=psum(0,0,0), step_elem=[0,0,0], num_elem=[2,1,1])
+matmul src_mem_pattern=(start_addr=sbuf(0,0), step_elem=[1,0,0], num_elem=[5,1,1]) in_dtype=fp8_exp3 num_active_rows=5 num_active_cols=1 out_dtype=fp32 psum_accumulate_flags=multi_end dst_mem_pattern=(start_addr=psum(0,1,0), step_elem=[1,0,0], num_elem=[5,1,1])
