@@ -52,6 +52,15 @@ def bank_of(offset):
     return offset[OFFSET_BITS - PSUM_BANK_BITS:OFFSET_BITS]
 
 
+def bank_hits(m, bank, log2, name: str) -> Signal:
+    """The banks a group's zeroing clears: 1 / 2 / 4 / 8 from `bank`, wrapping (one bit per bank)."""
+    hits = Signal(PSUM_BANKS, name=name)
+    for b in range(PSUM_BANKS):
+        dist = Signal(PSUM_BANK_BITS, name=f"{name}_dist{b}")
+        m.d.comb += [dist.eq(b - bank), hits[b].eq(dist < (Const(1, 4) << log2))]
+    return hits
+
+
 class PsumPartition(wiring.Component):
     """`partition` fixes the SR states' reset values; None makes it the `index` input instead (one
     module for every partition of the exported Verilog), and the states then take their values
@@ -67,7 +76,7 @@ class PsumPartition(wiring.Component):
         index = {} if partition is not None else {"index": In(PARTITION_BITS)}
         super().__init__(index | {
             "wr": In(data.ArrayLayout(PSUM_WRITE, ports)), "mon": Out(data.ArrayLayout(PSUM_MONITOR, ports)),
-            "zero_valid": In(1), "zero_bank": In(PSUM_BANK_BITS), "zero_log2": In(2),
+            "zero_hits": In(PSUM_BANKS),                                 # the banks zeroed this cycle
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
             "host_we": In(1), "host_wdata": In(32),                      # write a word (both halves valid)
             "state_index": In(range(STATES)), "state_data": Out(32),      # SR state read (SaveSeed)
@@ -93,15 +102,10 @@ class PsumPartition(wiring.Component):
         htp = tags.read_port()
         states = self._states(m)
 
-        # zeroing, presented in the group's first write cycle (stage 2): 1 / 2 / 4 / 8 banks from
-        # zero_bank, wrapping; it takes effect before that cycle's writes and after earlier ones
-        # (a reset advances every epoch too: the words of before the reset read as zero)
-        hits = Signal(PSUM_BANKS)
-        for b in range(PSUM_BANKS):
-            dist = Signal(3, name=f"zdist{b}")
-            m.d.comb += [dist.eq(b - self.zero_bank),
-                         hits[b].eq(self.zero_valid & (dist < (Const(1, 4) << self.zero_log2)))]
-        ep = _Epochs(m, hits)
+        # zeroing, presented in the groups' first write cycle (stage 2, `bank_hits`): it takes effect
+        # before that cycle's writes and after earlier ones (a reset advances every epoch too: the
+        # words of before the reset read as zero)
+        ep = _Epochs(m, self.zero_hits)
 
         paths = []                                   # this cycle's earlier writes, in port order
         for k in range(self.ports):

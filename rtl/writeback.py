@@ -12,6 +12,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from tensore.model.addrmap import PARTITION_BITS
+from tensore.model.isa.microop import GROUPS
 from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.psum import OFFSET_BITS, PSUM_MONITOR, STATES, bank_of
@@ -83,6 +84,10 @@ class WriteBack(wiring.Component):
     def __init__(self, parts: int, cols: int, ports: int, *, maverick: bool, black_box: bool = False):
         self.parts, self.cols, self.ports, self.maverick, self.black_box = parts, cols, ports, maverick, black_box
         self.half = cols // 2 if maverick else cols          # the columns of a write slot (c256)
+        # the columns a micro-op's block can start at (model.isa.microop.region): a group's zeroing
+        # chain runs from each to the next, so groups that start in one cycle each zero
+        n = 2 if maverick else GROUPS
+        self.starts = sorted({g * (cols // n) for g in range(n)} | {g * cols // n for g in range(n)})
         monitors = {name: Out(record(arrays(PSUM_MONITOR, parts))) for name in monitor_names(ports)}
         super().__init__({
             "down": In(DOWN_LAYOUT), "advance": In(1), "first_cycle": In(1),
@@ -98,7 +103,7 @@ class WriteBack(wiring.Component):
         return WriteColumn(self.cols, self.half, self.maverick)
 
     def _bank(self):
-        return PsumBank(self.parts, self.ports, self.black_box)
+        return PsumBank(self.parts, self.ports, self.black_box, zeros=len(self.starts))
 
     def blocks(self) -> list:
         """The separately exported blocks it instantiates."""
@@ -119,14 +124,18 @@ class WriteBack(wiring.Component):
 
     def _columns(self, m, xbar):
         """The write records along the columns (a register per column, moved on `advance`) and each
-        column's write to the crossbar (WriteColumn); returns the zeroing chain's end: the group
-        whose first write cycle this is (the first column of a record's block that writes)."""
+        column's write to the crossbar (WriteColumn); returns the zeroing chains' ends, one per start
+        column: the group whose first write cycle this is (the first column of its block writes)."""
         C = self.cols
         along = [self.down.rec] + [Signal(WREC_LAYOUT, name=f"col{c}") for c in range(1, C)]
         with m.If(self.advance):
             m.d.sync += [along[c].eq(along[c - 1]) for c in range(1, C)]
-        cols, chain = [], Signal(ZERO_CHAIN, name="zchain0")
+        cols, ends, chain = [], [], None
         for c in range(C):
+            if c in self.starts:
+                if chain is not None:
+                    ends.append(chain)
+                chain = Signal(ZERO_CHAIN, name=f"zchain{c}")
             m.submodules[f"column{c}"] = col = black_box(self._column(), self.black_box)
             m.d.comb += [col.index.eq(c), col.rec.eq(along[c]), col.first_cycle.eq(self.first_cycle),
                          col.psum.eq(self.out_psum[c]), col.seed_lane.eq(self.seed_lanes[c]), col.z_in.eq(chain)]
@@ -138,7 +147,7 @@ class WriteBack(wiring.Component):
         m.d.comb += xbar.sr.eq(self.sr)
         if self.half < C:
             self._pairs(m, xbar, [c.w.strobe for c in cols], [c.upper for c in cols])
-        return chain
+        return ends + [chain]
 
     def _pairs(self, m, xbar, strobes, uppers):
         """c256: column x's slot-0 write and column x + half's slot-1 write are one micro-op's (so
@@ -153,12 +162,13 @@ class WriteBack(wiring.Component):
         for x in range(half):
             m.d.comb += xbar.pair[x].eq(strobes[x] & strobes[x + half] & uppers[x + half] & (age[x] >= half))
 
-    def _zeroing(self, m, chain):
-        """A group's zeroing, registered in its first write cycle (column col0's output + 1): the
-        partitions of its columns (one half's with c256), its first bank and bank count."""
-        z = Signal(ZERO_LAYOUT)
+    def _zeroing(self, m, chains):
+        """The groups' zeroings, registered in their first write cycle (column col0's output + 1):
+        the partitions of a group's columns (one half's with c256), its first bank and bank count."""
+        zs = Signal(data.ArrayLayout(ZERO_LAYOUT, len(chains)))
         half = self.half
-        m.d.sync += [z.valid.eq(chain.zero), z.lo.eq(chain.dst_part),
-                     z.hi.eq(chain.dst_part + Mux(chain.cols > half, half, chain.cols)),
-                     z.bank.eq(bank_of(chain.dst_off)), z.log2.eq(chain.zero_log2)]
-        return z
+        for z, chain in zip(zs, chains):
+            m.d.sync += [z.valid.eq(chain.zero), z.lo.eq(chain.dst_part),
+                         z.hi.eq(chain.dst_part + Mux(chain.cols > half, half, chain.cols)),
+                         z.bank.eq(bank_of(chain.dst_off)), z.log2.eq(chain.zero_log2)]
+        return zs

@@ -16,6 +16,12 @@ def fp32_bits(x) -> np.ndarray:
     return np.asarray(x, np.float32).view(np.uint32)
 
 
+def bank_mask(bank: int, log2: int) -> int:
+    """The PSUM banks a zeroing of 2^log2 banks from `bank` clears, wrapping past bank 7 (one bit
+    per bank: a PSUM partition's `zero_hits`)."""
+    return sum(1 << ((bank + i) % 8) for i in range(1 << log2))
+
+
 # --- the valid programs every rule is tested around --------------------------------------------
 
 def valid(op, gen, **over):

@@ -15,6 +15,7 @@ from tensore.cosim.programs import Program
 from tensore.model import addrmap
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.psum import SR_STATE_BASE
+from tests.fixtures import bank_mask
 
 SEED = 20261201
 SBUF = 0x1000
@@ -327,11 +328,9 @@ def test_partition_writes_of_one_cycle_in_port_order():
                 for f, x in w.items():
                     ctx.set(dut.wr[k][f], x)
             z = zeros[t] if t < n else (False, 0, 0)
-            ctx.set(dut.zero_valid, z[0])
-            ctx.set(dut.zero_bank, z[1])
-            ctx.set(dut.zero_log2, z[2])
+            ctx.set(dut.zero_hits, bank_mask(z[1], z[2]) if z[0] else 0)
             await ctx.tick()
-        ctx.set(dut.zero_valid, 0)
+        ctx.set(dut.zero_hits, 0)
         await ctx.tick()
         for w in words:
             ctx.set(dut.host_addr, w)

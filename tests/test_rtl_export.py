@@ -195,9 +195,9 @@ def test_psum_bank_verilog_equals_amaranth():
     from tensore.rtl.psum_bank import ZERO_LAYOUT, PsumBank
 
     parts, ports_, n = 6, 2, 3000
-    writer = prototype(PsumBank(parts, ports_, True))
+    writer = prototype(PsumBank(parts, ports_, True, zeros=2))
     name, part = writer.module_name, writer.blocks()[0]
-    form = PsumBank(parts, ports_, True)
+    form = PsumBank(parts, ports_, True, zeros=2)
     form_v = verilog.convert(form, name=f"{name}_amaranth", ports=convert_ports(form), emit_src=False)
     pair = _pair(writer, name, {f"{part.module_name}.v": block_verilog(part), f"{name}_amaranth.v": form_v,
                                 f"{name}.v": writer.verilog()})
@@ -210,10 +210,13 @@ def test_psum_bank_verilog_equals_amaranth():
              "save": int(rng.random() < 0.05)}
         return sum(v << PSUM_WRITE[f].offset for f, v in w.items())
 
-    def zero():
-        z = {"valid": int(rng.random() < 0.05), "lo": int(rng.integers(0, parts)), "hi": int(rng.integers(0, parts + 1)),
-             "bank": int(rng.choice([0, 5])), "log2": int(rng.integers(0, 2))}
-        return sum(v << ZERO_LAYOUT[f].offset for f, v in z.items())
+    def zero():                                       # two zeroings of a cycle, overlapping at times
+        out = 0
+        for g in range(2):
+            z = {"valid": int(rng.random() < 0.05), "lo": int(rng.integers(0, parts)),
+                 "hi": int(rng.integers(0, parts + 1)), "bank": int(rng.choice([0, 5, 7])), "log2": int(rng.integers(0, 4))}
+            out |= sum(v << ZERO_LAYOUT[f].offset for f, v in z.items()) << (g * ZERO_LAYOUT.size)
+        return out
 
     W = PSUM_WRITE.size
     inputs = {

@@ -7,6 +7,7 @@ from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import PsumRound
 from tensore.model.psum import Psum
 from tensore.rtl.psum import PsumPartition
+from tests.fixtures import bank_mask
 
 SEED = 20261130
 PART = 5
@@ -83,12 +84,9 @@ def test_psum_partition_matches_model(ports):
                                    ("accumulate", "acc"), ("raw", "raw"), ("sr", "sr")):
                         ctx.set(wr[f], op[key])
             z = zeros[t] if t < n else {"zero": False}
-            ctx.set(dut.zero_valid, z["zero"])
-            if z["zero"]:
-                ctx.set(dut.zero_bank, z["zbank"])
-                ctx.set(dut.zero_log2, z["zlog2"])
+            ctx.set(dut.zero_hits, bank_mask(z["zbank"], z["zlog2"]) if z["zero"] else 0)
             await ctx.tick()
-        ctx.set(dut.zero_valid, 0)
+        ctx.set(dut.zero_hits, 0)
         await ctx.tick()
         got_words.update(zip(words, await _host_read(ctx, dut, words)))
         for i in range(16):
