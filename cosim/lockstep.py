@@ -136,7 +136,10 @@ class Lockstep:
         the program needs, `need_ports`)."""
         self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
         self.pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
-        self.eng, self.trace, code = golden(program, sbuf_latency=sbuf_latency)
+        if tamper is None and hasattr(program, "golden"):      # the program's shared golden run
+            self.eng, self.trace, code = program.golden(sbuf_latency)
+        else:
+            self.eng, self.trace, code = golden(program, sbuf_latency=sbuf_latency)
         if tamper is not None:
             tamper(self.trace)
         if self.trace.stalled:

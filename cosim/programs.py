@@ -41,6 +41,32 @@ class Program:
         from tensore.model.sbuf import Sbuf
         return Sbuf(self.sbuf.copy())
 
+    def golden(self, sbuf_latency: int = 2, *, shared: bool = True) -> tuple:
+        """The golden engine's run of the program: (engine, trace, machine code).  Kept until the
+        text, registers, array or SBUF image change, so the checks of one program (its expectations,
+        the regression's golden checks and coverage, the lockstep) share one run; callers read it.
+        `shared=False`: a run of its own (e.g. of a model patched for a test)."""
+        import hashlib
+        import json
+        from tensore.model.engine import Engine
+        from tensore.model.isa.asm import assemble
+        key = (self.text, json.dumps(self.regs, sort_keys=True), self.gen, self.rows, self.cols, sbuf_latency,
+               hashlib.blake2b(np.ascontiguousarray(self.sbuf).tobytes(), digest_size=16).digest())
+        memo = self.__dict__.get("_golden") if shared else None
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        eng = Engine(self.gen, rows=self.rows, cols=self.cols, sbuf=self.sbuf_model(), sbuf_latency=sbuf_latency)
+        for reg, value in self.regs.items():
+            eng.write_reg(reg, value)
+        code = assemble(self.text, self.gen)
+        run = (eng, eng.run(code), code)
+        if shared:
+            self.__dict__["_golden"] = (key, run)
+        return run
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_golden"}
+
 
 class _Builder:
     def __init__(self, name, gen, rows, cols, seed):

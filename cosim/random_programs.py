@@ -461,13 +461,10 @@ def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8, e
         return finish(program)
 
 
-def run_golden(program: Program):
-    """The golden engine's run of a program: (engine, trace)."""
-    from tensore.model.engine import Engine
-    eng = Engine(program.gen, rows=program.rows, cols=program.cols, sbuf=program.sbuf_model())
-    for reg, value in program.regs.items():
-        eng.write_reg(reg, value)
-    return eng, eng.run(assemble(program.text, program.gen))
+def run_golden(program: Program, *, shared: bool = True):
+    """The golden engine's run of a program: (engine, trace), shared by its callers (Program.golden)."""
+    eng, trace, _ = program.golden(shared=shared)
+    return eng, trace
 
 
 def finish(program: Program) -> Program:

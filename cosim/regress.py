@@ -89,17 +89,16 @@ def golden_checks(program, trace) -> list:
     the watchdog bound, every issue cycle explained by docs/timing.md's rules."""
     from tensore.cosim import coverage, watchdog
     from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code
-    from tensore.model.isa.asm import assemble
     out = []
     if trace.stalled:
         return [f"the golden run stalls: {trace.stalled}"]
-    code = assemble(program.text, program.gen)
+    code = program.golden()[2]
     for o in trace.ops:
         want = error_code(check(code[o.index * DESCRIPTOR_BYTES:(o.index + 1) * DESCRIPTOR_BYTES], program.gen,
                                 array_cols=program.cols))
         if want != ErrorCode.NONE and not (o.error != ErrorCode.NONE and o.error <= want):
             out.append(f"descriptor {o.index}: check refuses it with {want.name}, the engine with {o.error.name}")
-    hang = watchdog.check_trace(trace, watchdog.program_bound(program))
+    hang = watchdog.check_trace(trace, watchdog.program_bound(program, code=code))
     if hang is not None:
         out.append(f"golden engine: {hang}")
     odd = [o.index for o, rules in coverage.stalls(trace, program.regs) if "unexplained" in rules]

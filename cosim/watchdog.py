@@ -111,11 +111,12 @@ def idle_bound(code: bytes, gen, *, rows: int, cols: int, regs: dict | None = No
     return Bound(total, per_op)
 
 
-def program_bound(program, *, sbuf_latency: int = 2) -> Bound:
-    """idle_bound of a cosim Program (its text, array and register writes)."""
+def program_bound(program, *, sbuf_latency: int = 2, code: bytes | None = None) -> Bound:
+    """idle_bound of a cosim Program (its text or machine `code`, array and register writes)."""
     from tensore.model.isa.asm import assemble
-    return idle_bound(assemble(program.text, program.gen), program.gen, rows=program.rows, cols=program.cols,
-                      regs=program.regs, sbuf_latency=sbuf_latency)
+    code = assemble(program.text, program.gen) if code is None else code
+    return idle_bound(code, program.gen, rows=program.rows, cols=program.cols, regs=program.regs,
+                      sbuf_latency=sbuf_latency)
 
 
 def _unit(op) -> str:

@@ -96,7 +96,7 @@ def _fails_with_perturbed_fp16(monkeypatch):
     def fails(program):
         with monkeypatch.context() as m:
             m.setattr(model.engine, "column_chain", _perturbed_fp16())
-            eng, _ = R.run_golden(program)
+            eng, _ = R.run_golden(program, shared=False)
         cells = eng.psum.cells(4)
         per_bank = addrmap.PSUM_BANK_BYTES // 4
         return any(not np.array_equal(cells[p, b * per_bank:(b + 1) * per_bank], bits)
