@@ -363,6 +363,13 @@ def _rules_of(o, st, R, C, L, regs) -> dict:
     return c
 
 
+def _mm(st, **mm) -> dict:
+    """The last matmul's timing; its t_complete the latest of every matmul so far (docs/timing.md)."""
+    if st["mm"] is not None:
+        mm["t_complete"] = max(mm["t_complete"], st["mm"]["t_complete"])
+    return mm
+
+
 def _advance(o, st, R, C, L):
     """The state after micro-op `o` issued (the timestamps docs/timing.md's rules read)."""
     d, u, t = o.desc, o.uop, o.t_issue
@@ -378,15 +385,15 @@ def _advance(o, st, R, C, L):
     elif u.kind == Kind.SEED:                     # the identity load of its states, then their transpose
         st["lw_port"], st["last_lw"] = t + u.rows, t
         t_mm = t + u.rows + L
-        st["mm"] = {"t_data": t_mm + L, "passes": 1, "t_complete": o.t_complete, "kind": MmKind.XPOSE, "t_issue": t_mm}
+        st["mm"] = _mm(st, t_data=t_mm + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
         st["mm_port"] = t_mm + SEED_STATES
     elif u.kind == Kind.MATMUL and u.seed:
-        st["mm"] = {"t_data": t + L, "passes": 1, "t_complete": o.t_complete, "kind": MmKind.XPOSE, "t_issue": t}
+        st["mm"] = _mm(st, t_data=t + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE, t_issue=t)
         st["mm_port"] = t + 1
     elif u.kind == Kind.MATMUL:
         vectors = u.rows if u.xpose else o.psum_writes // max(1, u.cols)
         st["mm_port"] = t + vectors * u.passes
-        st["mm"] = {"t_data": t + L, "passes": u.passes, "t_complete": o.t_complete, "kind": u.mmkind, "t_issue": t}
+        st["mm"] = _mm(st, t_data=t + L, passes=u.passes, t_complete=o.t_complete, kind=u.mmkind, t_issue=t)
         if d.op == Opcode.MATMUL_SPARSE:
             st["sparse_end"] = t + vectors + C
 

@@ -200,19 +200,21 @@ def check(lk, writes, err, unsup, regs, done, psum):
 
 
 def _execute(lks: list, built: dict, waves: str | None = None) -> list:
-    work = Path(tempfile.mkdtemp(prefix="run-", dir=built["dir"]))
+    """Run the harness on a job file of the locksteps (SBUF images included: ~2 MB a program) in a
+    work directory of the build that is removed afterwards."""
     if waves:
         waves = Path(waves).resolve()
         waves.parent.mkdir(parents=True, exist_ok=True)
-    job, result = work / "job.bin", work / "result.bin"
-    job.write_bytes(_job(lks))
-    cmd = [built["exe"], str(job), str(result)] + ([str(waves)] if waves else [])
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if waves and not waves.exists():
-        raise RuntimeError(f"the harness wrote no waveform to {waves}")
-    if res.returncode:
-        raise RuntimeError(f"the harness failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}")
-    return _results(result.read_bytes(), lks)
+    with tempfile.TemporaryDirectory(prefix="run-", dir=built["dir"]) as tmp:
+        job, result = Path(tmp) / "job.bin", Path(tmp) / "result.bin"
+        job.write_bytes(_job(lks))
+        cmd = [built["exe"], str(job), str(result)] + ([str(waves)] if waves else [])
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if waves and not waves.exists():
+            raise RuntimeError(f"the harness wrote no waveform to {waves}")
+        if res.returncode:
+            raise RuntimeError(f"the harness failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}")
+        return _results(result.read_bytes(), lks)
 
 
 def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=silent) -> list:

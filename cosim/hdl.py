@@ -391,6 +391,7 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
         runner.test(test_module="tensore.cosim.cocotb_bench", hdl_toplevel=built["top"], hdl_toplevel_lang="verilog",
                     build_dir=Path(built["dir"]) / "obj", test_dir=work, extra_env=env, waves=trace is not None,
                     timescale=("1ns", "1ps"), **args)
+    job.unlink()                        # the SBUF images; the log and any waveform stay for the report
     if not result.exists():
         raise RuntimeError(f"the {built['sim']} simulation did not finish; see {log}")
     if wave_path is not None and not wave_path.exists():

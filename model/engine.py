@@ -290,7 +290,7 @@ class Engine:
 
     def _read_codes(self, pat: Pattern, partitions: int, count: int, esize_bits: int):
         """A pattern's codes: [partitions, count] (4-bit codes one per element), and its first partition."""
-        offs = pat.elements()
+        offs = pat.elements(count)
         loc = addrmap.locate(pat.addr)
         parts = loc.partition + np.arange(partitions)
         if esize_bits == 4:
@@ -473,6 +473,14 @@ class Engine:
         return int(self.sbuf.gather([loc.partition], [loc.offset], 4)[0, 0])
 
     # -- scheduling (docs/timing.md) --------------------------------------------------------------
+    def _last_mm(self, **mm):
+        """The last matmul's timing for the issue rules (docs/timing.md); `t_complete` is the latest
+        completion of every matmul so far: the array changes its rhythm only once all have drained."""
+        prev = self._state["last_mm"]
+        if prev is not None:
+            mm["t_complete"] = max(mm["t_complete"], prev["t_complete"])
+        self._state["last_mm"] = mm
+
     def _earliest_issue(self, op: OpRecord):
         st, d, u = self._state, op.desc, op.uop
         t = op.t_decode + 1
@@ -740,8 +748,7 @@ class Engine:
         self.regs.add("matmul_done_count", "count")
         op.t_complete = last
         self._state["mm_port"] = mm_port_free(op.t_issue, vectors, timing.passes)
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": timing.passes, "t_complete": last,
-                                  "kind": u.mmkind, "t_issue": op.t_issue}
+        self._last_mm(t_data=timing.t_data, passes=timing.passes, t_complete=last, kind=u.mmkind, t_issue=op.t_issue)
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)
 
@@ -934,8 +941,7 @@ class Engine:
             offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
             raw = rows[:parts].astype(np.uint32)                                   # [partition, state]
             self._write_seed_cells(op, timing, raw, offs, parts)
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": op.t_complete,
-                                  "kind": MmKind.XPOSE, "t_issue": t_mm}
+        self._last_mm(t_data=timing.t_data, passes=1, t_complete=op.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
         self._state["mm_port"] = mm_port_free(t_mm, SEED_STATES, 1)
 
     def _write_seed_cells(self, op, timing, raw, offs, parts):
@@ -979,6 +985,5 @@ class Engine:
                 op.psum_writes += 1
                 last = max(last, cyc)
         op.t_complete = last
-        self._state["last_mm"] = {"t_data": timing.t_data, "passes": 1, "t_complete": last, "kind": MmKind.XPOSE,
-                                  "t_issue": op.t_issue}
+        self._last_mm(t_data=timing.t_data, passes=1, t_complete=last, kind=MmKind.XPOSE, t_issue=op.t_issue)
         self._state["mm_port"] = mm_port_free(op.t_issue, 1, 1)

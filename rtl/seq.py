@@ -164,6 +164,7 @@ class Sequencer(wiring.Component):
         ready = dly & (now >= barrier_p1) & deps & event_ok
 
         t_complete, t_mmdone, t_seed_mm = self._completion(now, u)
+        mm_last = Mux(mm_valid & (mm_done > t_complete), mm_done, t_complete)   # every matmul's, drained
         with m.If(issue):
             m.d.sync += [last_issue.eq(now), any_issued.eq(1),
                          all_done_p1.eq(Mux(t_complete + 1 > all_done_p1, t_complete + 1, all_done_p1))]
@@ -173,11 +174,11 @@ class Sequencer(wiring.Component):
                 m.d.sync += [lw_port.eq(load_port_free(now, u.rows)), last_lw_p1.eq(now + 1)]
             with m.If(u.kind == Kind.SEED):
                 m.d.sync += [mm_port.eq(mm_port_free(t_seed_mm, SEED_STATES, 1)), mm_valid.eq(1),
-                             mm_t_data.eq(t_seed_mm + L), mm_passes.eq(1), mm_done.eq(t_complete),
+                             mm_t_data.eq(t_seed_mm + L), mm_passes.eq(1), mm_done.eq(mm_last),
                              mm_issue.eq(t_seed_mm), mm_kind.eq(MmKind.XPOSE)]
             with m.If(is_mm):
                 m.d.sync += [mm_port.eq(mm_port_free(now, u.vectors, u.passes)), mm_valid.eq(1),
-                             mm_t_data.eq(now + L), mm_passes.eq(u.passes), mm_done.eq(t_complete), mm_issue.eq(now),
+                             mm_t_data.eq(now + L), mm_passes.eq(u.passes), mm_done.eq(mm_last), mm_issue.eq(now),
                              mm_kind.eq(u.mmkind)]
                 with m.If(u.mmkind == MmKind.SPARSE):
                     m.d.sync += sparse_at.eq(sparse_end(now, u.vectors, C))

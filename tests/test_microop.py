@@ -174,3 +174,22 @@ def test_e8m0_decode_equals_ml_dtypes():
 
 def test_perf_banks_are_the_register_maps():
     assert timing.PERF_BANKS == ("weight_load", "matmul", "pe_regwrite") and timing.PERF_COUNTERS == 49
+
+
+def test_pattern_elements_and_their_prefix():
+    """Pattern.elements lists a TENSORnD's element offsets dim 0 fastest (checked against nested
+    loops); with a limit, the first ones only, without building the rest: a legal LdTags of
+    1 x 18,433 x 25,601 elements (make regress, fuzz CAYMAN 45944) reads 2 of them."""
+    from itertools import product
+
+    from tensore.model.isa.microop import Pattern
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        k = int(rng.integers(1, 4))
+        steps, nums = tuple(int(x) for x in rng.integers(0, 9, k)), tuple(int(x) for x in rng.integers(0, 5, k))
+        want = [sum(i * s for i, s in zip(reversed(idx), steps)) for idx in product(*(range(n) for n in reversed(nums)))]
+        p = Pattern(0, steps, nums)
+        assert p.elements().tolist() == want
+        limit = int(rng.integers(0, 30))
+        assert p.elements(limit).tolist() == want[:limit]
+    assert Pattern(0, (1, 0, 0), (1, 18433, 25601)).elements(2).tolist() == [0, 0]

@@ -206,11 +206,15 @@ class Pattern:
     def count(self) -> int:
         return int(np.prod(self.nums, dtype=np.int64))
 
-    def elements(self) -> np.ndarray:
-        """Element offsets (in elements) in pattern order."""
-        offs = np.zeros(1, np.int64)
+    def elements(self, limit: int | None = None) -> np.ndarray:
+        """Element offsets (in elements) in pattern order; the first `limit` only, if given (a legal
+        pattern may name hundreds of millions of elements of which a micro-op reads a few)."""
+        total = int(np.prod(self.nums, dtype=np.int64))
+        index = np.arange(total if limit is None else min(total, limit), dtype=np.int64)
+        offs = np.zeros(index.size, np.int64)
         for s, n in zip(self.steps, self.nums):
-            offs = (np.arange(n, dtype=np.int64)[:, None] * s + offs[None, :]).reshape(-1)
+            offs += (index % n) * s
+            index //= n
         return offs
 
 

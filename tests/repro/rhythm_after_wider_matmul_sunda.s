@@ -1,0 +1,4 @@
+# rhythm_after_wider_matmul_sunda (found by make regress as fuzz_10000_sunda_81): SUNDA 8 x 8; registers {}
+matmul src_mem_pattern=(start_addr=sbuf(0,0), step_elem=[0,0,0], num_elem=[7,1,1]) in_dtype=bfloat16 num_active_rows=1 num_active_cols=6 out_dtype=fp32 psum_accumulate_flags=single dst_mem_pattern=(start_addr=psum(0,0,0x0), step_elem=[0,0,0], num_elem=[7,1,1])
+matmul header.pad=0 src_mem_pattern=(start_addr=sbuf(0,0), step_elem=[1,0,0], num_elem=[1,1,1]) in_dtype=fp8_exp4 num_active_rows=7 num_active_cols=1 out_dtype=fp32 psum_accumulate_flags=single psum_zero_region=banks_8 dst_mem_pattern=(start_addr=psum(0,0,0), step_elem=[0,0,0], num_elem=[1,1,1])
+matmul header.pad=0 src_mem_pattern=(start_addr=sbuf(0,0), step_elem=[1,0,0], num_elem=[1,1,1]) in_dtype=fp32 fp32_mode=high num_active_rows=7 num_active_cols=7 out_dtype=fp32 psum_accumulate_flags=multi_start dst_mem_pattern=(start_addr=psum(0,7,0x0), step_elem=[1,0,0], num_elem=[1,1,1])
