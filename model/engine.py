@@ -315,13 +315,14 @@ class Engine:
         rows = data[parts[0]:parts[-1] + 1, r:r + width * esize].view(f"<u{esize}")
         return np.array(rows[:, _run((offsets - r) // esize)], f"u{esize}")
 
-    def _read_scales(self, pat: Pattern, first_partition: int, blocks: int, pack: int, count: int) -> np.ndarray:
-        """E8M0 exponents [blocks, count]: block b's scales are bytes at scale_addr in partition
-        first + b * (32 / pack), one per vector or column (D-T25).  No scales: every exponent 0."""
+    def _read_scales(self, pat: Pattern, blocks: int, pack: int, count: int) -> np.ndarray:
+        """E8M0 exponents [blocks, count]: block b's scales are bytes at scale_addr's offset in
+        partition scale_addr + b * (32 / pack), one per vector or column (D-T25).  No scales: every
+        exponent 0."""
         if pat.scale_addr is None:
             return np.zeros((blocks, count))
         loc = addrmap.locate(pat.scale_addr)
-        parts = first_partition + np.arange(blocks) * (MX_BLOCK // pack)
+        parts = loc.partition + np.arange(blocks) * (MX_BLOCK // pack)
         return dt.e8m0_exponents(self.sbuf.gather(parts, loc.offset + np.arange(count), 1))
 
     def _to_values(self, codes: np.ndarray, dtype, lut: bool):
@@ -547,7 +548,7 @@ class Engine:
                 codes, first = self._read_codes(u.src, cols, rows * pack, bits)      # [cols, rows]
                 grid = codes.T.reshape(rows, pack, cols).transpose(0, 2, 1)
             else:
-                codes, first = self._read_codes(u.src, rows, cols * pack, bits)
+                codes, _ = self._read_codes(u.src, rows, cols * pack, bits)
                 grid = _in_order(codes, self._element_order(u, cols))               # [rows, cols, pack]
             if u.tagw:
                 self.tags[row0:row0 + rows, phys] = (grid[:, :, 0] >> 16).astype(np.uint8) & 0xF
@@ -558,8 +559,8 @@ class Engine:
             vals, stored, vdtype = self._to_values(grid, dtype, u.lut)
             scales = np.zeros((rows, cols))
             if u.mx:
-                blocks = rows * pack // MX_BLOCK
-                s = self._read_scales(u.src, first, blocks, pack, cols)                 # [blocks, cols]
+                blocks = -(-rows * pack // MX_BLOCK)        # a last partial block has a scale too
+                s = self._read_scales(u.src, blocks, pack, cols)             # [blocks, cols]
                 scales = s[(np.arange(rows) * pack) // MX_BLOCK]
         sh, cs = self.shadow, _run(phys)
         sh.val[sl, cs, :pack] = vals
@@ -661,14 +662,14 @@ class Engine:
                                      "w_code": self.active.code[:, :, 0].copy(), "swapped": self._last_swap})
         else:
             bits = 4 if u.mx and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else self._width(dtype)
-            codes, first = self._read_codes(u.src, rows, n_vec * pack, bits)
+            codes, _ = self._read_codes(u.src, rows, n_vec * pack, bits)
             moving = _in_order(codes, self._element_order(u, n_vec)).transpose(0, 2, 1)      # [rows, pack, N]
             a_vals, a_codes, a_dtype = self._to_values(moving, dtype, u.lut)
             scales = None
             sa_rows = np.zeros((rows, n_vec))
             if u.mx:
-                blocks = rows * pack // MX_BLOCK
-                sa = self._read_scales(u.src, first, blocks, pack, n_vec)
+                blocks = -(-rows * pack // MX_BLOCK)        # a last partial block has a scale too
+                sa = self._read_scales(u.src, blocks, pack, n_vec)
                 blk = (np.arange(rows) * pack) // MX_BLOCK
                 scales = (w.scale[wsl], sa[blk])
                 sa_rows = sa[blk]

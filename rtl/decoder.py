@@ -206,7 +206,7 @@ class _Op:
         self.window(ok, pat.data_addr, "sbuf", 1, [one, pat.step_elem_data_1], [n0, n1], rows, name + "_mx")
         n = self.sig(n0 * n1, 16, name + "_mxn")
         per = self.sig(n // self.pack(), 16, name + "_per")
-        self.window(ok & e8, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], None, name + "_sc")
+        self.window(ok & e8, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], rows, name + "_sc")
         return Mux(zero, 0, n)
 
     def mx_dtype(self, cond):
@@ -539,7 +539,7 @@ class Decoder(wiring.Component):
         o.window(ok, pat.data_addr, "sbuf", 1, [pat.step_elem], [pat.num_elem], f.num_active_rows, "mxd")
         pack = o.pack()
         per = o.sig(pat.num_elem // pack, 16, "per")
-        o.window(ok, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], None, "mxs")
+        o.window(ok, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], f.num_active_rows, "mxs")
         rem = o.sig(pat.num_elem % pack, 4, "rem")
         o.bad(E.BAD_PATTERN, ok & (rem != 0))
         if o.op == Opcode.MATMUL_MX:

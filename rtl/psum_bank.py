@@ -16,6 +16,7 @@ from tensore.model.addrmap import PARTITION_BITS, PSUM_BANK_BITS, PSUM_BANKS
 from tensore.rtl.blackbox import black_box, ports, prototype
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.psum import PSUM_MONITOR, PSUM_WRITE, STATES, WORDS, PsumPartition, bank_hits
+from tensore.rtl.wires import any_of
 
 # a group's zeroing: partitions [lo, hi), its first bank, log2 of its bank count
 ZERO_LAYOUT = data.StructLayout({"valid": 1, "lo": 8, "hi": 9, "bank": PSUM_BANK_BITS, "log2": 2})
@@ -33,13 +34,6 @@ def host_port(parts: int) -> wiring.Signature:
     writes `wdata` there (a word the engine does not write in the same cycle)."""
     return wiring.Signature({"part": In(range(parts)), "word": In(range(WORDS)), "data": Out(32),
                              "lanes": Out(data.ArrayLayout(32, parts)), "we": In(1), "wdata": In(32)})
-
-
-def _or(values):
-    out = values[0]
-    for v in values[1:]:
-        out = out | v
-    return out
 
 
 class PsumBank(wiring.Component):
@@ -77,7 +71,7 @@ class PsumBank(wiring.Component):
             m.d.comb += [pp.wr[k].eq(self.wr[k][p]) for k in range(self.ports)]
             m.d.comb += [pp.state_index.eq(self.state_index[p]), pp.state_wr.eq(self.state_wr[p]),
                          pp.state_wr_value.eq(self.state_wr_value[p]),
-                         pp.zero_hits.eq(_or([Mux(z.valid & (p >= z.lo) & (p < z.hi), mask, 0)
+                         pp.zero_hits.eq(any_of([Mux(z.valid & (p >= z.lo) & (p < z.hi), mask, 0)
                                               for z, mask in zip(self.zero, masks)])), pp.host_addr.eq(host.word),
                          pp.host_we.eq(host.we & (host.part == p)), pp.host_wdata.eq(host.wdata),
                          host.lanes[p].eq(pp.host_data)]

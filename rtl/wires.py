@@ -11,7 +11,7 @@ def wire(m, value, name, shape=None):
 
 
 def any_of(bits):
-    """The OR of `bits` (0 for none)."""
+    """The OR of `bits` (values of any width; 0 for none)."""
     out = Const(0, 1)
     for b in bits:
         out = out | b

@@ -10,6 +10,10 @@ from tensore.model.isa import ErrorCode, encode, opcodes_of
 SEED = 20261130
 E = ErrorCode
 
+# reproducers (tests/repro/<name>.s + .npz) on which the engine RTL and the golden engine differ:
+# strict xfails on the RTL (a fix turns them green), left out of the Verilator library runs
+RTL_GAPS: dict[str, str] = {}
+
 
 def fp32_bits(x) -> np.ndarray:
     """The bit patterns of `x` as fp32 (uint32)."""

@@ -155,7 +155,7 @@ class _Checker:
         self.window(name, pat["data_addr"], "sbuf", 1, [1, pat["step_elem_data_1"]], nums, rows)
         if pat["scale_dtype"] == Dtype.SFP8_E8:         # one scale byte per vector / column (D-T25)
             self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1],
-                        [max(1, nums[0] * nums[1] // self.pack())], None)
+                        [max(1, nums[0] * nums[1] // self.pack())], rows)
         return nums[0] * nums[1]
 
     def mx_dtype(self):
@@ -450,7 +450,8 @@ class _Checker:
         self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
                     f["num_active_rows"])
         pack = self.pack()
-        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // pack)], None)
+        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // pack)],
+                    f["num_active_rows"])
         if pat["num_elem"] % pack:
             self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"{pat['num_elem']} is not a whole number of "
                      f"{pack}-element PE steps")
