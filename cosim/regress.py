@@ -201,8 +201,11 @@ def _rtl_cases(programs, cases, cfg: Config, log, shrunk: set):
         c["rtl_cycles"] = r.cycles
         if r.mismatch is not None:
             kind, pack = _where_kind(r.mismatch.where), r.lockstep.pack
-            stem = _reproduce(p, lambda q, pack=pack, kind=kind: rtl_fails(q, pack, kind, cfg.opt), cfg,
-                              f"{c['suite']} RTL {kind}", shrunk)
+            try:
+                stem = _reproduce(p, lambda q, pack=pack, kind=kind: rtl_fails(q, pack, kind, cfg.opt), cfg,
+                                  f"{c['suite']} RTL {kind}", shrunk)
+            except Exception as exc:     # noqa: BLE001  (the failure stands; its reproducer's trouble is an error)
+                stem, c["error"] = None, f"reproducer: {_short(exc)}"
             c["failure"] = "; ".join(x for x in (c["failure"], f"RTL lockstep: {r.mismatch}") if x)
             c["reproducer"] = stem
 
@@ -277,22 +280,32 @@ def _short(exc: Exception) -> str:
 
 # --- shards ---------------------------------------------------------------------------------------
 
-def run_shard(cfg: Config | dict, i: int, n: int, log=lambda *a: None) -> dict:
-    """Shard i of n of the configuration: {"config", "shard", "cases", "coverage", "seconds"}."""
+def run_shard(cfg: Config | dict, i: int, n: int, log=lambda *a: None, checkpoint=None) -> dict:
+    """Shard i of n of the configuration: {"config", "shard", "cases", "coverage", "seconds",
+    "complete"}.  `checkpoint(result)` gets the result so far after every task (a shard stopped by
+    its batch system keeps what it ran); a task that raises is one error case and the shard goes on."""
     from tensore.cosim.coverage import Coverage
     cfg = Config.from_json(cfg) if isinstance(cfg, dict) else cfg
     cov = Coverage(cfg.gens)
     t0 = time.perf_counter()
     cases, shrunk = [], set()
+
+    def result(complete: bool) -> dict:
+        return {"config": asdict(cfg), "shard": [i, n], "cases": cases, "seconds": round(time.perf_counter() - t0, 1),
+                "complete": complete,
+                "coverage": {"runs": cov.runs, "hits": [[*k[:2], list(k[2]), v] for k, v in sorted(cov.hits.items())]}}
     for kind, gen, items in tasks(cfg, i, n):
-        if kind == "random":
-            log(f"shard {i}/{n}: {gen} random programs, seeds {items[0]}..{items[-1]} ({len(items)})")
-            cases += run_random(gen, items, cfg, cov, log, shrunk)
-        else:
-            log(f"shard {i}/{n}: {gen} fuzz descriptors {items[0]}..{items[1] - 1}")
-            cases += run_fuzz(gen, *items, cfg, cov, log, shrunk)
-    return {"config": asdict(cfg), "shard": [i, n], "cases": cases, "seconds": round(time.perf_counter() - t0, 1),
-            "coverage": {"runs": cov.runs, "hits": [[*k[:2], list(k[2]), v] for k, v in sorted(cov.hits.items())]}}
+        t1 = time.perf_counter()
+        log(f"shard {i}/{n}: {gen} random programs, seeds {items[0]}..{items[-1]} ({len(items)})" if kind == "random"
+            else f"shard {i}/{n}: {gen} fuzz descriptors {items[0]}..{items[1] - 1}")
+        try:
+            cases += run_random(gen, items, cfg, cov, log, shrunk) if kind == "random" else \
+                run_fuzz(gen, *items, cfg, cov, log, shrunk)
+        except Exception as exc:         # noqa: BLE001  (a task's crash is its error case)
+            cases.append(_case(f"{kind}.{gen}", f"task_{items[0]}", time.perf_counter() - t1, error=_short(exc)))
+        if checkpoint is not None:
+            checkpoint(result(False))
+    return result(True)
 
 
 def write_shard(result: dict, out_dir) -> Path:
@@ -369,6 +382,7 @@ def merge(results: list, out_dir) -> dict:
     junit(cases).write(out / "junit.xml", encoding="unicode", xml_declaration=True)
     groups = coverage.read(xml)
     report = {"config": asdict(cfg), "shards": len(results), "summary": summary(cases),
+              "incomplete": [r["shard"] for r in sorted(results, key=lambda r: r["shard"]) if not r.get("complete", True)],
               "totals": {k: sum(s[k] for s in summary(cases).values()) for k in ("cases", "passed", "failed", "errors")},
               "shard_seconds": [r["seconds"] for r in sorted(results, key=lambda r: r["shard"])],
               "coverage": {"runs": cov.runs, "bins": sum(g["size"] for g in groups.values()),
@@ -383,6 +397,8 @@ def format_report(report: dict) -> str:
     t = report["totals"]
     lines = [f"regress: {t['cases']} cases in {report['shards']} shard(s): {t['passed']} passed, {t['failed']} failed, "
              f"{t['errors']} errors"]
+    if report.get("incomplete"):
+        lines.append(f"  incomplete shards (stopped before their last task): {report['incomplete']}")
     for suite, s in report["summary"].items():
         lines.append(f"  {suite:<22} {s['cases']:>6} cases {s['passed']:>6} passed {s['failed']:>4} failed "
                      f"{s['errors']:>4} errors {s['seconds']:>9.1f} s")

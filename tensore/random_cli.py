@@ -99,7 +99,8 @@ def cmd_regress(args) -> int:
             results = regress.run_dask(cfg, args.workers, address, workers=args.workers)
         elif args.shard:
             i, n = regress.parse_shard(args.shard)
-            path = regress.write_shard(regress.run_shard(cfg, i, n, log), args.output)
+            path = regress.write_shard(regress.run_shard(cfg, i, n, log, lambda r: regress.write_shard(r, args.output)),
+                                       args.output)
             print(f"shard {i}/{n}: {path} (merge with: tensore regress --merge -o {args.output})")
             return 0
         else:

@@ -183,3 +183,24 @@ def test_golden_checks_take_the_programs_array():
     _, trace = R.run_golden(p)
     assert trace.ops[0].error == ErrorCode.BAD_PATTERN
     assert G.golden_checks(p, trace) == []
+
+
+def test_a_crashing_task_is_an_error_case_and_checkpoints_keep_the_rest(tmp_path, monkeypatch):
+    """A task that raises is one error case and the shard goes on; the checkpoint after every task
+    holds the cases so far (incomplete), and the merged report names an incomplete shard."""
+    real = G.run_random
+
+    def crash_on_maverick(gen, *args, **kw):
+        if Gen.parse(gen) == Gen.MAVERICK:
+            raise RuntimeError("injected crash")
+        return real(gen, *args, **kw)
+    monkeypatch.setattr(G, "run_random", crash_on_maverick)
+    seen = []
+    r = G.run_shard(_cfg(tmp_path, programs=2), 0, 1, checkpoint=lambda res: seen.append((len(res["cases"]), res["complete"])))
+    errors = [c for c in r["cases"] if c["error"]]
+    assert r["complete"] and len(r["cases"]) == 3 and len(errors) == 1
+    assert errors[0]["suite"] == "random.MAVERICK" and "injected crash" in errors[0]["error"]
+    assert seen == [(2, False), (3, False)]
+    G.write_shard({**r, "complete": False}, tmp_path)
+    report = G.merge(G.read_shards(tmp_path), tmp_path)
+    assert report["incomplete"] == [[0, 1]] and "incomplete shards" in G.format_report(report)
