@@ -24,8 +24,6 @@ from tensore.cosim.amaranth_sim import simulate
 from tensore.cosim.mismatch import Mismatch, first_with_waveform
 from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype
-from tensore.model.engine import Engine as GoldenEngine
-from tensore.model.isa.asm import assemble
 from tensore.model.isa.enums import Opcode
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
@@ -85,12 +83,8 @@ def _position(p, steps, nums) -> int:
 
 
 def golden(program, *, sbuf_latency=2):
-    eng = GoldenEngine(program.gen, rows=program.rows, cols=program.cols, sbuf=program.sbuf_model(),
-                       sbuf_latency=sbuf_latency)
-    for name, value in program.regs.items():
-        eng.write_reg(name, value)
-    code = assemble(program.text, program.gen)
-    return eng, eng.run(code), code
+    """A golden run of `program` of its own (engine, trace, machine code): Program.golden, unshared."""
+    return program.golden(sbuf_latency, shared=False)
 
 
 def _widths(fields) -> dict:
@@ -136,10 +130,8 @@ class Lockstep:
         the program needs, `need_ports`)."""
         self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
         self.pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
-        if tamper is None and hasattr(program, "golden"):      # the program's shared golden run
-            self.eng, self.trace, code = program.golden(sbuf_latency)
-        else:
-            self.eng, self.trace, code = golden(program, sbuf_latency=sbuf_latency)
+        # the program's shared golden run, or one of its own that `tamper` may alter
+        self.eng, self.trace, code = program.golden(sbuf_latency, shared=tamper is None)
         if tamper is not None:
             tamper(self.trace)
         if self.trace.stalled:
