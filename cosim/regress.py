@@ -85,8 +85,7 @@ def _case(suite: str, name: str, seconds: float, failure: str | None = None, err
 
 def golden_checks(program, trace) -> list:
     """What a golden run must satisfy: no stall, refusals at least as strict as `check` (D-23) on the
-    program's array,
-    the watchdog bound, every issue cycle explained by docs/timing.md's rules."""
+    program's array, the watchdog bound, every issue cycle explained by docs/timing.md's rules."""
     from tensore.cosim import coverage, watchdog
     from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code
     out = []
