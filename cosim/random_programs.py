@@ -260,7 +260,8 @@ class _Gen:
 
     def illegal(self, base=None):
         """A legal descriptor of another block (`base`, or a dense / PeRegWrite block) with one byte
-        changed until `check` refuses it, or an opcode the generation does not have."""
+        changed until `check` refuses it on the program's array, or an opcode the generation does
+        not have."""
         rng = self.rng
         if rng.random() < 0.2:
             missing = [op for op in range(1, 256) if op not in {int(o) for o in opcodes_of(self.gen)}]
@@ -274,7 +275,7 @@ class _Gen:
             for _ in range(64):
                 trial = bytearray(data)
                 trial[int(rng.integers(1, DESCRIPTOR_BYTES))] = int(rng.integers(0, 256))
-                if error_code(check(bytes(trial), self.gen)) != ErrorCode.NONE:
+                if error_code(check(bytes(trial), self.gen, array_cols=self.b.p.cols)) != ErrorCode.NONE:
                     data = trial
                     break
             else:                                    # (header bytes 1-3 are ignored, D-20)

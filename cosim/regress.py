@@ -106,6 +106,14 @@ def golden_checks(program, trace) -> list:
     return out
 
 
+RTL_PARTITIONS = 16          # PSUM partitions of the regression's RTL builds
+
+
+def _partitions_past(trace, parts: int = RTL_PARTITIONS) -> list:
+    """The PSUM partitions >= `parts` that a golden run writes."""
+    return sorted({e.data["partition"] for e in trace.events if e.kind == "psum_write" and e.data["partition"] >= parts})
+
+
 def build_pack(gen) -> int:
     """Elements per PE of the regression's RTL builds: MX oct rows from MARIANA on, else FP8 double
     row (one build per generation serves its random and fuzz programs)."""
@@ -116,14 +124,14 @@ def _rtl_results(programs, opt: str | None = None, *, log=lambda *a: None) -> li
     """Verilator lockstep (compiled harness) of programs of one generation and array."""
     from tensore.cosim import hdl
     return hdl.run_many(programs, sim="verilator", harness="compiled", pack=build_pack(programs[0].gen),
-                        psum_partitions=16, opt=opt, log=log)
+                        psum_partitions=RTL_PARTITIONS, opt=opt, log=log)
 
 
 def rtl_fails(program, pack: int, where: str | None = None, opt: str | None = None) -> bool:
     """True when the program's Verilator lockstep fails (with a first mismatch of the same kind)."""
     from tensore.cosim import hdl
     try:
-        res = hdl.run(program, sim="verilator", harness="compiled", pack=pack, psum_partitions=16, opt=opt)
+        res = hdl.run(program, sim="verilator", harness="compiled", pack=pack, psum_partitions=RTL_PARTITIONS, opt=opt)
     except ValueError:
         return False
     bad = res.mismatch
@@ -176,11 +184,14 @@ def run_random(gen, seeds, cfg: Config, cov=None, log=lambda *a: None, shrunk: s
         except Exception as exc:         # noqa: BLE001  (a crash of one program is that case's error)
             cases.append(_case(suite, f"seed_{s}", time.perf_counter() - t0, error=_short(exc)))
             continue
+        past = _partitions_past(trace) if cfg.rtl else []
         cases.append(_case(suite, f"seed_{s}", time.perf_counter() - t0, "; ".join(problems) or None,
-                           descriptors=len(trace.ops), cycles=trace.cycles))
+                           descriptors=len(trace.ops), cycles=trace.cycles,
+                           error=f"writes PSUM partitions {past[:4]}, past the RTL build's {RTL_PARTITIONS}" if past else None))
         if problems:
             cases[-1]["reproducer"] = _reproduce(p, golden_fails, cfg, f"{suite} golden", shrunk)
-        progs.append((p, cases[-1]))
+        if not past:                     # (the generator keeps to partition 0; such a program must not fail its batch)
+            progs.append((p, cases[-1]))
     if cfg.rtl and progs:
         _rtl_cases([p for p, _ in progs], [c for _, c in progs], cfg, log, shrunk)
     return cases
@@ -200,6 +211,7 @@ def _rtl_cases(programs, cases, cfg: Config, log, shrunk: set):
         c["rtl_cycles"] = r.cycles
         if r.mismatch is not None:
             kind, pack = _where_kind(r.mismatch.where), r.lockstep.pack
+            p.pack = p.pack or pack      # (the reproducer replays on the build it failed on)
             try:
                 stem = _reproduce(p, lambda q, pack=pack, kind=kind: rtl_fails(q, pack, kind, cfg.opt), cfg,
                                   f"{c['suite']} RTL {kind}", shrunk)
@@ -209,7 +221,7 @@ def _rtl_cases(programs, cases, cfg: Config, log, shrunk: set):
             c["reproducer"] = stem
 
 
-def _fit_partitions(program, parts: int = 16):
+def _fit_partitions(program, parts: int = RTL_PARTITIONS):
     """The program without the descriptors whose golden run writes PSUM partitions >= `parts` (the
     RTL build's); None if nothing is left."""
     from tensore.cosim import random_programs as R

@@ -204,3 +204,29 @@ def test_a_crashing_task_is_an_error_case_and_checkpoints_keep_the_rest(tmp_path
     G.write_shard({**r, "complete": False}, tmp_path)
     report = G.merge(G.read_shards(tmp_path), tmp_path)
     assert report["incomplete"] == [[0, 1]] and "incomplete shards" in G.format_report(report)
+
+
+def test_random_mutants_are_refused_on_the_programs_array():
+    """An illegal mutant is refused by `check` on the program's own array, not only at full size:
+    MAVERICK seed 6185 drew a SaveSeed (refused at full size) moved to PSUM partition 112, which the
+    8 x 16 engine ran (found by make regress, whose 16-partition RTL build then failed the batch)."""
+    _, trace = R.run_golden(R.generate("maverick", 6185))
+    assert G._partitions_past(trace) == []
+
+
+def test_a_program_past_the_rtl_partitions_is_one_error_case(tmp_path, monkeypatch):
+    """A random program writing PSUM partitions past the RTL build's is its own error case; the
+    rest of its batch runs on the RTL."""
+    real = R.generate
+
+    def generate(gen, seed, **kw):
+        p = real(gen, seed, **kw)
+        if seed == 1:
+            p.text = p.text.replace("psum(0,", "psum(40,")
+        return p
+    monkeypatch.setattr(R, "generate", generate)
+    ran = []
+    monkeypatch.setattr(G, "_rtl_cases", lambda programs, cases, *a: ran.extend(p.name for p in programs))
+    cases = G.run_random("cayman", [0, 1, 2], _cfg(tmp_path, rtl=True))
+    assert [c["name"] for c in cases if c["error"]] == ["seed_1"] and "past the RTL build's 16" in cases[1]["error"]
+    assert ran == ["random_cayman_0", "random_cayman_2"]
