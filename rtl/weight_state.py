@@ -17,9 +17,12 @@ PACK = UOP_FIELDS["pack"].width
 
 
 def _span(m, name, lo, n, count):
-    """A `count`-bit mask of the indices lo <= i < lo + n."""
+    """A `count`-bit mask of the indices lo <= i < lo + n: two shifts of ones, one signal (not a pair
+    of comparators per index: its bits would be as many nets, and every row's ports bit-level)."""
+    ones = Const((1 << count) - 1, count)
+    hi = Signal(max(len(lo), len(n)) + 1, name=f"{name}_end")
     mask = Signal(count, name=name)
-    m.d.comb += mask.eq(Cat(*[(i >= lo) & (i < lo + n) for i in range(count)]))
+    m.d.comb += [hi.eq(lo + n), mask.eq((ones << lo)[:count] & ~(ones << hi)[:count])]
     return mask
 
 

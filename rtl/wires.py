@@ -1,5 +1,5 @@
 """Small netlist helpers shared by the engine's units (rtl/top.py)."""
-from amaranth.hdl import Const, Mux, Signal
+from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value
 
 
 def wire(m, value, name, shape=None):
@@ -24,3 +24,17 @@ def first_of(pairs, width):
     for cond, value in reversed(pairs):
         out = Mux(cond, value, out)
     return out
+
+
+
+def record(layout, **fields):
+    """The bits of a `layout` (StructLayout) record from the values of its fields, each cut or
+    extended (by its signedness, as `eq` does) to its field's width: one value to drive a bus of
+    records in one statement (Amaranth checks every bit of a signal for each statement that drives a
+    part of it)."""
+    out = []
+    for name, f in sorted(layout, key=lambda nf: nf[1].offset):
+        w, v = Shape.cast(f.shape).width, Value.cast(fields[name])
+        pad = v[-1].replicate(w - len(v)) if v.shape().signed else Const(0, w - len(v))
+        out.append(v[:w] if len(v) >= w else Cat(v, pad))
+    return Cat(*out)

