@@ -17,23 +17,24 @@ Amaranth's backend needs minutes for the ~30,000 instance connections of a 128 x
 from functools import cached_property
 
 from amaranth.hdl import Module
-from amaranth.lib import data, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
 from tensore.rtl.array_loop import array_header
 from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.interfaces import Bus
 from tensore.rtl.pe import COL_BITS, PE, act_layout, build_suffix, weight_layout
 
 
 def _row_signature(cols: int, pack: int, sparse32: bool) -> dict:
     return {
         "act_in": In(act_layout(pack, sparse32)),
-        "psum_in": In(data.ArrayLayout(32, cols)), "psum_valid_in": In(cols),
-        "psum_out": Out(data.ArrayLayout(32, cols)), "psum_valid_out": Out(cols),
+        "psum_in": In(Bus(32, cols)), "psum_valid_in": In(cols),
+        "psum_out": Out(Bus(32, cols)), "psum_valid_out": Out(cols),
         "advance": In(1), "phase": In(2),
-        "wl_valid": In(1), "wl_cols": In(cols), "wl_data": In(data.ArrayLayout(weight_layout(pack), cols)),
-        "tag_valid": In(1), "tag_cols": In(cols), "tag_data": In(data.ArrayLayout(4, cols)),
+        "wl_valid": In(1), "wl_cols": In(cols), "wl_data": In(Bus(weight_layout(pack), cols)),
+        "tag_valid": In(1), "tag_cols": In(cols), "tag_data": In(Bus(4, cols)),
     }
 
 
@@ -104,14 +105,14 @@ class ArrayRow(wiring.Component):
 
 def _array_signature(rows: int, cols: int, pack: int, sparse32: bool) -> dict:
     return {
-        "row_in": In(data.ArrayLayout(act_layout(pack, sparse32), rows)),
+        "row_in": In(Bus(act_layout(pack, sparse32), rows)),
         "advance": In(1), "phase": In(2),
         "wl_valid": In(1), "wl_row": In(range(rows)), "wl_cols": In(cols),
-        "wl_data": In(data.ArrayLayout(weight_layout(pack), cols)),
+        "wl_data": In(Bus(weight_layout(pack), cols)),
         "tag_valid": In(1), "tag_row": In(range(rows)), "tag_cols": In(cols),
-        "tag_data": In(data.ArrayLayout(4, cols)),
-        "top_psum": In(data.ArrayLayout(32, cols)), "top_valid": In(cols),
-        "out_psum": Out(data.ArrayLayout(32, cols)), "out_valid": Out(cols),
+        "tag_data": In(Bus(4, cols)),
+        "top_psum": In(Bus(32, cols)), "top_valid": In(cols),
+        "out_psum": Out(Bus(32, cols)), "out_valid": Out(cols),
     }
 
 

@@ -4,8 +4,21 @@ A unit's request / response pair is a sub-signature (`request_port`); a per-row 
 interface of the engine is field-major (`record(arrays(layout, n))`: one array over the rows per
 field, the Verilog ports `mv_req_valid`, `mv_req_part`, ... the testbenches read), and `scatter`
 drives it from the rows' own records."""
+from amaranth.hdl import Format, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
+
+
+class Bus(data.ArrayLayout):
+    """An array over the rows, columns, partitions or ports of a unit (D-T81): indexed as any
+    ArrayLayout, but its signals keep one name in the Verilog and the waveforms, without a debug
+    wire per element and field (Amaranth names every field of a layout's signal: on a 128 x 256
+    engine such aliases were 60% of the top's Verilog)."""
+
+    def format(self, value, format_spec):
+        if format_spec != "":
+            raise ValueError(f"Format specifier {format_spec!r} is not supported for buses")
+        return Format("{}", Value.cast(value))
 
 
 def record(fields: dict) -> wiring.Signature:
@@ -20,7 +33,7 @@ def request_port(request: dict, response) -> wiring.Signature:
 
 def arrays(layout: data.StructLayout, count: int) -> dict:
     """`count` records of `layout` field-major: {field: an array of `count` of its shape}."""
-    return {name: data.ArrayLayout(field.shape, count) for name, field in layout}
+    return {name: Bus(field.shape, count) for name, field in layout}
 
 
 def scatter(m, records, port):

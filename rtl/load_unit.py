@@ -19,7 +19,7 @@ from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
 from tensore.model.isa.layouts import LUT_ENTRIES
 from tensore.model.isa.microop import MX_TILE, SEED_STATES
 from tensore.rtl.fp.raw import e8m0_scale
-from tensore.rtl.interfaces import request_port
+from tensore.rtl.interfaces import Bus, request_port
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
 from tensore.rtl.pe import code_layout, weight_layout
@@ -50,11 +50,11 @@ UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1, "sparse32": 1})     # th
 
 
 def stationary_port(cols: int, pack: int) -> wiring.Signature:
-    return request_port(STATIONARY_REQUEST, data.ArrayLayout(32, max(cols * pack, LUT_ENTRIES)))
+    return request_port(STATIONARY_REQUEST, Bus(32, max(cols * pack, LUT_ENTRIES)))
 
 
 def scale_port(cols: int) -> wiring.Signature:
-    return request_port(SCALE_REQUEST, data.ArrayLayout(8, cols))
+    return request_port(SCALE_REQUEST, Bus(8, cols))
 
 
 class LoadUnit(wiring.Component):
@@ -75,12 +75,12 @@ class LoadUnit(wiring.Component):
             "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),
             "reg_apply": Out(1), "reg_value": Out(32), "reg_index": Out(8),
             "wl_valid": Out(1), "wl_row": Out(range(rows)), "wl_cols": Out(cols),
-            "wl_data": Out(data.ArrayLayout(weight_layout(pack), cols)),
+            "wl_data": Out(Bus(weight_layout(pack), cols)),
             "tag_valid": Out(1), "tag_row": Out(range(rows)), "tag_cols": Out(cols),
-            "tag_data": Out(data.ArrayLayout(4, cols)),
-            "seed_lanes": Out(data.ArrayLayout(32, cols)),
-            "lut_index": In(data.ArrayLayout(8, rows * MV_ELEMS)),
-            "lut_entry": Out(data.ArrayLayout(32, rows * MV_ELEMS)),
+            "tag_data": Out(Bus(4, cols)),
+            "seed_lanes": Out(Bus(32, cols)),
+            "lut_index": In(Bus(8, rows * MV_ELEMS)),
+            "lut_entry": Out(Bus(32, rows * MV_ELEMS)),
             "lut_dtype": Out(8),
             "unsupported": Out(UNSUPPORTED),
         })
@@ -227,8 +227,8 @@ class LutTable(wiring.Component):
     def __init__(self, readers: int):
         self.readers = readers
         super().__init__({"load": In(1), "count": In(9), "dtype": In(8),
-                          "entries": In(data.ArrayLayout(32, LUT_ENTRIES)),
-                          "index": In(data.ArrayLayout(8, readers)), "entry": Out(data.ArrayLayout(32, readers)),
+                          "entries": In(Bus(32, LUT_ENTRIES)),
+                          "index": In(Bus(8, readers)), "entry": Out(Bus(32, readers)),
                           "table_dtype": Out(8)})
 
     def elaborate(self, platform):

@@ -27,6 +27,7 @@ from tensore.model.psum import SR_STATE_BASE
 from tensore.rtl.fp.fused_add import CANONICAL_NAN, FusedAdd, drive_term
 from tensore.rtl.fp.raw import unpack_fp32
 from tensore.rtl.fp.round import bf16_round
+from tensore.rtl.interfaces import Bus
 from tensore.rtl.rng import xorshift32_next
 from tensore.rtl.wires import any_of
 
@@ -75,7 +76,7 @@ class PsumPartition(wiring.Component):
         self.partition, self.ports = partition, ports
         index = {} if partition is not None else {"index": In(PARTITION_BITS)}
         super().__init__(index | {
-            "wr": In(data.ArrayLayout(PSUM_WRITE, ports)), "mon": Out(data.ArrayLayout(PSUM_MONITOR, ports)),
+            "wr": In(Bus(PSUM_WRITE, ports)), "mon": Out(Bus(PSUM_MONITOR, ports)),
             "zero_hits": In(PSUM_BANKS),                                 # the banks zeroed this cycle
             "host_addr": In(range(WORDS)), "host_data": Out(32),          # read, data next cycle
             "host_we": In(1), "host_wdata": In(32),                      # write a word (both halves valid)

@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensore.model.addrmap import PARTITION_BITS, PSUM_BANK_BITS, PSUM_BANKS
 from tensore.rtl.blackbox import black_box, ports, prototype
-from tensore.rtl.interfaces import arrays, record
+from tensore.rtl.interfaces import Bus, arrays, record
 from tensore.rtl.psum import PSUM_MONITOR, PSUM_WRITE, STATES, WORDS, PsumPartition, bank_hits
 from tensore.rtl.wires import any_of
 
@@ -33,7 +33,7 @@ def host_port(parts: int) -> wiring.Signature:
     partition -> `lanes` (a testbench reads the whole PSUM back a word address per cycle); `we`
     writes `wdata` there (a word the engine does not write in the same cycle)."""
     return wiring.Signature({"part": In(range(parts)), "word": In(range(WORDS)), "data": Out(32),
-                             "lanes": Out(data.ArrayLayout(32, parts)), "we": In(1), "wdata": In(32)})
+                             "lanes": Out(Bus(32, parts)), "we": In(1), "wdata": In(32)})
 
 
 class PsumBank(wiring.Component):
@@ -45,9 +45,9 @@ class PsumBank(wiring.Component):
         self.module_name = f"tensore_psum_bank_p{parts}_w{ports}_z{zeros}"
         monitors = {name: Out(record(arrays(PSUM_MONITOR, parts))) for name in monitor_names(ports)}
         super().__init__({
-            "wr": In(data.ArrayLayout(data.ArrayLayout(PSUM_WRITE, parts), ports)),
-            "state_index": In(data.ArrayLayout(range(STATES), parts)), "state_wr": In(parts),
-            "state_wr_value": In(data.ArrayLayout(32, parts)), "zero": In(data.ArrayLayout(ZERO_LAYOUT, zeros)),
+            "wr": In(Bus(Bus(PSUM_WRITE, parts), ports)),
+            "state_index": In(Bus(range(STATES), parts)), "state_wr": In(parts),
+            "state_wr_value": In(Bus(32, parts)), "zero": In(Bus(ZERO_LAYOUT, zeros)),
             "host": Out(host_port(parts)), **monitors,
         })
 

@@ -23,6 +23,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.isa.enums import SeedMode
+from tensore.rtl.interfaces import Bus
 from tensore.rtl.psum import OFFSET_BITS, PSUM_WRITE, STATES
 
 PART_BITS = 16                  # a column's partition number, before the range check
@@ -39,14 +40,14 @@ class PsumWriteXbar(wiring.Component):
         state = range(STATES)
         pair = {"pair": In(cols - self.half)} if self.half < cols else {}
         super().__init__({
-            "strobe": In(cols), "part": In(data.ArrayLayout(PART_BITS, cols)),
-            "offset": In(data.ArrayLayout(OFFSET_BITS, cols)),
-            "value": In(data.ArrayLayout(32, cols)), "seed": In(data.ArrayLayout(2, cols)),
+            "strobe": In(cols), "part": In(Bus(PART_BITS, cols)),
+            "offset": In(Bus(OFFSET_BITS, cols)),
+            "value": In(Bus(32, cols)), "seed": In(Bus(2, cols)),
             "bf16": In(cols), "accumulate": In(cols), "raw": In(cols), "sr": In(1), **pair,
-            "state": In(data.ArrayLayout(state, cols)), "loaded": In(data.ArrayLayout(32, cols)),
-            "state_index": Out(data.ArrayLayout(state, parts)), "state_wr": Out(parts),
-            "state_wr_value": Out(data.ArrayLayout(32, parts)),
-            "wr": Out(data.ArrayLayout(data.ArrayLayout(PSUM_WRITE, parts), ports)),   # port k of partition p
+            "state": In(Bus(state, cols)), "loaded": In(Bus(32, cols)),
+            "state_index": Out(Bus(state, parts)), "state_wr": Out(parts),
+            "state_wr_value": Out(Bus(32, parts)),
+            "wr": Out(Bus(Bus(PSUM_WRITE, parts), ports)),   # port k of partition p
             "unsupported": Out(UNSUPPORTED),
         })
 

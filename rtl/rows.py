@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
 from tensore.rtl.blackbox import black_box, prototype, ports as block_ports
-from tensore.rtl.interfaces import arrays, request_port, scatter
+from tensore.rtl.interfaces import Bus, arrays, request_port, scatter
 from tensore.rtl.pe import act_layout, slot
 from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST, REC_LAYOUT, WREC_LAYOUT, RowPort, xit_layout, xpose_rounds
 
@@ -36,7 +36,7 @@ DOWN_LAYOUT = data.StructLayout({"rec": WREC_LAYOUT, "first": 1})
 def moving_port(rows: int) -> wiring.Signature:
     """The moving SBUF port: one MV_REQUEST per row, field-major (`req.valid[r]`, `req.part[r]`, ...),
     and each row's answer (`MV_ELEMS` 32-bit words) `L - 1` cycles later."""
-    return request_port(arrays(MV_REQUEST, rows), data.ArrayLayout(32 * MV_ELEMS, rows))
+    return request_port(arrays(MV_REQUEST, rows), Bus(32 * MV_ELEMS, rows))
 
 
 class Rows(wiring.Component):
@@ -53,12 +53,12 @@ class Rows(wiring.Component):
         super().__init__({
             "rec": In(REC_LAYOUT), "xit": In(xit_layout(self.rounds)), "req_shift": In(1), "advance": In(1),
             "mv": Out(moving_port(rows)),
-            "row_in": Out(data.ArrayLayout(act_layout(pack, sparse32), rows)),
-            "lut_index": Out(data.ArrayLayout(8, rows * MV_ELEMS)),
-            "lut_entry": In(data.ArrayLayout(32, rows * MV_ELEMS)),
+            "row_in": Out(Bus(act_layout(pack, sparse32), rows)),
+            "lut_index": Out(Bus(8, rows * MV_ELEMS)),
+            "lut_entry": In(Bus(32, rows * MV_ELEMS)),
             "lut_dtype": In(8),
             "down": Out(DOWN_LAYOUT),
-            "top_psum": Out(data.ArrayLayout(32, max(cols, 1))), "top_valid": Out(max(cols, 1)),
+            "top_psum": Out(Bus(32, max(cols, 1))), "top_valid": Out(max(cols, 1)),
         })
 
     @property

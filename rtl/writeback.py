@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from tensore.model.addrmap import PARTITION_BITS
 from tensore.model.isa.microop import GROUPS
 from tensore.rtl.blackbox import black_box, prototype
-from tensore.rtl.interfaces import arrays, record
+from tensore.rtl.interfaces import Bus, arrays, record
 from tensore.rtl.psum import OFFSET_BITS, PSUM_MONITOR, STATES, bank_of
 from tensore.rtl.psum_bank import ZERO_LAYOUT, PsumBank, host_port, monitor_names
 from tensore.rtl.psum_xbar import PART_BITS, UNSUPPORTED, PsumWriteXbar
@@ -91,7 +91,7 @@ class WriteBack(wiring.Component):
         monitors = {name: Out(record(arrays(PSUM_MONITOR, parts))) for name in monitor_names(ports)}
         super().__init__({
             "down": In(DOWN_LAYOUT), "advance": In(1), "first_cycle": In(1),
-            "out_psum": In(data.ArrayLayout(32, cols)), "seed_lanes": In(data.ArrayLayout(32, cols)), "sr": In(1),
+            "out_psum": In(Bus(32, cols)), "seed_lanes": In(Bus(32, cols)), "sr": In(1),
             "host": Out(host_port(parts)), **monitors,
             "unsupported": Out(UNSUPPORTED),
         })
@@ -165,7 +165,7 @@ class WriteBack(wiring.Component):
     def _zeroing(self, m, chains):
         """The groups' zeroings, registered in their first write cycle (column col0's output + 1):
         the partitions of a group's columns (one half's with c256), its first bank and bank count."""
-        zs = Signal(data.ArrayLayout(ZERO_LAYOUT, len(chains)))
+        zs = Signal(Bus(ZERO_LAYOUT, len(chains)))
         half = self.half
         for z, chain in zip(zs, chains):
             m.d.sync += [z.valid.eq(chain.zero), z.lo.eq(chain.dst_part),
