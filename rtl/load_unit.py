@@ -190,13 +190,9 @@ class LoadUnit(wiring.Component):
                                      Mux(meta.mx & meta.sc_valid, Cat(scale, nan), 0)), f"wl_lane{mcol}"))
         shift_r = wire(m, C - meta.col0 - meta.cols, "wl_shift_r", range(C + 1))
 
-        shift = wire(m, Mux(meta.lcf, shift_r, meta.col0), "wl_shift", range(C + 1))
-
-        def place(name, lanes, width):
-            """Lane m to column col0 + m, or (last column first) to col0 + cols - 1 - m: one shifter
-            by col0 or C - col0 - cols, its lanes reversed for the latter."""
-            x = lane_shift(m, name, Cat(*lanes), shift, width, C)
-            return Mux(meta.lcf, Cat(*reversed([x[c * width:(c + 1) * width] for c in range(C)])), x)
+        def place(name, lanes, width):              # last column first (lcf) or first column first
+            return Mux(meta.lcf, lane_shift(m, f"{name}_rev", Cat(*reversed(lanes)), shift_r, width, C, right=True),
+                       lane_shift(m, f"{name}_fwd", Cat(*lanes), meta.col0, width, C))
         placed = wire(m, place("wl", lanes, code_w), "wl_placed", C * code_w)
         tags_placed = wire(m, place("tag", tag_lanes, 4), "tag_placed", C * 4)
         mask = wire(m, (((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C], "wl_mask", C)
@@ -256,8 +252,8 @@ class LutTable(wiring.Component):
         return m
 
 
-def lane_shift(m, name, value, amount, lane_w, lanes):
-    """`value` (lanes x lane_w bits) shifted up by `amount` whole lanes, as log2(lanes) stages of
+def lane_shift(m, name, value, amount, lane_w, lanes, *, right=False):
+    """`value` (lanes x lane_w bits) shifted by `amount` whole lanes, as log2(lanes) stages of
     constant shifts: one variable shift by amount * lane_w bits would be a (lanes * lane_w)^2 netlist.
     Each stage is a signal: a stage reads the one before twice, and Amaranth copies an expression
     into every reader (so expressions would make the netlist lanes times larger, D-T42)."""
@@ -267,7 +263,7 @@ def lane_shift(m, name, value, amount, lane_w, lanes):
         k = (1 << b) * lane_w
         if k >= width:
             return Mux(amount[b:] != 0, 0, x)
-        x = wire(m, Mux(amount[b], Cat(Const(0, k), x[:width - k]), x), f"{name}_s{b}", width)
+        x = wire(m, Mux(amount[b], x[k:] if right else Cat(Const(0, k), x[:width - k]), x), f"{name}_s{b}", width)
     return x
 
 
