@@ -11,19 +11,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 from tensore.model.isa.microop import MAX_PACK, UOP_FIELDS
 from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.wires import span
 
 BLOCK = data.StructLayout({name: UOP_FIELDS[name].width for name in ("row0", "rows", "col0", "cols")})
 PACK = UOP_FIELDS["pack"].width
-
-
-def _span(m, name, lo, n, count):
-    """A `count`-bit mask of the indices lo <= i < lo + n: two shifts of ones, one signal (not a pair
-    of comparators per index: its bits would be as many nets, and every row's ports bit-level)."""
-    ones = Const((1 << count) - 1, count)
-    hi = Signal(max(len(lo), len(n)) + 1, name=f"{name}_end")
-    mask = Signal(count, name=name)
-    m.d.comb += [hi.eq(lo + n), mask.eq((ones << lo)[:count] & ~(ones << hi)[:count])]
-    return mask
 
 
 def _log2_pack(pack):
@@ -79,8 +70,8 @@ class WeightState(wiring.Component):
         m = Module()
         R, C = self.rows, self.cols
         b, q = self.block, self.query
-        lrow, lcol = _span(m, "load_rows", b.row0, b.rows, R), _span(m, "load_cols", b.col0, b.cols, C)
-        qrow, qcol = _span(m, "query_rows", q.row0, q.rows, R), _span(m, "query_cols", q.col0, q.cols, C)
+        lrow, lcol = span(m, "load_rows", b.row0, b.rows, R), span(m, "load_cols", b.col0, b.cols, C)
+        qrow, qcol = span(m, "query_rows", q.row0, q.rows, R), span(m, "query_cols", q.col0, q.cols, C)
         bits = Cat(Const(1, 1), self.fp32, _log2_pack(self.pack))
         mix, pump = Signal(R), Signal(R)
         for r in range(R):

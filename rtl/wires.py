@@ -10,6 +10,18 @@ def wire(m, value, name, shape=None):
     return sig
 
 
+def span(m, name, lo, n, count):
+    """A `count`-bit mask (a named signal) of the indices lo <= i < lo + n: two shifts of ones. Not
+    `((1 << n) - 1) << lo`: its subtraction is as wide as the shift's output (count + 2^len(n) bits)
+    and costs its width squared in Amaranth's combinational-cycle check; not a comparator pair per
+    index: the mask's bits would be as many nets, and ports reading it bit-level."""
+    ones = Const((1 << count) - 1, count)
+    hi = Signal(max(len(lo), len(n)) + 1, name=f"{name}_end")
+    mask = Signal(count, name=name)
+    m.d.comb += [hi.eq(lo + n), mask.eq((ones << lo)[:count] & ~(ones << hi)[:count])]
+    return mask
+
+
 def any_of(bits):
     """The OR of `bits` (values of any width; 0 for none)."""
     out = Const(0, 1)
