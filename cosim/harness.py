@@ -217,10 +217,12 @@ def _execute(lks: list, built: dict, waves: str | None = None) -> list:
         return _results(result.read_bytes(), lks)
 
 
-def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=silent) -> list:
+def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=silent,
+                  mismatch_waves: bool = True) -> list:
     """Run locksteps one after another in one harness process, each after a reset.  With `waves_to`
     the run is traced (the built model's tracing, else a VCD of everything) and writes the file
-    whether or not it passes; a mismatch without it is re-run in a traced build for its waveform."""
+    whether or not it passes; a mismatch without it is re-run in a traced build for its waveform
+    (unless `mismatch_waves` is False: a test that needs only the report)."""
     have = built.get("trace")
     if waves_to and (have is None or have.fmt != format_of(waves_to)):
         built = build(built["exported"], trace=Trace.of(waves_to, have.depth if have else 0),
@@ -232,7 +234,7 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
         bad = check(lk, writes, err, unsup, regs, done, psum) if lk.compare else None
         check_seconds = time.perf_counter() - t0
         wave = str(Path(waves_to).resolve()) if waves_to else None
-        if bad is not None and wave is None:
+        if bad is not None and wave is None and mismatch_waves:
             traced = build(built["exported"], trace=MISMATCH_TRACE, opt="-O0", log=log)     # for the waveform only
             wave = str(Path(traced["dir"]) / f"mismatch_{lk.program.name}.vcd")
             _execute([lk], traced, wave)

@@ -487,23 +487,26 @@ def fit_sparse32(lks, sparse32: bool | None = None) -> bool:
 
 
 def run(program, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, pack=None, sbuf_latency=2,
-        psum_partitions=16, opt=None, tamper=None, compare=True, harness=None, dtypes=None, log=silent) -> HdlResult:
+        psum_partitions=16, opt=None, tamper=None, compare=True, harness=None, dtypes=None, log=silent,
+        mismatch_waves=True) -> HdlResult:
     """Export (cached), build (cached) and run `program` in lockstep on `sim` (`compare=False`: the
     same stimulus without the per-cycle checks, for measuring their cost).  The engine has `pack`
     elements per PE, or as many as the program needs (`fit_pack`); `waves_to` names a waveform file
-    (.fst or .vcd) of `waves_depth` levels (0: everything)."""
+    (.fst or .vcd) of `waves_depth` levels (0: everything).  `mismatch_waves=False`: a mismatch of
+    the compiled harness is reported without its re-run for a waveform (D-T66 (2))."""
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions, tamper=tamper)
     lk.pack = fit_pack([lk], pack)
     lk.compare = compare
     cfg = Config.of(program, pack=lk.pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions, dtypes=dtypes,
                     psum_ports=fit_ports([lk]), sparse32=fit_sparse32([lk]))
     return run_locksteps([lk], cfg, sim=sim, waves=waves, waves_to=waves_to, waves_depth=waves_depth, opt=opt,
-                         harness=harness, log=log)[0]
+                         harness=harness, log=log, mismatch_waves=mismatch_waves)[0]
 
 
 def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=None, waves_depth=0, opt=None,
-                  harness=None, log=silent) -> list:
-    """Locksteps of one engine configuration in one simulator process, on the chosen harness."""
+                  harness=None, log=silent, mismatch_waves=True) -> list:
+    """Locksteps of one engine configuration in one simulator process, on the chosen harness
+    (`mismatch_waves`: as `run`'s)."""
     check_dtypes(lks, cfg)
     opt = toolchain.cxx_opt(opt)
     trace = Trace.of(waves_to, waves_depth) if waves_to else Trace(depth=waves_depth) if waves else None
@@ -511,7 +514,7 @@ def run_locksteps(lks, cfg: Config, *, sim="verilator", waves=False, waves_to=No
     if _harness(sim, harness) == "compiled":
         from tensore.cosim import harness as compiled
         built = compiled.build(exported, trace=trace, opt=opt, log=log)
-        return compiled.simulate_many(lks, built, waves_to=waves_to, log=log)
+        return compiled.simulate_many(lks, built, waves_to=waves_to, log=log, mismatch_waves=mismatch_waves)
     built = build_cached(exported, sim, waves=trace, opt=opt, log=log)
     return simulate_many(lks, built, waves_to=waves_to, trace=trace)
 
