@@ -47,6 +47,8 @@ def record(layout, **fields):
     out = []
     for name, f in sorted(layout, key=lambda nf: nf[1].offset):
         w, v = Shape.cast(f.shape).width, Value.cast(fields[name])
-        pad = v[-1].replicate(w - len(v)) if v.shape().signed else Const(0, w - len(v))
-        out.append(v[:w] if len(v) >= w else Cat(v, pad))
+        if len(v) >= w:
+            out.append(v[:w])
+        else:
+            out.append(Cat(v, v[-1].replicate(w - len(v)) if v.shape().signed else Const(0, w - len(v))))
     return Cat(*out)

@@ -232,3 +232,52 @@ def test_psum_xbar_alone(parts, cols, ports, half):
     full = [f for f, _ in outcomes]
     assert 0 < sum(full) < len(vectors)                 # both outcomes occur
     assert (half == cols) == (sum(n for _, n in outcomes) == 0)      # pairs occur where there are halves
+
+
+def test_record_cuts_and_extends_fields_in_layout_order():
+    """wires.record: a layout's record from field values, each cut or extended as `eq` would."""
+    from amaranth.hdl import Module, Signal, signed
+    from amaranth.lib import data
+    from amaranth.sim import Simulator
+    from tensore.rtl.wires import record
+    layout = data.StructLayout({"a": 4, "b": signed(6), "c": 3})
+    a, b, c = Signal(8), Signal(signed(3)), Signal(2)
+    out = Signal(layout)
+    m = Module()
+    m.d.comb += out.eq(record(layout, a=a, b=b, c=c))
+    seen = []
+
+    async def bench(ctx):
+        for va, vb, vc in ((0xAB, -3, 2), (0x0F, 3, 1)):
+            ctx.set(a, va)
+            ctx.set(b, vb)
+            ctx.set(c, vc)
+            seen.append((ctx.get(out.a), ctx.get(out.b), ctx.get(out.c)))
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [(0xB, -3, 2), (0xF, 3, 1)]
+
+
+def test_bus_signals_keep_one_name():
+    """A Bus (D-T81) indexes like an ArrayLayout, but its signal has no debug wire per element or
+    field in the Verilog; a plain ArrayLayout's has."""
+    from amaranth.back import verilog
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import data, wiring
+    from amaranth.lib.wiring import In, Out
+    from tensore.rtl.interfaces import Bus
+    rec = data.StructLayout({"x": 3, "y": 5})
+
+    class Pass(wiring.Component):
+        def __init__(self, kind):
+            super().__init__({"i": In(kind(rec, 4)), "o": Out(kind(rec, 4))})
+
+        def elaborate(self, platform):
+            m = Module()
+            inner = Signal(self.i.shape(), name="inner")
+            m.d.comb += [inner.eq(self.i), self.o.eq(inner)]
+            m.d.comb += self.o[2].y.eq(inner[1].x)               # indexed as an ArrayLayout
+            return m
+    bus, plain = (verilog.convert(Pass(k), name="p", emit_src=False) for k in (Bus, data.ArrayLayout))
+    assert "inner[2].y" not in bus and "inner[2].y" in plain
