@@ -24,7 +24,7 @@ from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
 from tensore.rtl.pe import code_layout, weight_layout
 from tensore.rtl.rowport import MV_ELEMS
-from tensore.rtl.wires import any_of, record, wire
+from tensore.rtl.wires import any_of, record, span, wire
 
 IDENTITY_CODES = SEED_STATES     # PeManageSeed: a row of the identity, one code per SR state
 
@@ -195,7 +195,7 @@ class LoadUnit(wiring.Component):
                        lane_shift(m, f"{name}_fwd", Cat(*lanes), meta.col0, width, C))
         placed = wire(m, place("wl", lanes, code_w), "wl_placed", C * code_w)
         tags_placed = wire(m, place("tag", tag_lanes, 4), "tag_placed", C * 4)
-        mask = wire(m, (((Const(1, C + 1) << meta.cols) - 1) << meta.col0)[:C], "wl_mask", C)
+        mask = span(m, "wl_mask", meta.col0, meta.cols, C)
         m.d.comb += [self.wl_valid.eq(meta.valid & ~meta.tags), self.wl_row.eq(meta.row), self.wl_cols.eq(mask),
                      self.tag_valid.eq(meta.valid & (meta.tags | meta.tagw)), self.tag_row.eq(meta.row),
                      self.tag_cols.eq(mask)]
@@ -236,7 +236,7 @@ class LutTable(wiring.Component):
         m.submodules.mem = mem = Memory(shape=32, depth=LUT_ENTRIES, init=[])
         valid = Signal(LUT_ENTRIES)
         dtype = Signal(8, init=Dtype.BFLOAT16)
-        fill = wire(m, ((Const(1, LUT_ENTRIES + 1) << self.count) - 1)[:LUT_ENTRIES], "lut_fill")
+        fill = span(m, "lut_fill", Const(0, 1), self.count, LUT_ENTRIES)
         with m.If(self.load):
             m.d.sync += [dtype.eq(self.dtype), valid.eq(valid | fill)]
         for i in range(LUT_ENTRIES):
