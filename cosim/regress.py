@@ -109,9 +109,14 @@ def golden_checks(program, trace) -> list:
 RTL_PARTITIONS = 16          # PSUM partitions of the regression's RTL builds
 
 
+def _writes_past(trace, parts: int = RTL_PARTITIONS) -> list:
+    """The golden run's PSUM writes to partitions >= `parts` (the RTL build's)."""
+    return [e for e in trace.events if e.kind == "psum_write" and e.data["partition"] >= parts]
+
+
 def _partitions_past(trace, parts: int = RTL_PARTITIONS) -> list:
     """The PSUM partitions >= `parts` that a golden run writes."""
-    return sorted({e.data["partition"] for e in trace.events if e.kind == "psum_write" and e.data["partition"] >= parts})
+    return sorted({e.data["partition"] for e in _writes_past(trace, parts)})
 
 
 def build_pack(gen) -> int:
@@ -227,7 +232,7 @@ def _fit_partitions(program, parts: int = RTL_PARTITIONS):
     from tensore.cosim import random_programs as R
     for _ in range(8):
         _, trace = R.run_golden(program)
-        wide = {e.op for e in trace.events if e.kind == "psum_write" and e.data["partition"] >= parts}
+        wide = {e.op for e in _writes_past(trace, parts)}
         if trace.stalled is None and not wide:
             return program
         lines = program.text.strip().splitlines()

@@ -38,7 +38,6 @@ def first_of(pairs, width):
     return out
 
 
-
 def record(layout, **fields):
     """The bits of a `layout` (StructLayout) record from the values of its fields, each cut or
     extended (by its signedness, as `eq` does) to its field's width: one value to drive a bus of
