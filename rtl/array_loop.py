@@ -4,8 +4,9 @@ Same ports and same cycle behaviour as the structural array (`tensore_array_*`, 
 instances), but every PE register is an unpacked array `[rows][cols]` and one clocked block runs the
 PE's logic (rtl/loopform.py, generated from the Amaranth PE) for each PE in turn, reading its
 neighbours' registers: a simulator compiles the PE once and evaluates it once per PE per cycle.
-The next values go to shadow arrays and are committed together at the end of the block, so every
-PE sees its neighbours' values of the previous cycle, as the flip-flops of the structural form do."""
+The PEs update their registers in place, last row and column first, so every PE sees its
+neighbours' values of the previous cycle, as the flip-flops of the structural form do; a register
+is written only when it loads (rtl/loopform.py)."""
 from __future__ import annotations
 
 from tensore.rtl.loopform import Netlist, yosys_netlist
@@ -49,7 +50,6 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
              *array_header(name, rows, cols, pack, sparse32)]
     for reg in net.regs:
         lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
-        lines.append(f"  logic [{reg.width - 1}:0] d{reg.index};")
     lines += [f"  logic [{a - 1}:0] x_act;", "  logic [31:0] x_psum;", "  logic x_pvalid, x_wl_valid, x_tag_valid;",
               f"  logic [{w - 1}:0] x_wl;", "  logic [3:0] x_tag;", f"  logic [31:0] o_psum [0:{cols - 1}];",
               f"  logic o_valid [0:{cols - 1}];", *net.declarations()]
@@ -65,8 +65,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
               f"        if (x_wl_valid) x_wl = wl_data[{w}*c +: {w}];",
               f"        x_tag_valid = tag_valid && tag_row == {rb}'(r) && tag_cols[c];",
               "        if (x_tag_valid) x_tag = tag_data[4*c +: 4];",
-              *net.step(inputs, here, [f"d{k}" for k in range(len(net.regs))], "rst", " " * 8),
-              *[f"        {x}[r][c] = d{k};" for k, x in enumerate(q)],
+              *net.step(inputs, here, "rst", " " * 8),
               "      end", "    end",
               f"    for (int c = 0; c < {cols}; c++) begin      // the outputs change after the edge",
               f"      o_psum[c] <= {net.output('psum_out', bottom)};",

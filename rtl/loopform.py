@@ -41,17 +41,20 @@ def _int(p) -> int:
 
 @dataclass
 class Register:
-    """A flip-flop of the block: `width` bits, reset value (synchronous reset), `index` in `Netlist.regs`."""
+    """A flip-flop of the block: `width` bits, reset value (synchronous reset), `index` in `Netlist.regs`;
+    `d` the bits it loads and `en` (bits, polarity) when it loads (None: every cycle)."""
     index: int
     width: int
     reset: int
     cell: dict
+    d: list | None = None
+    en: tuple | None = None
 
 
 class Netlist:
     """The statements of one block.  Names: `inputs[port]` and `state[k]` are SV expressions the
     caller supplies for the block's input ports and register k; `Netlist.step` returns statements
-    that assign each register's next value to `nxt[k]`, and `Netlist.output` an output port's
+    that update each register in place, and `Netlist.output` an output port's
     expression (outputs must be functions of registers only: the loop reads a neighbour's outputs
     before any PE of the cycle has run)."""
 
@@ -85,9 +88,31 @@ class Netlist:
         for cname, cell in self.cells.items():
             for i, b in enumerate(cell["connections"]["Y"]):
                 self.driver[b] = ("cell", cname, i)
+        for reg in self.regs:
+            self._load_rule(reg)
         self.order = self._order()
         self.position = {c: k for k, c in enumerate(self.order)}
         self.block_of = self._blocks()
+
+    def _load_rule(self, reg: Register) -> None:
+        """The register's `d` and `en`: a D input that is a $mux holding the register's own value on
+        one side is an enable (the simulator then writes the register only when it loads)."""
+        con, par = reg.cell["connections"], reg.cell["parameters"]
+        reg.d = list(con["D"])
+        if "EN" in con:
+            reg.en = (tuple(con["EN"]), _int(par["EN_POLARITY"]))
+            return
+        src = {self.driver.get(b, (None,))[:2] for b in reg.d if not isinstance(b, str)}
+        if len(src) != 1 or next(iter(src))[0] != "cell":
+            return
+        mux = self.cells[next(iter(src))[1]]
+        mcon = mux["connections"]
+        if mux["type"] != "$mux" or list(mcon["Y"]) != reg.d:
+            return
+        for hold, load, pol in (("A", "B", 1), ("B", "A", 0)):
+            if list(mcon[hold]) == list(con["Q"]):
+                reg.d, reg.en = list(mcon[load]), (tuple(mcon["S"]), pol)
+                return
 
     def _reg_names(self, module: dict) -> list:
         """A source name per register (an output port's name first), `q<k>` where Yosys kept none:
@@ -199,7 +224,8 @@ class Netlist:
         """One variable per cell, at module scope: a cell in a branch not taken keeps a value no
         statement of this cycle reads."""
         return [f"{indent}logic [{len(self.cells[c]['connections']['Y']) - 1}:0] {self.names[c]};"
-                for c in self.order]
+                for c in self.order if c not in self.dead] + \
+            [f"{indent}logic [{self.regs[k].width - 1}:0] {self.prefix}next_{k};" for k in self.write_order()[1]]
 
     # placement: each cell in the innermost branch holding all its uses ---------------------------
     def _blocks(self) -> dict:
@@ -213,20 +239,23 @@ class Netlist:
                     if port != "Y" and not isinstance(b, str) and self.driver[b][0] == "cell":
                         uses[self.driver[b][1]].append((uname, port, i))
         for reg in self.regs:
-            con = reg.cell["connections"]
-            for port, bits in con.items():
+            reads = [(reg.d, ("en", reg.en) if reg.en else None), (reg.en[0] if reg.en else (), None),
+                     (reg.cell["connections"].get("SRST", ()), None)]
+            for bits, key in reads:
                 for b in bits:
-                    if port in ("D", "EN", "SRST") and not isinstance(b, str) and self.driver[b][0] == "cell":
-                        key = ("en", self._en_key(reg)) if port == "D" and "EN" in con else None
-                        uses[self.driver[b][1]].append((key, port, 0))
+                    if not isinstance(b, str) and self.driver[b][0] == "cell":
+                        uses[self.driver[b][1]].append((key, "D", 0))
         for p in self.ports.values():
             for b in p["bits"]:
                 if p["direction"] == "output" and not isinstance(b, str) and self.driver[b][0] == "cell":
                     uses[self.driver[b][1]].append((None, "out", 0))
         block: dict[str, tuple] = {}
+        self.dead = set()                          # cells nothing reads (a hold mux turned enable)
         for c in reversed(self.order):
             paths = []
             for user, port, i in uses[c]:
+                if user in self.dead:
+                    continue
                 if user is None:
                     paths.append(())
                 elif isinstance(user, tuple):
@@ -241,7 +270,10 @@ class Netlist:
                         paths.append(base + ((user, i // _int(self.cells[user]["parameters"]["WIDTH"])),))
                     else:
                         paths.append(base)
-            common = paths[0] if paths else ()
+            if not paths:
+                self.dead.add(c)
+                continue
+            common = paths[0]
             for path in paths[1:]:
                 n = 0
                 while n < min(len(common), len(path)) and common[n] == path[n]:
@@ -249,10 +281,6 @@ class Netlist:
                 common = common[:n]
             block[c] = common
         return block
-
-    def _en_key(self, reg: Register) -> tuple:
-        con = reg.cell["connections"]
-        return tuple(con["EN"]), _int(reg.cell["parameters"]["EN_POLARITY"])
 
     def _emit(self, path: tuple, members: dict, inputs: dict, state: list, indent: str) -> list:
         """The statements of one block: its cells in order, each mux's branches just before it."""
@@ -280,9 +308,10 @@ class Netlist:
             lines.append(f"{indent}{self.names[c]} = {self._cell(cell, inputs, state)};")
         return lines
 
-    def step(self, inputs: dict, state: list, nxt: list, rst: str, indent: str) -> list:
-        """Statements: the cells (each computed only when its value is used), then nxt[k] = the
-        register's value after the edge."""
+    def step(self, inputs: dict, state: list, rst: str, indent: str) -> list:
+        """Statements: the cells (each computed only when its value is used), then each register
+        updated in place -- when it loads, in an order where no register is written before another's
+        load reads it (`staged` registers of a read cycle go through `next_<k>`)."""
         inputs = dict(inputs, rst=rst)
         members: dict[tuple, list] = {}
         for c, path in self.block_of.items():
@@ -296,18 +325,55 @@ class Netlist:
             lines.append(f"{indent}if ({'' if pol else '!'}({en})) begin")
             lines += self._emit((key,), members, inputs, state, indent + "  ")
             lines.append(f"{indent}end")
-        for reg in self.regs:
-            con, d = reg.cell["connections"], self.bits(reg.cell["connections"]["D"], inputs, state)
-            if "EN" in con:
-                pol = _int(reg.cell["parameters"]["EN_POLARITY"])
-                en = self.bits(con["EN"], inputs, state)
-                d = f"({en}) ? {d} : {state[reg.index]}" if pol else f"({en}) ? {state[reg.index]} : {d}"
-            if "SRST" in con:
-                if self.bits(con["SRST"], inputs, state) != rst:
-                    raise ValueError("a synchronous reset other than the block's rst")
-                d = f"{rst} ? {reg.width}'d{reg.reset} : {d}"
-            lines.append(f"{indent}{nxt[reg.index]} = {d};")
+        order, staged = self.write_order()
+        for k in staged:
+            lines.append(f"{indent}{self.prefix}next_{k} = {self._next(self.regs[k], inputs, state, rst)};")
+        for k in order:
+            reg = self.regs[k]
+            d = self.bits(reg.d, inputs, state)
+            if reg.en:
+                en = self.bits(list(reg.en[0]), inputs, state)
+                load = f"if ({'' if reg.en[1] else '!'}({en})) {state[k]} = {d};"
+            else:
+                load = f"{state[k]} = {d};"
+            if self._reset(reg, inputs, state, rst):
+                load = f"if ({rst}) {state[k]} = {reg.width}'d{reg.reset}; else {load}"
+            lines.append(indent + load)
+        lines += [f"{indent}{state[k]} = {self.prefix}next_{k};" for k in staged]
         return lines
+
+    def _reset(self, reg: Register, inputs: dict, state: list, rst: str) -> bool:
+        con = reg.cell["connections"]
+        if "SRST" in con and self.bits(con["SRST"], inputs, state) != rst:
+            raise ValueError("a synchronous reset other than the block's rst")
+        return "SRST" in con
+
+    def _next(self, reg: Register, inputs: dict, state: list, rst: str) -> str:
+        d = self.bits(reg.d, inputs, state)
+        if reg.en:
+            en = self.bits(list(reg.en[0]), inputs, state)
+            d = f"({en}) ? {d} : {state[reg.index]}" if reg.en[1] else f"({en}) ? {state[reg.index]} : {d}"
+        return f"{rst} ? {reg.width}'d{reg.reset} : {d}" if self._reset(reg, inputs, state, rst) else d
+
+    def write_order(self) -> tuple[list, list]:
+        """(registers written in place, in order; registers staged through a temporary): a register
+        is written once no register still to be written reads it directly in its load."""
+        reads = {}
+        for reg in self.regs:
+            bits = [*reg.d, *(reg.en[0] if reg.en else ())]
+            reads[reg.index] = {self.driver[b][1] for b in bits
+                                if not isinstance(b, str) and self.driver[b][0] == "q"} - {reg.index}
+        left, order, staged = [r.index for r in self.regs], [], []
+        while left:
+            free = [k for k in left if not any(k in reads[j] for j in left if j != k)]
+            if not free:                           # a read cycle: stage one register of it
+                k = next(k for k in left if reads[k])
+                staged.append(k)
+                left.remove(k)
+                continue
+            order += free
+            left = [k for k in left if k not in free]
+        return order, staged
 
     def output(self, port: str, state: list) -> str:
         bits = self.ports[port]["bits"]
