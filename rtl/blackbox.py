@@ -49,7 +49,7 @@ class BlackBox(wiring.Component):
         conns = {} if getattr(self.block, "combinational", False) else {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
         for name, (value, flow) in ports(self).items():
             conns[("i_" if flow == In else "o_") + name] = value
-        m.submodules.block = Instance(self.block.module_name, **conns)
+        m.submodules.inst = Instance(self.block.module_name, **conns)      # a name no block's signal has
         return m
 
 

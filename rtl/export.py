@@ -3,8 +3,8 @@
 `export_array` writes the array alone; `export_engine` the whole engine (rtl/top.py): the top,
 converted by Amaranth with its blocks as black boxes (rtl/blackbox.py), and each block the design
 instantiates (`blocks()`, recursively: the array, its row and PE, the row port and the row ports, the
-PSUM partition and bank, the PSUM write crossbar, a write-back column, a weight-state row; D-T79)
-once.  A block with its own writer (`verilog()`: the structural row and array of rtl/array.py, the
+PSUM partition and bank, the PSUM write crossbar, a write-back column, a weight-state row, D-T79;
+the sequencer, the load unit and its LUT table, the launch and write-back units, D-T82) once.  A block with its own writer (`verilog()`: the structural row and array of rtl/array.py, the
 row ports of rtl/rows.py, the PSUM bank of rtl/psum_bank.py, the behavioural crossbar of
 rtl/psum_xbar.py) uses it; the others are converted by Amaranth.  tests/test_rtl_export.py proves
 each writer's module the same circuit as its Amaranth form."""
@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,10 +28,11 @@ from tensore.model.addrmap import PARTITIONS
 from tensore.model.dtypes import Gen
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
-from tensore.rtl.blackbox import convert_ports, ports
+from tensore.rtl.blackbox import convert_ports, ports, prototype
 from tensore.rtl.writeback import PSUM_PORTS
 
 ENGINE_TOP = "tensore_engine"
+JOBS_ENV = "TENSORE_EXPORT_JOBS"         # processes of an engine export (D-T82)
 
 
 # an `always @*` block that reads nothing: the backend's constant value of the bits of a signal no
@@ -89,30 +94,96 @@ def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "ten
                   "pack": pack}
 
 
+def _engine(args: dict):
+    """The engine to export, from export_engine's arguments (plain values: they cross processes)."""
+    from tensore.model.dtypes import Dtype
+    from tensore.rtl.top import Engine
+    dtypes = None if args["dtypes"] is None else tuple(Dtype(d) for d in args["dtypes"])
+    return Engine(args["gen"], args["rows"], args["cols"], pack=args["pack"], sbuf_latency=args["sbuf_latency"],
+                  psum_partitions=args["psum_partitions"], black_box=True, dtypes=dtypes,
+                  sparse32=args["sparse32"], psum_ports=args["psum_ports"])
+
+
+class _Beside:
+    """Blocks of an engine (`files`) converted by `python -m tensore.rtl.export <dir>` in a second
+    process while this one converts the rest; `result()`: {file: (text, seconds)}."""
+
+    def __init__(self, args: dict, files: list, work: Path):
+        self.work, self.files, self.proc = work, files, None
+        if files:
+            work.mkdir(parents=True, exist_ok=True)
+            (work / "job.json").write_text(json.dumps({"args": args, "files": files}))
+            self.proc = subprocess.Popen([sys.executable, "-m", "tensore.rtl.export", str(work)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def result(self) -> dict:
+        if self.proc is None:
+            return {}
+        err = self.proc.communicate()[1]
+        if self.proc.returncode:
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"converting {', '.join(self.files)} in a second process failed: {last}")
+        done = json.loads((self.work / "done.json").read_text())
+        out = {f: ((self.work / f).read_text(), done[f]) for f in self.files}
+        shutil.rmtree(self.work)
+        return out
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _convert_apart(work: Path) -> None:
+    """The second process of `_Beside`: each file of work/job.json converted into work/."""
+    job = json.loads((work / "job.json").read_text())
+    blocks = {f"{b.module_name}.v": b for b in blocks_of(_engine(job["args"]))}
+    seconds = {}
+    for fname in job["files"]:
+        t0 = time.perf_counter()
+        (work / fname).write_text(block_verilog(blocks[fname]))
+        seconds[fname] = round(time.perf_counter() - t0, 2)
+    (work / "done.json").write_text(json.dumps(seconds))
+
+
 def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None = None, sbuf_latency: int = 2,
                   psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP, dtypes=None,
-                  sparse32: bool = False, psum_ports: int = PSUM_PORTS) -> dict:
+                  sparse32: bool = False, psum_ports: int = PSUM_PORTS, jobs: int | None = None) -> dict:
     """Write the engine (rtl/top.py) as Verilog: each of its blocks once, the top (Amaranth, with the
     blocks as instances), files.f, a Verilator control file that makes the repeated blocks (`repeated`:
     PE, row, PSUM partition, row port) hierarchical blocks, the simulator form (the array in loop form,
     D-T60: files_sim.f, verilator_sim.vlt), lint.vlt (the waivers of `verilator --lint-only -Wall`,
     rtl/lint.vlt) and engine.json (configuration, ports, timings).  `psum_ports`: Engine's (the writes
     a PSUM partition takes in one cycle, D-T40 (6)).  `sparse32`: Engine's (32-bit
-    MatmulSparse fmaps, D-T40 (3)); its blocks' module names end in `_s32`."""
-    from tensore.rtl.top import Engine
-    eng = Engine(gen, rows, cols, pack=pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
-                 black_box=True, dtypes=dtypes, sparse32=sparse32, psum_ports=psum_ports)
+    MatmulSparse fmaps, D-T40 (3)); its blocks' module names end in `_s32`.  `jobs` (default
+    $TENSORE_EXPORT_JOBS, else 2 on a machine of two or more cores): from 2, the blocks that say
+    `export_apart` are converted in a second process meanwhile (D-T82)."""
+    jobs = int(os.environ.get(JOBS_ENV, min(2, os.cpu_count() or 1))) if jobs is None else jobs
+    args = dict(gen=Gen.parse(gen).name, rows=rows, cols=cols, pack=pack, sbuf_latency=sbuf_latency,
+                psum_partitions=psum_partitions, dtypes=None if dtypes is None else [int(d) for d in dtypes],
+                sparse32=sparse32, psum_ports=psum_ports)
+    eng = prototype(_engine(args))
     blocks = blocks_of(eng)
     array = next(b for b in blocks if isinstance(b, Array))
     loop_file = f"{array.module_name}_loop.sv"
+    apart = [f"{b.module_name}.v" for b in blocks if getattr(b, "export_apart", False)] if jobs > 1 else []
+    beside = _Beside(args, apart, Path(out_dir) / ".apart")
     times, texts = {}, {}
-    for fname, make in [*((f"{b.module_name}.v", lambda b=b: block_verilog(b)) for b in blocks),
-                        (f"{name}.v", lambda: block_verilog(eng, name)),
-                        (loop_file, lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack, array.module_name,
-                                                               dtypes=dtypes, sparse32=sparse32))]:
-        t0 = time.perf_counter()
-        texts[fname] = make()
-        times[fname] = round(time.perf_counter() - t0, 2)
+    try:
+        for fname, make in [*((f"{b.module_name}.v", lambda b=b: block_verilog(b)) for b in blocks),
+                            (f"{name}.v", lambda: block_verilog(eng, name)),
+                            (loop_file, lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack, array.module_name,
+                                                                   dtypes=dtypes, sparse32=sparse32))]:
+            if fname in apart:
+                texts[fname] = None                 # its place in files.f
+                continue
+            t0 = time.perf_counter()
+            texts[fname] = make()
+            times[fname] = round(time.perf_counter() - t0, 2)
+        for fname, (text, seconds) in beside.result().items():
+            texts[fname], times[fname] = text, seconds
+    finally:
+        beside.close()
     structural = {f: t for f, t in texts.items() if f != loop_file}
     repeated = [b.module_name for b in blocks if getattr(b, "repeated", False)]
     res = _write(Path(out_dir), structural, repeated,
@@ -136,3 +207,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     (Path(out_dir) / "engine.json").write_text(json.dumps(info, indent=1) + "\n")
     (Path(out_dir) / "lint.vlt").write_text((Path(__file__).parent / "lint.vlt").read_text())
     return res | info | {"seconds": sum(times.values()), "times": times}
+
+
+if __name__ == "__main__":
+    _convert_apart(Path(sys.argv[1]))

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
+from tensore.rtl.fp.pe_mac import dtypes_suffix
 from tensore.rtl.mx import map_of, tile
 from tensore.rtl.rowport import REC_LAYOUT, PatternIter, xit_layout, xpose_rounds
 from tensore.rtl.seq import T
@@ -38,6 +39,11 @@ class Launch(wiring.Component):
             "req_shift": Out(1), "advance": Out(1), "phase": Out(2), "first_cycle": Out(1),
             "unsupported": Out(UNSUPPORTED),
         })
+
+    @property
+    def module_name(self) -> str:
+        return (f"tensore_launch_{self.gen.name.lower()}_r{self.rows}_p{self.pack}_l{self.L}_x{self.rounds}"
+                f"{dtypes_suffix(self.dtypes)}")
 
     def elaborate(self, platform):
         m = Module()

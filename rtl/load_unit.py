@@ -19,10 +19,11 @@ from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
 from tensore.model.isa.layouts import LUT_ENTRIES
 from tensore.model.isa.microop import MX_TILE, SEED_STATES
 from tensore.rtl.fp.raw import e8m0_scale
+from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.interfaces import Bus, request_port
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
-from tensore.rtl.pe import code_layout, weight_layout
+from tensore.rtl.pe import build_suffix, code_layout, weight_layout
 from tensore.rtl.rowport import MV_ELEMS
 from tensore.rtl.wires import any_of, record, span, wire
 
@@ -66,10 +67,11 @@ class LoadUnit(wiring.Component):
     code slots, D-T34, D-T40 (3))."""
 
     def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None, *,
-                 sparse32: bool = False):
+                 sparse32: bool = False, black_box: bool = False):
+        """`black_box`: the LUT table is an instance of its exported module."""
         self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, cols, pack, \
             sbuf_latency, dtypes
-        self.sparse32 = sparse32
+        self.sparse32, self.black_box = sparse32, black_box
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "bypass": In(1),
             "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),
@@ -85,6 +87,20 @@ class LoadUnit(wiring.Component):
             "unsupported": Out(UNSUPPORTED),
         })
 
+    export_apart = True        # a large conversion: rtl/export.py converts it in a second process (D-T82)
+
+    @property
+    def module_name(self) -> str:
+        return (f"tensore_load_unit_{self.gen.name.lower()}_r{self.rows}_c{self.cols}_p{self.pack}_l{self.L}"
+                f"{build_suffix(self.dtypes, self.sparse32)}")
+
+    def _lut(self):
+        return LutTable(self.cols + self.rows * MV_ELEMS)
+
+    def blocks(self) -> list:
+        """The separately exported blocks it instantiates."""
+        return [prototype(self._lut())]
+
     def elaborate(self, platform):
         m = Module()
         meta = self._requests(m)
@@ -93,7 +109,7 @@ class LoadUnit(wiring.Component):
         # a MAVERICK seed micro-op's seeds, held for its column writes (it is a barrier: one at a time)
         with m.If(meta.seed_data):
             m.d.sync += self.seed_lanes.eq(resp.as_value()[:32 * self.cols])
-        m.submodules.lut = lut = LutTable(self.cols + self.rows * MV_ELEMS)
+        m.submodules.lut = lut = black_box(self._lut(), self.black_box)
         m.d.comb += [lut.load.eq(meta.lut_load), lut.count.eq(meta.cols), lut.dtype.eq(meta.dtype),
                      lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut_dtype.eq(lut.table_dtype),
                      # readers: the weight lanes' (a LUT load's codes), then the rows'
@@ -226,6 +242,7 @@ class LutTable(wiring.Component):
 
     def __init__(self, readers: int):
         self.readers = readers
+        self.module_name = f"tensore_lut_table_r{readers}"
         super().__init__({"load": In(1), "count": In(9), "dtype": In(8),
                           "entries": In(Bus(32, LUT_ENTRIES)),
                           "index": In(Bus(8, readers)), "entry": Out(Bus(32, readers)),

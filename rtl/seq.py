@@ -15,7 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 from tensore.model.arr_seq_regs import REGISTERS
-from tensore.model.dtypes import Dtype
+from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import ErrorCode, Opcode, PeReg
 from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
 from tensore.model.isa.microop import PERF_BANKS_OF, SEED_STATES
@@ -60,6 +60,12 @@ class Sequencer(wiring.Component):
             "seed_mm_at": Out(T),                            # with issue of a PeManageSeed: its transpose's cycle
             "busy": Out(1), "error": Out(1),
         })
+
+    export_apart = True        # a large conversion: rtl/export.py converts it in a second process (D-T82)
+
+    @property
+    def module_name(self) -> str:
+        return f"tensore_sequencer_{Gen.parse(self.gen).name.lower()}_r{self.rows}_c{self.cols}_l{self.L}"
 
     def blocks(self) -> list:
         """The separately exported blocks it instantiates."""

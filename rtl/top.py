@@ -63,7 +63,8 @@ class Engine(wiring.Component):
         non-transposing matmul of another dtype raises `unsupported`.  `sparse32`: the moving value's
         code slots 1-3 are 32 bits, so a MatmulSparse of FP32 values (data or LUT entries) runs;
         without it such a micro-op raises `unsupported` (D-T40 (3)).  `black_box`: the array,
-        row ports, PSUM partitions and crossbar are instances of their exported modules (`blocks()`)."""
+        row ports, sequencer, load, launch and write-back units, PSUM partitions and crossbar are
+        instances of their exported modules (`blocks()`)."""
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
         cols = cols or (256 if self.maverick else 128)
@@ -95,21 +96,32 @@ class Engine(wiring.Component):
     def _write(self):
         return WriteBack(self.parts, self.cols, self.psum_ports, maverick=self.maverick, black_box=self.black_box)
 
+    def _load(self):
+        return LoadUnit(self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes, sparse32=self.sparse32,
+                        black_box=self.black_box)
+
+    def _seq(self):
+        return Sequencer(self.gen, self.rows, self.cols, self.L, black_box=self.black_box)
+
+    def _launch(self):
+        return Launch(self.gen, self.rows, self.pack, self.L, self.dtypes, cols=self.cols)
+
     def blocks(self) -> list:
         """The separately exported blocks of the engine (rtl/export.py)."""
         return [prototype(self._array()), *prototype(self._rows()).blocks(), prototype(self._rows()),
-                *prototype(self._write()).blocks(),
-                *prototype(Sequencer(self.gen, self.rows, self.cols, self.L)).blocks()]
+                *prototype(self._write()).blocks(), prototype(self._write()),
+                *prototype(self._load()).blocks(), prototype(self._load()),
+                prototype(self._launch()), *prototype(self._seq()).blocks(), prototype(self._seq())]
 
     def elaborate(self, platform):
         m = Module()
         R, C, PK, L = self.rows, self.cols, self.pack, self.L
-        m.submodules.seq = seq = Sequencer(self.gen, R, C, L, black_box=self.black_box)
-        m.submodules.load_unit = load = LoadUnit(self.gen, R, C, PK, L, self.dtypes, sparse32=self.sparse32)
-        m.submodules.launch_unit = launch = Launch(self.gen, R, PK, L, self.dtypes, cols=C)
+        m.submodules.seq = seq = black_box(self._seq(), self.black_box)
+        m.submodules.load_unit = load = black_box(self._load(), self.black_box)
+        m.submodules.launch_unit = launch = black_box(self._launch(), self.black_box)
         m.submodules.row_ports = rows = black_box(self._rows(), self.black_box)
         m.submodules.array = arr = black_box(self._array(), self.black_box)
-        m.submodules.write_back = write = self._write()
+        m.submodules.write_back = write = black_box(self._write(), self.black_box)
         # descriptor and register bus -> sequencer -> load / launch
         m.d.comb += [seq.desc_valid.eq(self.desc.valid), seq.desc_data.eq(self.desc.data),
                      self.desc.ready.eq(seq.desc_ready), seq.bus_addr.eq(self.bus.addr),

@@ -96,6 +96,10 @@ class WriteBack(wiring.Component):
             "unsupported": Out(UNSUPPORTED),
         })
 
+    @property
+    def module_name(self) -> str:
+        return f"tensore_write_back_p{self.parts}_c{self.cols}_w{self.ports}{'_c256' if self.maverick else ''}"
+
     def _xbar(self):
         return PsumWriteXbar(self.parts, self.cols, self.ports, self.half)
 

@@ -37,6 +37,25 @@ def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack
     assert any(int(v) for v in a["out_valid"])
 
 
+def test_blocks_converted_apart_equal_those_converted_here(tmp_path):
+    """D-T82: a block converted in the export's second process is the text this process writes."""
+    from tensore.rtl.export import _Beside, _engine, block_verilog, blocks_of
+    args = dict(gen="MARIANA", rows=2, cols=2, pack=2, sbuf_latency=2, psum_partitions=16, dtypes=None,
+                sparse32=False, psum_ports=2)
+    here = {f"{b.module_name}.v": b for b in blocks_of(_engine(args)) if not hasattr(b, "verilog")}
+    files = sorted(here, key=lambda f: "lut_table" not in f)[:2]
+    beside = _Beside(args, files, tmp_path / "apart")
+    try:
+        apart = beside.result()
+    finally:
+        beside.close()
+    assert set(apart) == set(files) and not (tmp_path / "apart").exists()
+    for f in files:
+        assert apart[f][0] == block_verilog(here[f]), f
+    with pytest.raises(RuntimeError, match="second process failed"):
+        _Beside(args, ["no_such_block.v"], tmp_path / "bad").result()
+
+
 @pytest.mark.parametrize("gen,rows,cols", [("mariana", 128, 128), ("maverick", 128, 256)])
 def test_full_size_exports(tmp_path, gen, rows, cols):
     res = export_array(gen, rows, cols, 8, tmp_path)
@@ -95,18 +114,24 @@ def test_psum_xbar_verilog_equals_amaranth(parts, cols, ports, half):
 
 
 def _top_cells(gen, rows, cols, parts, pack):
-    """Cells of the exported engine top's netlist (the blocks it instantiates not included)."""
+    """Cells of the exported engine top's netlist and of the units it instantiates once (sequencer,
+    load, launch and write-back units); the repeated blocks and those with a Verilog writer not
+    included."""
     from amaranth.hdl import Fragment, _ast, _ir
     from amaranth.lib import wiring
 
+    from tensore.rtl.blackbox import prototype
     from tensore.rtl.top import Engine
     eng = Engine(gen, rows, cols, pack=pack, psum_partitions=parts, black_box=True)
-    ports = {}
-    for path, member, value in eng.signature.flatten(eng):
-        value = value.as_value() if isinstance(value, _ast.ValueCastable) else value
-        ports["__".join(map(str, path))] = (value, _ir.PortDirection.Input if member.flow == wiring.In
-                                            else _ir.PortDirection.Output)
-    return len(_ir.build_netlist(Fragment.get(eng, None), ports, name="top").cells)
+    total = 0
+    for unit in (eng, eng._seq(), eng._load(), eng._launch(), eng._write()):
+        ports = {}
+        for path, member, value in prototype(unit).signature.flatten(unit):
+            value = value.as_value() if isinstance(value, _ast.ValueCastable) else value
+            ports["__".join(map(str, path))] = (value, _ir.PortDirection.Input if member.flow == wiring.In
+                                                else _ir.PortDirection.Output)
+        total += len(_ir.build_netlist(Fragment.get(unit, None), ports, name="top").cells)
+    return total
 
 
 def test_exported_top_grows_linearly():
