@@ -52,18 +52,22 @@ def _rtlil(gen, pack):
     from tensore.rtl.pe import PE
     from tensore.rtl.rowport import RowPort
     from tensore.rtl.top import Engine as RtlEngine
+    from tensore.rtl.export import convert_ports
+    eng = RtlEngine(gen, 2, 2, pack=pack, psum_partitions=2, black_box=True)
     parts = [rtlil.convert(PE(gen, pack), name="pe", emit_src=False),
              rtlil.convert(RowPort(gen, pack, 2), name="rowport", emit_src=False),
-             rtlil.convert(RtlEngine(gen, 2, 2, pack=pack, psum_partitions=2, black_box=True), name="top",
-                           emit_src=False)]
+             rtlil.convert(eng, name="top", emit_src=False),
+             # the units the top instantiates (D-T82)
+             *(rtlil.convert(u, name="unit", ports=convert_ports(u), emit_src=False)
+               for u in (eng._seq(), eng._load(), eng._launch(), eng._write()))]
     return [t.replace(gen.name.lower(), "GEN").replace(gen.name, "GEN") for t in parts]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("twin,base,pack", [(Gen.SUNDA, Gen.CAYMAN, 2), (Gen.MARIANA_PLUS, Gen.MARIANA, 8)], ids=IDS)
 def test_twin_rtl_is_the_same_netlist(twin, base, pack):
-    """The PE, the row port and the engine top (its blocks as instances) elaborate to the same RTLIL
-    for the twin and its base, up to the generation's name: the RTL is the same circuit."""
+    """The PE, the row port, the engine top (its blocks as instances) and its units elaborate to the
+    same RTLIL for the twin and its base, up to the generation's name: the RTL is the same circuit."""
     for mine, theirs in zip(_rtlil(twin, pack), _rtlil(base, pack)):
         assert mine == theirs
 

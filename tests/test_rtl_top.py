@@ -118,13 +118,15 @@ def _slot_widths(layout) -> list:
 @pytest.mark.parametrize("sparse32", [False, True])
 def test_sparse32_is_a_build_choice(sparse32):
     """The default engine's moving value keeps 16-bit code slots 1-3 (D-T34) and its module names;
-    `sparse32` widens exactly those slots (D-T40 (3)) and names its blocks apart."""
+    `sparse32` widens exactly those slots (D-T40 (3)) and names its blocks apart (the array's, the row
+    ports' and the load unit's, which refuses a 32-bit MatmulSparse without it)."""
     eng = Engine("mariana", 4, 8, pack=8, sparse32=sparse32)
     row_in = eng._array().signature.members["row_in"].shape.elem_shape
     assert _slot_widths(row_in) == [32] + [32 if sparse32 else 16] * 3 + [8] * 4
     assert _slot_widths(eng._rows().signature.members["row_in"].shape.elem_shape) == _slot_widths(row_in)
     names = [b.module_name for b in eng.blocks()]
-    assert [n.endswith("_s32") for n in names] == [sparse32 and ("array" in n or "rowport" in n) for n in names]
+    assert [n.endswith("_s32") for n in names] == [sparse32 and any(k in n for k in ("array", "rowport", "load_unit"))
+                                                   for n in names]
 
 
 @pytest.mark.slow
