@@ -153,11 +153,13 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     blocks as instances), files.f, a Verilator control file that makes the repeated blocks (`repeated`:
     PE, row, PSUM partition, row port) hierarchical blocks, the simulator form (the array in loop form,
     D-T60: files_sim.f, verilator_sim.vlt), lint.vlt (the waivers of `verilator --lint-only -Wall`,
-    rtl/lint.vlt) and engine.json (configuration, ports, timings).  `psum_ports`: Engine's (the writes
+    rtl/lint.vlt) and engine.json (configuration, ports, each file's conversion seconds and the
+    export's wall-clock `wall_seconds`).  `psum_ports`: Engine's (the writes
     a PSUM partition takes in one cycle, D-T40 (6)).  `sparse32`: Engine's (32-bit
     MatmulSparse fmaps, D-T40 (3)); its blocks' module names end in `_s32`.  `jobs` (default
     $TENSORE_EXPORT_JOBS, else 2 on a machine of two or more cores): from 2, the blocks that say
     `export_apart` are converted in a second process meanwhile (D-T82)."""
+    t_start = time.perf_counter()
     jobs = int(os.environ.get(JOBS_ENV, min(2, os.cpu_count() or 1))) if jobs is None else jobs
     args = dict(gen=Gen.parse(gen).name, rows=rows, cols=cols, pack=pack, sbuf_latency=sbuf_latency,
                 psum_partitions=psum_partitions, dtypes=None if dtypes is None else [int(d) for d in dtypes],
@@ -203,7 +205,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
             "dtypes": None if dtypes is None else [int(d) for d in dtypes], "sparse32": sparse32,
             "sbuf_latency": sbuf_latency, "psum_partitions": psum_partitions, "psum_ports": psum_ports,
             "digest": res["digest"],
-            "seconds": times, "ports": port_info}
+            "seconds": times, "wall_seconds": round(time.perf_counter() - t_start, 2), "ports": port_info}
     (Path(out_dir) / "engine.json").write_text(json.dumps(info, indent=1) + "\n")
     (Path(out_dir) / "lint.vlt").write_text((Path(__file__).parent / "lint.vlt").read_text())
     return res | info | {"seconds": sum(times.values()), "times": times}

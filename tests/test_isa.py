@@ -208,11 +208,12 @@ def test_encode_errors_name_the_field():
 @pytest.mark.slow
 @pytest.mark.parametrize("gen", GENS, ids=[g.name for g in GENS])
 def test_fuzz_decode_check_never_raise(gen):
-    """10^5 inputs per generation: decode and check never raise, verdicts are deterministic,
-    and the text form round-trips every one of them."""
+    """3 x 10^4 inputs per generation (`make regress` fuzzes 10^5 per generation through the model
+    and the RTL decoder): decode and check never raise, verdicts are deterministic, and the text
+    form round-trips every twentieth."""
     rnd = random.Random(SEED + int(gen))
     seen = set()
-    for i, data in enumerate(mutants(rnd, gen, 100_000)):
+    for i, data in enumerate(mutants(rnd, gen, 30_000)):
         v = check(data, gen)
         assert check(data, gen) == v
         seen.add(error_code(v))
