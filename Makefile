@@ -27,8 +27,8 @@ cosim: $(STAMP)
 # full size, outside CI: MAVERICK 128 x 256 and MARIANA 128 x 128 exported, built in Verilator and run
 # against the golden engine every cycle (a 128 x 128 x 512 bf16 accumulate group, a bf16 drain with
 # stochastic rounding, MX, FP8 double row); summary in build/cosim_full.json.  Exports and builds are
-# cached (first run, measured on 2 cores: ~45 s + 90 s for MAVERICK, ~30 s + 60 s for MARIANA); the
-# programs then take about 12 s per engine on the compiled harness (D-T61).
+# cached (first run, measured on 2 cores: ~20 s + 140 s for MAVERICK, ~16 s + 80 s for MARIANA); the
+# programs then take about 20-30 s per engine on the compiled harness (D-T61).
 cosim-full: $(STAMP)
 	$(PY) -m tensore.cli cosim-full -o build/cosim_full.json $(COSIM_FULL_ARGS)
 
