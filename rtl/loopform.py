@@ -115,14 +115,19 @@ class Netlist:
                 return
 
     def _reg_names(self, module: dict) -> list:
-        """A source name per register (an output port's name first), `q<k>` where Yosys kept none:
-        the loop form's state arrays carry them, so a waveform shows every PE register by name."""
+        """A source name per register (an output port's name first); a register Yosys split out of
+        a signal is `<signal>_<offset of its lowest bit>`, and `q<k>` where no signal holds it: the
+        loop form's state arrays carry them, so a waveform shows every PE register by name."""
         out, used = [], set()
+        public = {n: v["bits"] for n, v in module["netnames"].items() if n[0] not in "\\$" and n.isidentifier()}
         for reg in self.regs:
             q = reg.cell["connections"]["Q"]
-            names = [n for n, v in module["netnames"].items() if v["bits"] == q and n[0] not in "\\$"]
+            names = [n for n, bits in public.items() if bits == q]
             names.sort(key=lambda n: (n not in self.ports, len(n)))
-            name = next((n for n in names if n.isidentifier() and n not in used), f"q{reg.index}")
+            if not names:                      # part of a signal: named after it and its lowest bit
+                whole = sorted((n for n, bits in public.items() if set(q) <= set(bits)), key=len)
+                names = [f"{n}_{min(public[n].index(b) for b in q)}" for n in whole]
+            name = next((n for n in names if n not in used), f"q{reg.index}")
             used.add(name)
             out.append(name)
         return out

@@ -39,7 +39,8 @@ def _pe_regs(names) -> set:
         parts = re.sub(r" \[\d+:\d+\]$", "", n).split(".")
         if parts[-1] in PE_REGS and any(re.match(r"pe\d*(\[\d+\])?$", p) for p in parts[:-1]):
             out.add(parts[-1])                                   # structural: ...pe[c].u.active
-        loop = re.match(r"pe_(\w+?)((\[\d+\])|(\(\d+\)))*$", parts[-1])  # loop form: pe_active[r][c]
+        # loop form: pe_active[r][c], or pe_active_16[r][c] for a part Yosys split out (rtl/loopform.py)
+        loop = re.match(r"pe_(\w+?)(_\d+)?((\[\d+\])|(\(\d+\)))*$", parts[-1])
         if loop and loop.group(1) in PE_REGS:
             out.add(loop.group(1))
     return out
