@@ -4,9 +4,10 @@
 converted by Amaranth with its blocks as black boxes (rtl/blackbox.py), and each block the design
 instantiates (`blocks()`, recursively: the array, its row and PE, the row port and the row ports, the
 PSUM partition and bank, the PSUM write crossbar, a write-back column, a weight-state row, D-T79;
-the sequencer, the load unit and its LUT table, the launch and write-back units, D-T82) once.  A block with its own writer (`verilog()`: the structural row and array of rtl/array.py, the
-row ports of rtl/rows.py, the PSUM bank of rtl/psum_bank.py, the behavioural crossbar of
-rtl/psum_xbar.py) uses it; the others are converted by Amaranth.  tests/test_rtl_export.py proves
+the sequencer, the load unit and its LUT table, the launch and write-back units, D-T82) once.  A
+block with its own writer (`verilog()`: the structural row and array of rtl/array.py, the row ports
+of rtl/rows.py, the PSUM bank of rtl/psum_bank.py, the behavioural crossbar of rtl/psum_xbar.py)
+uses it; the others are converted by Amaranth.  tests/test_rtl_export.py proves
 each writer's module the same circuit as its Amaranth form."""
 from __future__ import annotations
 
@@ -94,6 +95,16 @@ def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "ten
                   "pack": pack}
 
 
+def _jobs() -> int:
+    """$TENSORE_EXPORT_JOBS, else 2 on a machine of two or more cores."""
+    text = os.environ.get(JOBS_ENV, "").strip()
+    if not text:
+        return min(2, os.cpu_count() or 1)
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"${JOBS_ENV} must be a positive whole number of processes, not {text!r}")
+    return int(text)
+
+
 def _engine(args: dict):
     """The engine to export, from export_engine's arguments (plain values: they cross processes)."""
     from tensore.model.dtypes import Dtype
@@ -160,7 +171,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     $TENSORE_EXPORT_JOBS, else 2 on a machine of two or more cores): from 2, the blocks that say
     `export_apart` are converted in a second process meanwhile (D-T82)."""
     t_start = time.perf_counter()
-    jobs = int(os.environ.get(JOBS_ENV, min(2, os.cpu_count() or 1))) if jobs is None else jobs
+    jobs = _jobs() if jobs is None else jobs
     args = dict(gen=Gen.parse(gen).name, rows=rows, cols=cols, pack=pack, sbuf_latency=sbuf_latency,
                 psum_partitions=psum_partitions, dtypes=None if dtypes is None else [int(d) for d in dtypes],
                 sparse32=sparse32, psum_ports=psum_ports)

@@ -56,6 +56,16 @@ def test_blocks_converted_apart_equal_those_converted_here(tmp_path):
         _Beside(args, ["no_such_block.v"], tmp_path / "bad").result()
 
 
+def test_export_jobs_from_the_environment(monkeypatch):
+    from tensore.rtl.export import JOBS_ENV, _jobs
+    monkeypatch.setenv(JOBS_ENV, "1")
+    assert _jobs() == 1
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(JOBS_ENV, bad)
+        with pytest.raises(ValueError, match="positive whole number"):
+            _jobs()
+
+
 @pytest.mark.parametrize("gen,rows,cols", [("mariana", 128, 128), ("maverick", 128, 256)])
 def test_full_size_exports(tmp_path, gen, rows, cols):
     res = export_array(gen, rows, cols, 8, tmp_path)
