@@ -90,6 +90,7 @@ class Netlist:
                 self.driver[b] = ("cell", cname, i)
         for reg in self.regs:
             self._load_rule(reg)
+        self.writes, self.staged = self._write_order()
         self.order = self._order()
         self.position = {c: k for k, c in enumerate(self.order)}
         self.block_of = self._blocks()
@@ -230,7 +231,7 @@ class Netlist:
         statement of this cycle reads."""
         return [f"{indent}logic [{len(self.cells[c]['connections']['Y']) - 1}:0] {self.names[c]};"
                 for c in self.order if c not in self.dead] + \
-            [f"{indent}logic [{self.regs[k].width - 1}:0] {self.prefix}next_{k};" for k in self.write_order()[1]]
+            [f"{indent}logic [{self.regs[k].width - 1}:0] {self.prefix}next_{k};" for k in self.staged]
 
     # placement: each cell in the innermost branch holding all its uses ---------------------------
     def _blocks(self) -> dict:
@@ -316,7 +317,7 @@ class Netlist:
     def step(self, inputs: dict, state: list, rst: str, indent: str) -> list:
         """Statements: the cells (each computed only when its value is used), then each register
         updated in place -- when it loads, in an order where no register is written before another's
-        load reads it (`staged` registers of a read cycle go through `next_<k>`)."""
+        load reads it (`writes`; the `staged` registers of a read cycle go through `next_<k>`)."""
         inputs = dict(inputs, rst=rst)
         members: dict[tuple, list] = {}
         for c, path in self.block_of.items():
@@ -330,22 +331,23 @@ class Netlist:
             lines.append(f"{indent}if ({'' if pol else '!'}({en})) begin")
             lines += self._emit((key,), members, inputs, state, indent + "  ")
             lines.append(f"{indent}end")
-        order, staged = self.write_order()
-        for k in staged:
+        for k in self.staged:
             lines.append(f"{indent}{self.prefix}next_{k} = {self._next(self.regs[k], inputs, state, rst)};")
-        for k in order:
+        for k in self.writes:
             reg = self.regs[k]
-            d = self.bits(reg.d, inputs, state)
-            if reg.en:
-                en = self.bits(list(reg.en[0]), inputs, state)
-                load = f"if ({'' if reg.en[1] else '!'}({en})) {state[k]} = {d};"
-            else:
-                load = f"{state[k]} = {d};"
+            d, cond = self.bits(reg.d, inputs, state), self._condition(reg, inputs, state)
+            load = f"if ({cond}) {state[k]} = {d};" if cond else f"{state[k]} = {d};"
             if self._reset(reg, inputs, state, rst):
                 load = f"if ({rst}) {state[k]} = {reg.width}'d{reg.reset}; else {load}"
             lines.append(indent + load)
-        lines += [f"{indent}{state[k]} = {self.prefix}next_{k};" for k in staged]
+        lines += [f"{indent}{state[k]} = {self.prefix}next_{k};" for k in self.staged]
         return lines
+
+    def _condition(self, reg: Register, inputs: dict, state: list) -> str | None:
+        """When the register loads, as an SV condition (None: every cycle)."""
+        if not reg.en:
+            return None
+        return f"{'' if reg.en[1] else '!'}({self.bits(list(reg.en[0]), inputs, state)})"
 
     def _reset(self, reg: Register, inputs: dict, state: list, rst: str) -> bool:
         con = reg.cell["connections"]
@@ -354,13 +356,12 @@ class Netlist:
         return "SRST" in con
 
     def _next(self, reg: Register, inputs: dict, state: list, rst: str) -> str:
-        d = self.bits(reg.d, inputs, state)
-        if reg.en:
-            en = self.bits(list(reg.en[0]), inputs, state)
-            d = f"({en}) ? {d} : {state[reg.index]}" if reg.en[1] else f"({en}) ? {state[reg.index]} : {d}"
+        d, cond = self.bits(reg.d, inputs, state), self._condition(reg, inputs, state)
+        if cond:
+            d = f"{cond} ? {d} : {state[reg.index]}"
         return f"{rst} ? {reg.width}'d{reg.reset} : {d}" if self._reset(reg, inputs, state, rst) else d
 
-    def write_order(self) -> tuple[list, list]:
+    def _write_order(self) -> tuple[list, list]:
         """(registers written in place, in order; registers staged through a temporary): a register
         is written once no register still to be written reads it directly in its load."""
         reads = {}

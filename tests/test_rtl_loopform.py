@@ -106,7 +106,7 @@ def test_loop_form_writes_in_place_through_read_cycles():
     runs as the Amaranth block does, cycle by cycle, through reset."""
     from tensore.rtl.blackbox import prototype
     net = Netlist(yosys_netlist(_Rotate(), "rot"), "n_")
-    order, staged = net.write_order()
+    order, staged = net.writes, net.staged
     assert staged and sorted(order + staged) == list(range(len(net.regs)))
     assert any(r.en and "EN" not in r.cell["connections"] for r in net.regs)     # the hold mux, an enable
     ins = ["en", "x"]
