@@ -96,23 +96,25 @@ class Netlist:
         self.block_of = self._blocks()
 
     def _load_rule(self, reg: Register) -> None:
-        """The register's `d` and `en`: a D input that is a $mux holding the register's own value on
-        one side is an enable (the simulator then writes the register only when it loads)."""
+        """The register's `d` and `en`: a D input whose bits are bits of one $mux holding the
+        register's own value on one side is an enable (the simulator then writes the register only
+        when it loads)."""
         con, par = reg.cell["connections"], reg.cell["parameters"]
         reg.d = list(con["D"])
         if "EN" in con:
             reg.en = (tuple(con["EN"]), _int(par["EN_POLARITY"]))
             return
-        src = {self.driver.get(b, (None,))[:2] for b in reg.d if not isinstance(b, str)}
-        if len(src) != 1 or next(iter(src))[0] != "cell":
+        src = [self.driver.get(b, (None, None, None)) if not isinstance(b, str) else (None, None, None)
+               for b in reg.d]
+        if {s[:2] for s in src} != {("cell", src[0][1])}:
             return
-        mux = self.cells[next(iter(src))[1]]
-        mcon = mux["connections"]
-        if mux["type"] != "$mux" or list(mcon["Y"]) != reg.d:
+        mux = self.cells[src[0][1]]
+        if mux["type"] != "$mux":
             return
+        mcon, pick = mux["connections"], [s[2] for s in src]
         for hold, load, pol in (("A", "B", 1), ("B", "A", 0)):
-            if list(mcon[hold]) == list(con["Q"]):
-                reg.d, reg.en = list(mcon[load]), (tuple(mcon["S"]), pol)
+            if [mcon[hold][k] for k in pick] == list(con["Q"]):
+                reg.d, reg.en = [mcon[load][k] for k in pick], (tuple(mcon["S"]), pol)
                 return
 
     def _reg_names(self, module: dict) -> list:

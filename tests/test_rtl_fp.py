@@ -7,7 +7,7 @@ from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype
 from tensore.model.mac import canonical_nan, fused_sum
 from tensore.rtl.fp.fused_add import FusedAdd
-from tensore.rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac
+from tensore.rtl.fp.pe_mac import PART_FULL, PART_HI, PART_LO, PeMac, parse_dtypes
 
 pytestmark = pytest.mark.verilator
 SEED = 20261130
@@ -117,6 +117,32 @@ def test_fp32_mode_parts(mac1, a_part, w_part):
         wv = part(w.view(np.float32), w_part).astype(np.float64)
     out = run1(mac1["maverick"], psum, a, w, "fp32", "fp32", a_part, w_part)
     np.testing.assert_array_equal(out, golden(psum, [av * wv]))
+
+
+# specialised builds (D-T62) carry a datapath as wide as their widest significand (D-T83)
+NARROW = {"bf16": ["bf16"], "fp8": ["fp8_exp4", "fp8_exp5"]}
+
+
+@pytest.fixture(scope="module")
+def narrow():
+    return {k: VectorRunner(PeMac("maverick", 1, dtypes=parse_dtypes("maverick", v)), f"pe_mac_maverick_1_{k}")
+            for k, v in NARROW.items()}
+
+
+def test_narrow_datapath_widths():
+    widths = {k: PeMac("maverick", 1, dtypes=parse_dtypes("maverick", v)).term_width for k, v in NARROW.items()}
+    assert widths == {"bf16": 16, "fp8": 8} and PeMac("maverick", 1).term_width == 48
+
+
+def test_bf16_only_mac_random_and_special_classes(narrow):
+    """The bf16-only MAC (16-bit products, a 24-bit window) on random pairs and every special-class
+    pairing against every accumulator class."""
+    test_16bit_random_and_special_classes({"maverick": narrow["bf16"]}, ("bf16", "bf16"))
+
+
+@pytest.mark.parametrize("dtype", ["fp8_exp4", "fp8_exp5"])
+def test_fp8_only_mac_every_pair(narrow, dtype):
+    test_every_fp8_pair_against_accumulators({"maverick": narrow["fp8"]}, "maverick", dtype)
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,14 @@ input vectors, cycle by cycle, through Verilator, against the Amaranth array exp
 own Verilog backend; and a block whose registers read each other runs the same in loop form."""
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 
 from tensore.cosim.vectors import VectorRunner
 from tensore.model.dtypes import Dtype
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
+from tensore.rtl.fp.pe_mac import parse_dtypes
 from tensore.rtl.loopform import Netlist, yosys_netlist
 from tensore.rtl.pe import act_layout, weight_layout
 
@@ -31,13 +32,15 @@ def _set(words, layout, field, values):
     return np.array([(int(x) & ~mask) | ((int(v) << f.offset) & mask) for x, v in zip(words, values)], object)
 
 
-def _stimulus(rng, rows, cols, pack, n, sparse32=False):
+def _stimulus(rng, rows, cols, pack, n, sparse32=False, dtypes=None):
+    """Random array inputs; moving values and weights of `dtypes` (a specialised build's) or any."""
     act, wl = act_layout(pack, sparse32), weight_layout(pack)
+    kinds = [int(d) for d in dtypes] if dtypes else DTYPES
     lanes = []
     for r in range(rows):                               # plausible moving values: mostly valid, real dtypes
         x = _wide(rng, act.size, n)
         x = _set(x, act, "valid", rng.random(n) < 0.85)
-        x = _set(x, act, "dtype", rng.choice(DTYPES, n))
+        x = _set(x, act, "dtype", rng.choice(kinds, n))
         x = _set(x, act, "col_lo", rng.integers(0, 2, n))
         x = _set(x, act, "col_hi", rng.integers(cols - 1, cols + 1, n))
         x = _set(x, act, "fmaps", np.where(rng.random(n) < 0.8, 0, rng.integers(2, 5, n)))
@@ -48,7 +51,7 @@ def _stimulus(rng, rows, cols, pack, n, sparse32=False):
     row_in = np.array([sum(int(lanes[r][i]) << (act.size * r) for r in range(rows)) for i in range(n)], object)
     words = []
     for c in range(cols):
-        x = _set(_wide(rng, wl.size, n), wl, "dtype", rng.choice(DTYPES, n))
+        x = _set(_wide(rng, wl.size, n), wl, "dtype", rng.choice(kinds, n))
         words.append(_set(x, wl, "scale", rng.integers(-3, 4, n)))
     wl_data = np.array([sum(int(words[c][i]) << (wl.size * c) for c in range(cols)) for i in range(n)], object)
     return {"row_in": row_in, "wl_data": wl_data, "advance": (rng.random(n) < 0.8).astype(np.int64),
@@ -59,20 +62,23 @@ def _stimulus(rng, rows, cols, pack, n, sparse32=False):
             "top_psum": _wide(rng, 32 * cols, n), "top_valid": rng.integers(0, 1 << cols, n)}
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack,sparse32", [
-    ("mariana", 2, 4, 2, False), pytest.param("maverick", 2, 3, 4, False, marks=pytest.mark.cosim),
-    pytest.param("cayman", 2, 2, 1, False, marks=pytest.mark.cosim),
-    pytest.param("mariana", 2, 2, 1, True, marks=pytest.mark.cosim)])
-# MAVERICK (~80 s), one element per PE and the sparse32 build in make cosim; make test's Verilator
-# runs of the library use the loop form of every generation
-def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32):
-    name = f"tensore_array_{gen}"
-    arr = Array(gen, rows, cols, pack, sparse32=sparse32)
-    loop = VectorRunner(arr, name, clocked=True, cflags="-O0",
-                        sources={f"{name}.sv": loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32)})
+@pytest.mark.parametrize("gen,rows,cols,pack,sparse32,dtypes", [
+    ("mariana", 2, 4, 2, False, None), pytest.param("maverick", 2, 3, 4, False, None, marks=pytest.mark.cosim),
+    pytest.param("cayman", 2, 2, 1, False, None, marks=pytest.mark.cosim),
+    pytest.param("mariana", 2, 2, 1, True, None, marks=pytest.mark.cosim),
+    pytest.param("maverick", 2, 3, 1, False, ("bf16",), marks=pytest.mark.cosim)])
+# MAVERICK (~80 s), one element per PE, the sparse32 and a bf16-only build (D-T83; Yosys splits its
+# active weights, D-T60) in make cosim; make test's Verilator runs of the library use the loop form
+# of every generation
+def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtypes):
+    name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}"
+    dtypes = parse_dtypes(gen, dtypes)
+    arr = Array(gen, rows, cols, pack, sparse32=sparse32, dtypes=dtypes)
+    loop = VectorRunner(arr, name, clocked=True, cflags="-O0", sources={
+        f"{name}.sv": loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes)})
     # the reference build of tests/test_rtl_export.py's mariana 2 x 4 array, shared (cached)
     ref = VectorRunner(arr, "tensore_array_flat", clocked=True, cflags="-O0")
-    inputs = _stimulus(np.random.default_rng(SEED + rows * cols + pack), rows, cols, pack, 3000, sparse32)
+    inputs = _stimulus(np.random.default_rng(SEED + rows * cols + pack), rows, cols, pack, 3000, sparse32, dtypes)
     a, b = ref(**inputs), loop(**inputs)
     for port in a:
         same = np.asarray(a[port], object) == np.asarray(b[port], object)
@@ -81,12 +87,14 @@ def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32):
 
 
 class _Rotate(wiring.Component):
-    """Two registers that load each other (a <-> b), and one whose next value is a mux holding it,
-    shared with another register's logic (as the PE's active weights are)."""
+    """Two registers that load each other (a <-> b), one whose next value is a mux holding it, shared
+    with another register's logic (as the PE's active weights are), and two that load the halves of
+    one such mux (a register Yosys split out of a wider signal)."""
 
     def __init__(self):
         super().__init__({"en": wiring.In(1), "x": wiring.In(8), "a": wiring.Out(8), "b": wiring.Out(8),
-                          "c": wiring.Out(8), "d": wiring.Out(8), "f": wiring.Out(8)})
+                          "c": wiring.Out(8), "d": wiring.Out(8), "f": wiring.Out(8), "g": wiring.Out(8),
+                          "s": wiring.Out(8)})
 
     def elaborate(self, platform):
         m = Module()
@@ -96,7 +104,12 @@ class _Rotate(wiring.Component):
             m.d.sync += [a.eq(b), b.eq(a), c.eq(a ^ self.x)]
         e = Mux(self.x[0], a + 1, d)
         m.d.sync += [d.eq(e), f.eq(e + c)]
-        m.d.comb += [self.a.eq(a), self.b.eq(b), self.c.eq(c), self.d.eq(d), self.f.eq(f)]
+        lo, hi = Signal(4), Signal(4)
+        h = Signal(8)
+        g = Mux(self.x[1], a, Cat(lo, hi))
+        m.d.sync += [lo.eq(g[:4]), hi.eq(g[4:]), h.eq(g ^ self.x)]
+        m.d.comb += [self.a.eq(a), self.b.eq(b), self.c.eq(c), self.d.eq(d), self.f.eq(f), self.g.eq(h),
+                     self.s.eq(Cat(lo, hi))]
         return m
 
 
@@ -109,11 +122,13 @@ def test_loop_form_writes_in_place_through_read_cycles():
     order, staged = net.writes, net.staged
     assert staged and sorted(order + staged) == list(range(len(net.regs)))
     assert any(r.en and "EN" not in r.cell["connections"] for r in net.regs)     # the hold mux, an enable
+    halves = [r for r in net.regs if r.width == 4]                                 # lo and hi
+    assert len(halves) == 2 and all(r.en and "EN" not in r.cell["connections"] for r in halves)
     ins = ["en", "x"]
     state = [f"q{k}" for k in range(len(net.regs))]
-    outs = ["a", "b", "c", "d", "f"]
-    text = ["module rot_loop(clk, rst, en, x, a, b, c, d, f);", "  input clk, rst, en;", "  input [7:0] x;",
-            "  output [7:0] a, b, c, d, f;",
+    outs = ["a", "b", "c", "d", "f", "g", "s"]
+    text = ["module rot_loop(clk, rst, en, x, a, b, c, d, f, g, s);", "  input clk, rst, en;", "  input [7:0] x;",
+            "  output [7:0] a, b, c, d, f, g, s;",
             *(f"  logic [{r.width - 1}:0] {q};" for r, q in zip(net.regs, state)), *net.declarations(),
             "  always_ff @(posedge clk) begin", *net.step({n: n for n in ins}, state, "rst", "    "), "  end",
             *(f"  assign {o} = {net.output(o, state)};" for o in outs), "endmodule", ""]

@@ -4,7 +4,8 @@ Operands arrive as raw codes with their dtype code; the unpackers are generated 
 tables of model.dtypes (exponent / mantissa widths, bias, NaN and Inf policy), per generation, so
 the RTL and the model read the same definitions.  Products are exact; with `pack` > 1 products
 are summed exactly in a fixed-point accumulator anchored at the smallest product lsb the dtype
-pair can have, then scaled by the MX block scales (2^(sa + sw)), and one FusedAdd rounds."""
+pair can have, then scaled by the MX block scales (2^(sa + sw)), and one FusedAdd rounds.  The
+datapath is as wide as the build's widest significand needs (`sig_width`; D-T62, D-T83)."""
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -12,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.rtl.fp.fused_add import FusedAdd
-from tensore.rtl.fp.raw import EXP_WIDTH, SIG, raw_layout, unpack
+from tensore.rtl.fp.raw import EXP_WIDTH, raw_layout, unpack
 from tensore.rtl.fp.shifts import shift_left
 
 # fp32_mode operand parts (D-12): which piece of an FP32 operand a sub-step uses
@@ -47,6 +48,13 @@ def parse_dtypes(gen, names) -> tuple | None:
     return tuple(sorted(set(out)))
 
 
+def sig_width(gen, dtypes=None) -> int:
+    """The widest significand (hidden bit included) among the build's operand dtypes: the PE's raw
+    operands, products and fused add are sized to it (a bf16-only PE multiplies 8-bit significands)."""
+    gen = Gen.parse(gen)
+    return max(4 if d == Dtype.INT4 else dt.format_of(d, gen).man_bits + 1 for d in element_dtypes(gen, dtypes))
+
+
 def dtypes_suffix(dtypes) -> str:
     """The module-name suffix of a specialised build ('' for the universal PE)."""
     return "" if not dtypes else "_" + "_".join(Dtype(d).name.lower() for d in dtypes)
@@ -58,7 +66,8 @@ class Unpack(wiring.Component):
     def __init__(self, gen, e4m3=None, dtypes=None):
         self.gen = Gen.parse(gen)
         self.e4m3, self.dtypes = e4m3, dtypes
-        super().__init__({"code": In(32), "dtype": In(8), "part": In(2), "raw": Out(raw_layout(SIG))})
+        self.sig = sig_width(self.gen, dtypes)
+        super().__init__({"code": In(32), "dtype": In(8), "part": In(2), "raw": Out(raw_layout(self.sig))})
 
     def elaborate(self, platform):
         m = Module()
@@ -122,7 +131,8 @@ class PeMac(wiring.Component):
             self.acc_width = 2 * span + 2 + (pack - 1).bit_length() + 1
         else:
             self.acc_width = 0
-        self.term_width = max(2 * SIG, self.acc_width)
+        self.sig = sig_width(self.gen, dtypes)
+        self.term_width = max(2 * self.sig, self.acc_width)
         members = {"psum": In(32), "a_dtype": In(8), "w_dtype": In(8), "a_part": In(2), "w_part": In(2),
                    "result": Out(32)}
         for j in range(pack):
@@ -145,7 +155,7 @@ class PeMac(wiring.Component):
             m.d.comb += [ua.code.eq(getattr(self, f"a{j}")), ua.dtype.eq(self.a_dtype), ua.part.eq(self.a_part),
                          uw.code.eq(getattr(self, f"w{j}")), uw.dtype.eq(self.w_dtype), uw.part.eq(self.w_part)]
             a, w = ua.raw, uw.raw
-            mag = Signal(2 * SIG, name=f"p{j}_mag")
+            mag = Signal(2 * self.sig, name=f"p{j}_mag")
             m.d.comb += mag.eq(a.sig * w.sig)
             lsb = Signal(signed(EXP_WIDTH), name=f"p{j}_lsb")
             m.d.comb += lsb.eq(a.exp + w.exp)
