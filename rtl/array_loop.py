@@ -50,12 +50,14 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
              *array_header(name, rows, cols, pack, sparse32)]
     for reg in net.regs:
         lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
-    lines += [f"  logic [{a - 1}:0] x_act;", "  logic [31:0] x_psum;", "  logic x_pvalid, x_wl_valid, x_tag_valid;",
-              f"  logic [{w - 1}:0] x_wl;", "  logic [3:0] x_tag;", f"  logic [31:0] o_psum [0:{cols - 1}];",
-              f"  logic o_valid [0:{cols - 1}];", *net.declarations()]
+    lines += [f"  logic [31:0] o_psum [0:{cols - 1}];", f"  logic o_valid [0:{cols - 1}];"]
     # The PEs update in place, last row and column first: when PE (r, c) runs, its left and upper
-    # neighbours still hold this cycle's values, and the PEs that read it have run.
-    lines += ["  always_ff @(posedge clk) begin",
+    # neighbours still hold this cycle's values, and the PEs that read it have run.  A PE's inputs
+    # and cells are automatic variables of the clocked block: Verilator makes them C++ locals, which
+    # the compiler keeps in registers, instead of members of the model stored on every assignment.
+    temps = [f"logic [{a - 1}:0] x_act;", "logic [31:0] x_psum;", "logic x_pvalid, x_wl_valid, x_tag_valid;",
+             f"logic [{w - 1}:0] x_wl;", "logic [3:0] x_tag;", *net.declarations("")]
+    lines += ["  always_ff @(posedge clk) begin", *(f"    automatic {t}" for t in temps),
               f"    for (int r = {rows - 1}; r >= 0; r--) begin",
               f"      for (int c = {cols - 1}; c >= 0; c--) begin",
               f"        x_act = c == 0 ? row_in[{a}*r +: {a}] : {net.output('act_out', left)};",

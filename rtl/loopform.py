@@ -229,8 +229,8 @@ class Netlist:
         raise ValueError(f"cell type {t} is not supported in loop form")
 
     def declarations(self, indent: str = "  ") -> list:
-        """One variable per cell, at module scope: a cell in a branch not taken keeps a value no
-        statement of this cycle reads."""
+        """One variable per cell (module scope, or automatic in the clocked block): a cell in a
+        branch not taken holds a value no statement reads."""
         return [f"{indent}logic [{len(self.cells[c]['connections']['Y']) - 1}:0] {self.names[c]};"
                 for c in self.order if c not in self.dead] + \
             [f"{indent}logic [{self.regs[k].width - 1}:0] {self.prefix}next_{k};" for k in self.staged]
