@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP) icarus
 	TENSORE_OPT=$${TENSORE_OPT:--O0} $(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m "not cosim" --durations=25
 
-# five of the six Amaranth-simulator library groups (tests/test_rtl_top.py; about 10 minutes on 2 cores)
+# the six Amaranth-simulator library groups (tests/test_rtl_top.py; about 12 minutes on 2 cores) and the other regression-only tests
 cosim: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q -m cosim
 

@@ -167,7 +167,7 @@ def test_cayman_outputs_known_on_icarus(tmp_path):
 @pytest.mark.verilator
 def test_verilator_binary_and_random_initial_values(exported, icarus_vcd, tmp_path):
     """`verilator --binary --timing` with --x-assign unique --x-initial unique: without a seed (zero
-    initial values) and with three `+verilator+seed` values (random initial values) the waves pass
+    initial values) and with a `+verilator+seed` value (random initial values) the waves pass
     the same checks, and the PSUM writes seen agree with Icarus's cycle for cycle."""
     prog, lk, tb, path = icarus_vcd
     toolchain.use_verilator()
@@ -179,7 +179,7 @@ def test_verilator_binary_and_random_initial_values(exported, icarus_vcd, tmp_pa
         return [dump.samples(f"mon_{f}")[k0:k0 + lk.end] for f in ("valid", "offset", "bits")]
 
     icarus = writes(path)
-    for seed in (None, 1, 2, 3):
+    for seed in (None, 1):
         wave = tmp_path / f"verilator_{seed}.vcd"
         sv_testbench.run(tb, "verilator", wave, x_unique=True, seed=seed, log=lambda *a: None)
         res = _check(wave, prog, exported)

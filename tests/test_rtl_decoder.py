@@ -3,6 +3,7 @@ hands the sequencer the micro-op model.isa.microop derives.
 
 Verilated once per generation (cosim/vectors.py), then fed every rule's boundary descriptors and a
 fixed-seed fuzz of 10^4 mutated descriptors per generation."""
+import functools
 import random
 
 import numpy as np
@@ -32,14 +33,21 @@ def model_code(data: bytes, gen, rows: int, cols: int, eng: Engine | None = None
     return int(error_code(v))
 
 
+@functools.cache
+def _runner(gen, rows, cols) -> VectorRunner:
+    """One export and build per decoder shape in a test process."""
+    return VectorRunner(Decoder(gen, rows, cols), f"decoder_{Gen.parse(gen).name.lower()}_{rows}x{cols}")
+
+
 def rtl_run(gen, rows, cols, descriptors, wt_mix=0, wt_pump=0):
-    run = VectorRunner(Decoder(gen, rows, cols), f"decoder_{Gen.parse(gen).name.lower()}_{rows}x{cols}")
+    run = _runner(Gen.parse(gen), rows, cols)
     n = len(descriptors)
     return run(desc=np.array([int.from_bytes(b, "little") for b in descriptors], object),
                wt_mix=np.broadcast_to(np.asarray(wt_mix, np.int64), n), wt_pump=np.broadcast_to(np.asarray(wt_pump, np.int64), n))
 
 
 def _compare(gen, rows, cols, descriptors, eng=None, **weights):
+    eng = eng or Engine(gen, rows=rows, cols=cols)      # model_code only reads the engine's state
     want = [model_code(b, gen, rows, cols, eng) for b in descriptors]
     out = rtl_run(gen, rows, cols, descriptors, **weights)
     got = [int(x) for x in out["error"]]
