@@ -164,6 +164,7 @@ def test_cayman_outputs_known_on_icarus(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cosim                      # a `--binary` Verilator build of its own: about 90 s (make cosim)
 @pytest.mark.verilator
 def test_verilator_binary_and_random_initial_values(exported, icarus_vcd, tmp_path):
     """`verilator --binary --timing` with --x-assign unique --x-initial unique: without a seed (zero
