@@ -38,6 +38,14 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
     q = [f"pe_{n}" for n in net.reg_names]         # one array per PE register, named after it
     here = [f"{x}[r][c]" for x in q]
     left = [f"{x}[r][c == 0 ? 0 : c - 1]" for x in q]
+    # The moving value's register passes the left input through: a delay line per row holds it.
+    # PE (r, c)'s register holds the row's input of `c` advances ago, line[r][k - c] (k counts the
+    # advances, modulo a power of two >= cols), so a cycle writes one entry per row, not one per PE.
+    line = net.pass_through("act_in", "act_out", "advance")
+    kb = max(1, (cols - 1).bit_length())
+    if line is not None:
+        here[line.index] = f"act_line[r][{kb}'(act_k - {kb}'(c))]"
+        left[line.index] = f"act_line[r][{kb}'(act_k - {kb}'(c - 1))]"
     above = [f"{x}[r == 0 ? 0 : r - 1][c]" for x in q]
     bottom = [f"{x}[{rows - 1}][c]" for x in q]
     inputs = {"col_index": f"{COL_BITS}'(c)", "act_in": "x_act", "psum_in": "x_psum", "psum_valid_in": "x_pvalid",
@@ -49,7 +57,10 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
              "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
              *array_header(name, rows, cols, pack, sparse32)]
     for reg in net.regs:
-        lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
+        if reg is not line:
+            lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
+    if line is not None:
+        lines += [f"  logic [{a - 1}:0] act_line [0:{rows - 1}][0:{(1 << kb) - 1}];", f"  logic [{kb - 1}:0] act_k;"]
     lines += [f"  logic [31:0] o_psum [0:{cols - 1}];", f"  logic o_valid [0:{cols - 1}];"]
     # The PEs update in place, last row and column first: when PE (r, c) runs, its left and upper
     # neighbours still hold this cycle's values, and the PEs that read it have run.  A PE's inputs
@@ -67,8 +78,14 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
               f"        if (x_wl_valid) x_wl = wl_data[{w}*c +: {w}];",
               f"        x_tag_valid = tag_valid && tag_row == {rb}'(r) && tag_cols[c];",
               "        if (x_tag_valid) x_tag = tag_data[4*c +: 4];",
-              *net.step(inputs, here, "rst", " " * 8),
+              *net.step(inputs, here, "rst", " " * 8, skip=frozenset({line.index} if line else ())),
               "      end", "    end",
+              *([] if line is None else [
+                  f"    if (rst) for (int r = 0; r < {rows}; r++) for (int k = 0; k < {1 << kb}; k++) act_line[r][k] = '0;",
+                  "    else if (advance) begin",
+                  f"      act_k = act_k + {kb}'d1;",
+                  f"      for (int r = 0; r < {rows}; r++) act_line[r][act_k] = row_in[{a}*r +: {a}];",
+                  "    end"]),
               f"    for (int c = 0; c < {cols}; c++) begin      // the outputs change after the edge",
               f"      o_psum[c] <= {net.output('psum_out', bottom)};",
               f"      o_valid[c] <= {net.output('psum_valid_out', bottom)};",

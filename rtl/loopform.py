@@ -316,10 +316,11 @@ class Netlist:
             lines.append(f"{indent}{self.names[c]} = {self._cell(cell, inputs, state)};")
         return lines
 
-    def step(self, inputs: dict, state: list, rst: str, indent: str) -> list:
+    def step(self, inputs: dict, state: list, rst: str, indent: str, skip: frozenset = frozenset()) -> list:
         """Statements: the cells (each computed only when its value is used), then each register
         updated in place -- when it loads, in an order where no register is written before another's
-        load reads it (`writes`; the `staged` registers of a read cycle go through `next_<k>`)."""
+        load reads it (`writes`; the `staged` registers of a read cycle go through `next_<k>`).  The
+        registers in `skip` are the caller's to update."""
         inputs = dict(inputs, rst=rst)
         members: dict[tuple, list] = {}
         for c, path in self.block_of.items():
@@ -335,7 +336,7 @@ class Netlist:
             lines.append(f"{indent}end")
         for k in self.staged:
             lines.append(f"{indent}{self.prefix}next_{k} = {self._next(self.regs[k], inputs, state, rst)};")
-        for k in self.writes:
+        for k in (k for k in self.writes if k not in skip):
             reg = self.regs[k]
             d, cond = self.bits(reg.d, inputs, state), self._condition(reg, inputs, state)
             load = f"if ({cond}) {state[k]} = {d};" if cond else f"{state[k]} = {d};"
@@ -382,6 +383,22 @@ class Netlist:
             order += free
             left = [k for k in left if k not in free]
         return order, staged
+
+    def pass_through(self, port_in: str, port_out: str, enable: str) -> Register | None:
+        """The register that output `port_out` is, whole, when it loads input `port_in` whole
+        whenever input `enable` is high (reset to 0) and nothing else in the block reads it."""
+        out, d_in = self.ports[port_out]["bits"], self.ports[port_in]["bits"]
+        src = [None if isinstance(b, str) else self.driver[b] for b in out]
+        if not src or any(s is None or s[0] != "q" for s in src) or len({s[1] for s in src}) != 1:
+            return None
+        reg = self.regs[src[0][1]]
+        en = tuple(self.ports[enable]["bits"]), 1
+        if [s[2] for s in src] != list(range(reg.width)) or reg.d != list(d_in) or reg.en != en or reg.reset:
+            return None
+        q = set(reg.cell["connections"]["Q"])
+        readers = [b for c in self.cells.values() for p, bits in c["connections"].items() if p != "Y" for b in bits]
+        readers += [b for r in self.regs if r is not reg for b in [*r.d, *(r.en[0] if r.en else ())]]
+        return None if q & {b for b in readers if not isinstance(b, str)} else reg
 
     def output(self, port: str, state: list) -> str:
         bits = self.ports[port]["bits"]

@@ -74,11 +74,13 @@ def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtype
     name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}"
     dtypes = parse_dtypes(gen, dtypes)
     arr = Array(gen, rows, cols, pack, sparse32=sparse32, dtypes=dtypes)
-    loop = VectorRunner(arr, name, clocked=True, cflags="-O0", sources={
-        f"{name}.sv": loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes)})
-    # the reference build of tests/test_rtl_export.py's mariana 2 x 4 array, shared (cached)
-    ref = VectorRunner(arr, "tensore_array_flat", clocked=True, cflags="-O0")
-    inputs = _stimulus(np.random.default_rng(SEED + rows * cols + pack), rows, cols, pack, 3000, sparse32, dtypes)
+    src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes)
+    assert "act_line" in src and "pe_act_out" not in src        # the moving value as a delay line per row
+    loop = VectorRunner(arr, name, clocked=True, reset=True, cflags="-O0", sources={f"{name}.sv": src})
+    ref = VectorRunner(arr, "tensore_array_flat", clocked=True, reset=True, cflags="-O0")
+    rng = np.random.default_rng(SEED + rows * cols + pack)
+    inputs = _stimulus(rng, rows, cols, pack, 3000, sparse32, dtypes)
+    inputs["rst"] = (rng.random(3000) < 0.005).astype(np.int64)     # resets among the moves
     a, b = ref(**inputs), loop(**inputs)
     for port in a:
         same = np.asarray(a[port], object) == np.asarray(b[port], object)
