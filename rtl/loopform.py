@@ -386,14 +386,16 @@ class Netlist:
 
     def pass_through(self, port_in: str, port_out: str, enable: str) -> Register | None:
         """The register that output `port_out` is, whole, when it loads input `port_in` whole
-        whenever input `enable` is high (reset to 0) and nothing else in the block reads it."""
+        whenever input `enable` is high (reset to 0 by the block's rst) and nothing else in the block
+        reads it."""
         out, d_in = self.ports[port_out]["bits"], self.ports[port_in]["bits"]
         src = [None if isinstance(b, str) else self.driver[b] for b in out]
         if not src or any(s is None or s[0] != "q" for s in src) or len({s[1] for s in src}) != 1:
             return None
         reg = self.regs[src[0][1]]
         en = tuple(self.ports[enable]["bits"]), 1
-        if [s[2] for s in src] != list(range(reg.width)) or reg.d != list(d_in) or reg.en != en or reg.reset:
+        if ([s[2] for s in src] != list(range(reg.width)) or reg.d != list(d_in) or reg.en != en or reg.reset
+                or "SRST" not in reg.cell["connections"]):
             return None
         q = set(reg.cell["connections"]["Q"])
         readers = [b for c in self.cells.values() for p, bits in c["connections"].items() if p != "Y" for b in bits]
