@@ -43,8 +43,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
     # advances, modulo a power of two >= cols), so a cycle writes one entry per row, not one per PE.
     line = net.pass_through("act_in", "act_out", "advance")
     kb = max(1, (cols - 1).bit_length())
-    if line is not None:
-        here[line.index] = f"act_line[r][{kb}'(act_k - {kb}'(c))]"
+    if line is not None:                           # nothing in the PE reads it: only its neighbour
         left[line.index] = f"act_line[r][{kb}'(act_k - {kb}'(c - 1))]"
     above = [f"{x}[r == 0 ? 0 : r - 1][c]" for x in q]
     bottom = [f"{x}[{rows - 1}][c]" for x in q]
