@@ -65,9 +65,14 @@ REGRESS_FUZZ ?= 100000
 REGRESS_SHARDS ?= $(JOBS)
 REGRESS_DIR ?= build/regress
 REGRESS_ARGS ?= --rtl --shrink
+REGRESS_STAMP := $(VENV)/.installed-regress
 .PHONY: regress
-regress: $(STAMP)
+# the `regress` extra (pyproject.toml), installed once and again only when pyproject.toml changes
+$(REGRESS_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,regress]'
+	touch $@
+
+regress: $(REGRESS_STAMP)
 	rm -rf $(REGRESS_DIR) && mkdir -p $(REGRESS_DIR)
 	@pids=""; for i in $$(seq 0 $$(($(REGRESS_SHARDS) - 1))); do \
 	  echo "shard $$i/$(REGRESS_SHARDS): log $(REGRESS_DIR)/shard-$$i.log"; \

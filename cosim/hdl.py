@@ -159,7 +159,8 @@ def control_file(exported: dict, array_form: str, hierarchical: bool, trace: Tra
 def ensure_icarus(log=print):
     """Icarus Verilog from Debian's packages (the Makefile's `icarus` target does the same)."""
     if not toolchain.have_icarus():
-        toolchain.apt_install(["iverilog"], "Icarus Verilog (iverilog, vvp)", log, present=toolchain.have_icarus)
+        toolchain.apt_install(["iverilog"], "Icarus Verilog (iverilog, vvp)", "the cocotb runs on Icarus need it", log,
+                              present=toolchain.have_icarus)
 
 
 def build_cached(exported: dict, sim: str = "verilator", *, waves=None, opt: str | None = None,

@@ -121,8 +121,9 @@ _COUNTED = ("VM_CLASSES_FAST", "VM_CLASSES_SLOW", "VM_SUPPORT_FAST", "VM_SUPPORT
 
 
 def _planned(classes_mk: Path) -> int:
-    """The compiler runs one Verilated model's make does: each class file (or, without parallel
-    builds, one fast and one slow file), the runtime files and two precompiled headers."""
+    """The compiler runs one Verilated model's make does: each class file (without parallel builds,
+    the one __ALL file), the runtime files, the user files, a hierarchical block's own wrapper
+    (the objects of its `lib<block>.a` rule) and, with parallel builds, two precompiled headers."""
     text = classes_mk.read_text()
     lists = {m.group(1): m.group(2).replace("\\", " ").split() for m in _LIST.finditer(text)}
     parallel = lists.get("VM_PARALLEL_BUILDS", ["1"])[0] != "0"
@@ -131,35 +132,72 @@ def _planned(classes_mk: Path) -> int:
     user = classes_mk.with_name(classes_mk.name.replace("_classes.mk", ".mk"))
     users = 0
     if user.exists():
-        m = re.search(r"^VM_USER_CLASSES\s*=\s*((?:.*\\\n)*.*)$", user.read_text(), re.M)
+        mk = user.read_text()
+        m = re.search(r"^VM_USER_CLASSES\s*=\s*((?:.*\\\n)*.*)$", mk, re.M)
         users = len(m.group(1).replace("\\", " ").split()) if m else 0
-    return (classes if parallel else min(classes, 2)) + runtime + users + (2 if parallel else 0)
+        lib = re.search(r"^lib\S*\.a:(.*)$", mk, re.M)
+        users += sum(1 for w in lib.group(1).split() if w.endswith(".o")) if lib else 0
+    return (classes if parallel else min(classes, 1)) + runtime + users + (2 if parallel else 0)
+
+
+_HIER_ARGS = "__hierMkArgs.f"
+_MK_MARK = "# Verilated -*- Makefile -*-"
+
+
+def _written(mk: Path) -> bool:
+    """A makefile Verilator has finished writing (its files start and end with _MK_MARK), or absent."""
+    if not mk.exists():
+        return True
+    text = mk.read_text()
+    return not text.startswith(_MK_MARK) or text.rstrip().endswith(_MK_MARK)
 
 
 class VerilatorMeter:
-    """Reads a Verilator `--build` log line by line: the stage (Verilating, compiling C++, linking)
-    and the compiler runs done of those planned in the generated makefiles under `obj`."""
+    """Reads a Verilator `--build` log line by line (D-T67): "Verilating" until every model is
+    Verilated (a hierarchical build's blocks, named by their `*__hierMkArgs.f`, and the top, whose
+    `*_classes.mk` files this build wrote), then "compiling C++" with the compiler runs done of
+    those the makefiles plan, a total fixed once known (the blocks' compiles that ran meanwhile
+    count as done), then "linking"."""
 
     def __init__(self, progress: Progress, obj: Path):
-        self.progress, self.obj, self.done = progress, Path(obj), 0
-        self.plans: dict[Path, int] = {}
+        self.progress, self.obj, self.done, self.total = progress, Path(obj), 0, 0
+        self.t0 = time.time() - 1.0                 # files older than the build are a previous build's
         progress.update(stage="Verilating")
 
-    def _total(self) -> int:
-        for mk in self.obj.rglob("*_classes.mk"):
-            if mk not in self.plans:
-                try:
-                    self.plans[mk] = _planned(mk)
-                except OSError:
-                    continue
-        return sum(self.plans.values())
+    def _fresh(self, path: Path) -> bool:
+        try:
+            return path.stat().st_mtime >= self.t0
+        except OSError:
+            return False
+
+    def _planned_total(self) -> int:
+        """The compiler runs of the whole build once every model's makefiles are written, else 0."""
+        top = [mk for mk in self.obj.glob("*_classes.mk") if self._fresh(mk)]
+        makefiles = set(top)
+        for args in self.obj.glob(f"*{_HIER_ARGS}"):
+            p = args.name[:-len(_HIER_ARGS)]
+            mk = next((m for m in (self.obj / p / f"{p}_classes.mk", self.obj / f"{p}_classes.mk") if self._fresh(m)),
+                      None)
+            if mk is None:
+                return 0
+            makefiles.add(mk)
+        try:
+            if not top or not all(_written(f) for mk in makefiles
+                                  for f in (mk, mk.with_name(mk.name.replace("_classes.mk", ".mk")))):
+                return 0
+            return sum(_planned(mk) for mk in makefiles)
+        except OSError:
+            return 0
 
     def __call__(self, line: str) -> None:
-        if _COMPILE.match(line):
-            self.done += 1
-            self.progress.update(stage="compiling C++", done=self.done, total=self._total())
-        elif line.startswith("- Verilator: Built from"):
-            self.progress.update(total=self._total())
+        compile_ = bool(_COMPILE.match(line))
+        self.done += compile_
+        if not self.total and (compile_ or line.startswith("- Verilator: Built from")):
+            self.total = self._planned_total()
+        if self.total and compile_:
+            self.progress.update(stage="compiling C++", done=self.done, total=self.total)
+        elif self.total and line.startswith("- Verilator: Built from") and self.progress.stage == "Verilating":
+            self.progress.update(stage="compiling C++", done=self.done, total=self.total)
         elif re.match(r"^\s*(\S*/)?(c\+\+|g\+\+)\s.*\s-o\s+\S+\s*$", line) and " -c " not in line:
             self.progress.update(stage="linking")
 

@@ -1,7 +1,8 @@
-"""The regression (issue #18 item 7, D-T74): random programs and the descriptor fuzz of every
-generation, in deterministic shards, with a merged JUnit XML / JSON report and functional coverage.
+"""The regression (D-T74): random programs and the descriptor fuzz of every generation, in
+deterministic shards, with a merged JUnit XML / JSON report and functional coverage.
 
-    tasks(cfg, i, n)              shard i of n: random seeds k = i (mod n), fuzz ranges i (mod n)
+    split(cfg, n)                 the n shards' work, balanced by estimated cost, builds included
+    tasks(cfg, i, n)              shard i of n: split(cfg, n)[i]
     run_shard(cfg, i, n)          those tasks run: a shard result (JSON-ready dict)
     merge(results, out_dir)       regress.json, junit.xml, coverage.xml / .txt / .html
     run_dask(cfg, n, address)     the shards as dask.distributed tasks (address None: a LocalCluster)
@@ -18,6 +19,8 @@ are coverage facts), and the descriptors as programs on the golden engine (watch
 `rtl`, the lockstep on the small array)."""
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import time
 import traceback
@@ -62,19 +65,86 @@ def parse_shard(text: str) -> tuple:
     return i, n
 
 
-def tasks(cfg: Config, i: int = 0, n: int = 1) -> list:
-    """Shard i of n: [(kind, generation, items)]: random-program seeds k with k % n == i (in batches,
-    one RTL process each) and the fuzz ranges of FUZZ_BATCH descriptors with index % n == i."""
-    out = []
-    for g in cfg.gens:
-        name = Gen.parse(g).name
-        seeds = [cfg.seed + k for k in range(i, cfg.programs, n)]
-        for a in range(0, len(seeds), RANDOM_BATCH):
-            out.append(("random", name, seeds[a:a + RANDOM_BATCH]))
-        for k, a in enumerate(range(0, cfg.fuzz, FUZZ_BATCH)):
-            if k % n == i:
-                out.append(("fuzz", name, (a, min(a + FUZZ_BATCH, cfg.fuzz))))
+# Estimated seconds on one core (measured on 2 cores, 2026-12): only their ratios steer the split.
+RANDOM_SECONDS = 0.1                # a random program: golden run, checks, coverage, its RTL share
+FUZZ_SECONDS = 0.003                # a fuzz descriptor: decoder parity, its share of a program
+RTL_BUILD_SECONDS = 90.0            # a generation's RTL harness build (8 x 8, -O2)
+DECODER_BUILD_SECONDS = 30.0        # a generation's full-size decoder build (fuzz parity)
+
+
+def _units(cfg: Config, gen: str) -> list:
+    """One generation's work in order: [(kind, item, seconds)], a random seed each, then the fuzz
+    ranges of FUZZ_BATCH descriptors (fixed by the configuration alone, so the fuzz programs and
+    the merged report are the same for any n)."""
+    out = [("random", cfg.seed + k, RANDOM_SECONDS) for k in range(cfg.programs)]
+    out += [("fuzz", (a, min(a + FUZZ_BATCH, cfg.fuzz)), (min(a + FUZZ_BATCH, cfg.fuzz) - a) * FUZZ_SECONDS)
+            for a in range(0, cfg.fuzz, FUZZ_BATCH)]
     return out
+
+
+def build_seconds(cfg: Config) -> float:
+    """The estimated builds a shard pays for each generation it runs: the RTL harness (with `rtl`)
+    and the fuzz decoder (with fuzz)."""
+    return (RTL_BUILD_SECONDS if cfg.rtl else 0.0) + (DECODER_BUILD_SECONDS if cfg.fuzz else 0.0)
+
+
+def _fill(cums: list, n: int, build: float, limit: float) -> list | None:
+    """Generations in order into at most n shards of at most `limit` estimated seconds (McNaughton's
+    wrap-around with a build per generation and shard): a shard takes a generation's remaining
+    units while they fit, else the longest prefix that fits and is worth its build (at least
+    `build` seconds of work), and the next shard goes on.  [[(generation, first, stop)]] of unit
+    indices, or None if n shards do not suffice."""
+    shards, load = [[]], 0.0
+    for gen, cum in cums:
+        pos, end = 0, len(cum) - 1
+        while pos < end:
+            k = bisect.bisect_right(cum, cum[pos] + limit - load - build + 1e-9) - 1
+            if k == end or (k > pos and cum[k] - cum[pos] >= build):
+                shards[-1].append((gen, pos, k))
+                load, pos = load + build + cum[k] - cum[pos], k
+            if pos < end:
+                if len(shards) == n:
+                    return None
+                shards.append([])
+                load = 0.0
+    return shards + [[] for _ in range(n - len(shards))]
+
+
+def split(cfg: Config, n: int = 1) -> list:
+    """The n shards' tasks (D-T84): each [(kind, generation, items)], random seeds in batches of
+    RANDOM_BATCH (one RTL process each) and fuzz ranges (start, stop).  A generation is one engine
+    (one RTL build, one decoder build), so a shard runs whole generations where it can and a
+    generation is cut across shards only where that shortens the longest shard (`_fill`, with the
+    smallest limit that n shards meet, found by bisection on the estimated seconds).  The split
+    depends only on the configuration and n; two shards that share a generation on one machine
+    share its builds through the locked build cache (cosim/hdl.py `locked`)."""
+    gens = [Gen.parse(g).name for g in cfg.gens]
+    units = {g: _units(cfg, g) for g in gens}
+    cums = [(g, [0.0, *itertools.accumulate(c for _, _, c in units[g])]) for g in gens if units[g]]
+    build = build_seconds(cfg)
+    total = sum(cum[-1] + build for _, cum in cums)
+    lo, hi = total / n, total
+    for _ in range(60):
+        if hi - lo <= 1e-6 * hi:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _fill(cums, n, build, mid) is not None else (mid, hi)
+    shards = _fill(cums, n, build, hi) if cums else [[] for _ in range(n)]
+    out = []
+    for pieces in shards:
+        work = []
+        for gen, first, stop in pieces:
+            part = units[gen][first:stop]
+            seeds = [item for kind, item, _ in part if kind == "random"]
+            work += [("random", gen, seeds[a:a + RANDOM_BATCH]) for a in range(0, len(seeds), RANDOM_BATCH)]
+            work += [("fuzz", gen, item) for kind, item, _ in part if kind == "fuzz"]
+        out.append(work)
+    return out
+
+
+def tasks(cfg: Config, i: int = 0, n: int = 1) -> list:
+    """Shard i of n (`split`): [(kind, generation, items)]."""
+    return split(cfg, n)[i]
 
 
 # --- one case ------------------------------------------------------------------------------------

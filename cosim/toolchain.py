@@ -82,17 +82,23 @@ def have_fst_headers() -> bool:
     return all(any(Path(d, h).exists() for d in ("/usr/include", "/usr/local/include")) for h in ("lz4.h", "zlib.h"))
 
 
-def apt_install(packages: list, what: str, log=print, *, present=lambda: False) -> None:
-    """Install Debian packages (the Makefile's `icarus` target does the same for Icarus); one process
-    at a time (parallel test workers), and not if `present()` became true meanwhile."""
+def apt_install(packages: list, what: str, why: str, log=print, *, present=lambda: False) -> None:
+    """Install Debian packages with apt-get (through sudo unless root), announced in one line (on
+    stderr when `log` is the silent one: a change to the system is never silent); one process at
+    a time (parallel test workers), and not if `present()` became true meanwhile."""
+    from tensore.cosim.progress import silent
     if shutil.which("apt-get") is None:
         raise OSError(f"{what} is not installed and apt-get is unavailable; install {' '.join(packages)}")
     with open(Path(tempfile.gettempdir()) / "tensore-apt.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if present():
             return
-        log(f"installing {what} from Debian's packages ({' '.join(packages)}) ...")
         sudo = [] if os.geteuid() == 0 else ["sudo"]
+        say = f"installing Debian packages {' '.join(packages)} ({why}) with {' '.join([*sudo, 'apt-get'])} ..."
+        if log is silent:
+            print(say, file=sys.stderr, flush=True)
+        else:
+            log(say)
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
             res = subprocess.run(sudo + cmd, env=env, capture_output=True, text=True)
@@ -100,8 +106,11 @@ def apt_install(packages: list, what: str, log=print, *, present=lambda: False) 
                 raise OSError(f"could not install {what} ({' '.join(cmd)}): {res.stderr.strip()[-300:]}")
 
 
+FST_PACKAGES = ("liblz4-dev", "zlib1g-dev")
+
+
 def ensure_fst_headers(log=print) -> None:
     """The headers Verilator's FST writer needs (Debian's liblz4-dev, zlib1g-dev)."""
     if not have_fst_headers():
-        apt_install(["liblz4-dev", "zlib1g-dev"], "the FST headers (lz4, zlib) for Verilator's FST writer", log,
+        apt_install(list(FST_PACKAGES), "the FST headers (lz4, zlib)", "Verilator's FST tracing needs them", log,
                     present=have_fst_headers)

@@ -38,6 +38,31 @@ def test_shards_split_the_work_once(tmp_path):
         G.parse_shard("2/2")
 
 
+def _work(shard) -> list:
+    return sorted((kind, g, s) for kind, g, items in shard for s in (items if kind == "random" else [items]))
+
+
+def test_shards_spread_the_engine_builds(tmp_path):
+    """`make regress REGRESS_N=1 REGRESS_FUZZ=1` on two shards: both get work, each generation's
+    engine is built by one shard (none builds them all), and the shards hold the whole work once;
+    on the full run the estimated seconds of the two shards differ by at most one build."""
+    gens = [g.name for g in Gen]
+    cfg = G.Config(gens=gens, programs=1, fuzz=1, rtl=True, out=str(tmp_path))
+    shards = G.split(cfg, 2)
+    built = [{g for _, g, _ in s} for s in shards]
+    assert all(built) and not built[0] & built[1] and built[0] | built[1] == set(gens)
+    whole = _work(G.tasks(cfg))
+    assert sorted(_work(shards[0]) + _work(shards[1])) == whole and len(set(whole)) == len(whole) == 10
+    assert G.split(cfg, 2) == shards == [G.tasks(cfg, i, 2) for i in range(2)]
+    full = G.Config(gens=gens, programs=10_000, fuzz=100_000, rtl=True)
+
+    def seconds(shard):
+        return G.build_seconds(full) * len({g for _, g, _ in shard}) + sum(
+            len(x) * G.RANDOM_SECONDS if kind == "random" else (x[1] - x[0]) * G.FUZZ_SECONDS for kind, _, x in shard)
+    a, b = (seconds(s) for s in G.split(full, 2))
+    assert abs(a - b) <= G.build_seconds(full)
+
+
 def test_sharded_run_merges_to_the_unsharded_report(tmp_path):
     """Two shards merged give the cases, totals and coverage database of one unsharded run; the
     JUnit XML counts them per suite."""

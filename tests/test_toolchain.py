@@ -63,3 +63,22 @@ def test_verilator_builds_compile_through_ccache(monkeypatch, tmp_path):
     assert toolchain.verilator_env({"PATH": "/usr/bin", "CCACHE_DIR": "/mine"})["CCACHE_DIR"] == "/mine"
     monkeypatch.setenv(toolchain.CCACHE_ENV, "0")
     assert toolchain.ccache() is None and "OBJCACHE" not in toolchain.verilator_env({"PATH": "/usr/bin"})["MAKEFLAGS"]
+
+
+def test_apt_install_says_what_it_installs_and_why(monkeypatch, capsys):
+    """Before apt-get runs, one line names the Debian packages, why they are needed and the command
+    (sudo unless root); a caller whose progress is silent still gets it, on stderr."""
+    from tensore.cosim.progress import silent
+    ran = []
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name, **kw: f"/usr/bin/{name}")
+    monkeypatch.setattr(toolchain.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(toolchain.subprocess, "run",
+                        lambda cmd, **kw: ran.append(cmd) or toolchain.subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.setattr(toolchain, "have_fst_headers", lambda: False)
+    said = []
+    toolchain.ensure_fst_headers(said.append)
+    assert said == ["installing Debian packages liblz4-dev zlib1g-dev (Verilator's FST tracing needs them) "
+                    "with sudo apt-get ..."]
+    assert ran == [["sudo", "apt-get", "update", "-qq"], ["sudo", "apt-get", "install", "-y", "-qq", "liblz4-dev", "zlib1g-dev"]]
+    toolchain.ensure_fst_headers(silent)
+    assert capsys.readouterr().err == said[0] + "\n"
