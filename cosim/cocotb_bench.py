@@ -2,7 +2,8 @@
 
 cosim/hdl.py starts it with TENSORE_JOB naming a pickle of {"locksteps": [Lockstep, ...], "result": path};
 for each lockstep it resets the design, runs cosim.lockstep.bench against it through `CocotbPort`,
-and writes the outcomes (mismatch, cycles, checks, seconds) as a JSON list to the result path."""
+and writes the outcomes (mismatch, cycles, checks, seconds) as a JSON list to the result path.
+`CocotbPort` and `reset` are the pieces a cocotb test of one's own uses (docs/cocotb.md)."""
 import json
 import os
 import pickle
@@ -14,19 +15,24 @@ from cocotb.triggers import FallingEdge, ReadOnly
 
 from tensore.cosim.lockstep import bench
 
+# the engine's inputs, all 0 while it resets and between runs (docs/engine_interface.md)
+IDLE_INPUTS = ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "host_part", "host_word", "host_we",
+               "host_wdata", "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data")
+
 
 class CocotbPort:
     """The port adapter for cocotb: inputs change on the falling clock edge, outputs are read in
     the read-only phase after them, so every value seen is the settled value before the next
-    rising edge — what Amaranth's testbench sees."""
+    rising edge — what Amaranth's testbench sees.  `names` maps an engine port (its Verilog name,
+    rtl/blackbox.py) to the DUT's signal of another name; the others keep their names."""
 
-    def __init__(self, dut):
-        self.dut, self.handles = dut, {}
+    def __init__(self, dut, names: dict | None = None):
+        self.dut, self.handles, self.names = dut, {}, dict(names or {})
 
     def _h(self, name):
         h = self.handles.get(name)
         if h is None:
-            h = self.handles[name] = getattr(self.dut, name)
+            h = self.handles[name] = getattr(self.dut, self.names.get(name, name))
         return h
 
     def set(self, name, value):
@@ -43,7 +49,19 @@ class CocotbPort:
         await ReadOnly()
 
     async def tick(self):
-        await FallingEdge(self.dut.clk)
+        await FallingEdge(self._h("clk"))
+
+
+async def reset(dut, port: CocotbPort, cycles: int = 2):
+    """Every input idle (`IDLE_INPUTS`), `rst` high for `cycles` clock cycles (the SR states load,
+    PSUM contents become invalid, D-T39 (2)), then one idle cycle: cycle 0 of a run follows."""
+    for name in IDLE_INPUTS:
+        port.set(name, 0)
+    port.set("rst", 1)
+    for _ in range(cycles):
+        await port.tick()
+    port.set("rst", 0)
+    await port.tick()
 
 
 @cocotb.test()
@@ -54,14 +72,7 @@ async def lockstep(dut):
     port = CocotbPort(dut)
     results = []
     for lk in job["locksteps"]:
-        for name in ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "host_part", "host_word",
-                     "host_we", "host_wdata", "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data"):
-            port.set(name, 0)
-        dut.rst.value = 1
-        for _ in range(2):                   # reset: SR states load, PSUM contents become invalid
-            await port.tick()
-        dut.rst.value = 0
-        await port.tick()
+        await reset(dut, port)
         t0 = time.perf_counter()
         print(f"[tensore] {lk.program.name}: {lk.end} cycles to run", flush=True)      # progress, in sim.log
         bad = await bench(lk, port)
