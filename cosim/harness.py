@@ -9,10 +9,15 @@ descriptor stream, SBUF served with the engine's latency, the registers read at 
 every PSUM write, the error and unsupported outputs of every cycle and the registers; the checks are
 `Lockstep.check_cycle` / `check_reg`, the same as the cocotb and Amaranth testbenches', so every
 harness gives the same first-mismatch report.  A traced build (a wave_request.Trace: FST or VCD, a
-depth) is cached beside the untraced loop-form build; a trace of everything builds the structural
-array inlined, whose PEs keep their register names, a depth the loop form (D-T66).  On a mismatch
-without a waveform asked for, the job runs again in a traced build, and the report names its
-waveform (a VCD of the untraced build's form)."""
+depth) is cached beside the untraced build.  Both run the array in loop form (rtl/array_loop.py,
+D-T60); a trace of everything inlines every block (Verilator traces nothing inside a hierarchical
+block), so its waveform holds every PE register as the loop form's state array
+`pe_<register>[row][col]` under `...dut.array.inst` (`pe_shadow`, `pe_active`, `pe_pending`, `pe_acc`,
+`pe_tag_0`, `pe_psum_out`, `pe_psum_valid_out`; a register Yosys cut out of a wider signal carries its
+lowest bit's offset, `pe_active_16`) and the moving values as one delay line per row,
+`act_line[row][k]` (D-T66).  Beside every waveform it writes goes a GTKWave save file of its key
+signals (cosim/savefile.py).  On a mismatch without a waveform asked for, the job runs again in a
+traced build, and the report names its waveform (a VCD of everything)."""
 from __future__ import annotations
 
 import hashlib
@@ -31,6 +36,7 @@ from tensore.cosim.hdl import (COSIM_TOP, VERILATOR_FLAGS, HdlResult, as_trace, 
                                trace_flags, traced_form, verilate, wrapper)
 from tensore.cosim.lockstep import MV_W, ST_W
 from tensore.cosim.progress import silent
+from tensore.cosim.savefile import write as write_savefile
 from tensore.cosim.wave_request import Trace, format_of
 from tensore.rtl.rowport import MV_ELEMS
 
@@ -228,6 +234,8 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
         built = build(built["exported"], trace=Trace.of(waves_to, have.depth if have else 0),
                       opt=built.get("opt", "-O1"), log=log)
     raw = _execute(lks, built, str(waves_to) if waves_to else None)
+    if waves_to:
+        write_savefile(waves_to)
     out = []
     for lk, (writes, err, unsup, regs, done, psum, seconds) in zip(lks, raw):
         t0 = time.perf_counter()
@@ -238,6 +246,7 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
             traced = build(built["exported"], trace=MISMATCH_TRACE, opt="-O0", log=log)     # for the waveform only
             wave = str(Path(traced["dir"]) / f"mismatch_{lk.program.name}.vcd")
             _execute([lk], traced, wave)
+            write_savefile(wave)
         if bad is not None:
             bad.vcd = wave
         out.append(HdlResult(bad, lk.end, lk.checks, seconds, "verilator", wave, None, lk, built, check_seconds))

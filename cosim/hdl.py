@@ -169,7 +169,7 @@ def build_cached(exported: dict, sim: str = "verilator", *, waves=None, opt: str
     optimisation of a Verilator build (`toolchain.cxx_opt`): -O0 builds twice as fast as -O1, for
     short test programs.
     `waves` (a Trace; True: a VCD of everything) makes a traced Verilator build (`traced_form`: of
-    everything, the structural array inlined, the PEs' registers by name; to a depth, the untraced
+    everything, the loop form with every block inlined, the PEs' registers as `pe_<register>[row][col]`; to a depth, the untraced
     build's form; D-T66), cached beside the untraced one; an Icarus build serves traced and
     untraced runs alike (the format and depth are chosen when it runs)."""
     if sim not in SIMS:

@@ -64,8 +64,9 @@ def _fp32(bits) -> str:
 
 
 def _value(bits: int, nbytes: int) -> str:
-    """The float a stored PSUM word holds: fp32, or (2 bytes) bf16."""
-    return repr(np.array([bits << 16 if nbytes == 2 else bits], np.uint32).view(np.float32)[0])
+    """The float a stored PSUM word holds: fp32, or (2 bytes) bf16, as a plain number (the shortest
+    text that reads back as that fp32: `-2.224636`, `1e+30`, `nan`)."""
+    return str(np.array([bits << 16 if nbytes == 2 else bits], np.uint32).view(np.float32)[0])
 
 
 def first_with_waveform(run, path) -> Mismatch | None:

@@ -4,6 +4,7 @@ every simulator, `depth` levels of hierarchy from the simulated top (0: everythi
     Trace.of(path, depth)        -> Trace(fmt, depth); a one-line ValueError for another suffix
     convert_vcd(src, dst, depth) -> `src` (a VCD, e.g. Amaranth's) as `dst` (.vcd or .fst), cut to `depth`
     hierarchy(path)              -> (scopes holding signals, signals) of a VCD or FST file
+    variables(path)              -> [(scope names, name, width)] of a VCD or FST file
 
 Verilator and Icarus write both formats themselves; Amaranth's simulator writes VCD, which
 `convert_vcd` turns into FST through pylibfst (GTKWave's FST writer).  Depth counts the cosim
@@ -197,12 +198,12 @@ def _to_fst(lines, dst: Path, depth: int, skip: int) -> None:
         lib.fstWriterClose(ctx)
 
 
-def _fst_hierarchy(path) -> tuple:
+def _fst_variables(path) -> list:
     from pylibfst import ffi, lib, string
     ctx = lib.fstReaderOpen(str(path).encode())
     if ctx == ffi.NULL:
         raise OSError(f"cannot read {path} as FST")
-    scope, held, names = [], {}, []
+    scope, out = [], []
     try:
         lib.fstReaderIterateHierRewind(ctx)
         while (h := lib.fstReaderIterateHier(ctx)) != ffi.NULL:
@@ -211,15 +212,14 @@ def _fst_hierarchy(path) -> tuple:
             elif h.htyp == lib.FST_HT_UPSCOPE:
                 scope.pop()
             elif h.htyp == lib.FST_HT_VAR:
-                held[".".join(scope)] = None
-                names.append(".".join([*scope, string(h.u.var.name)]))
+                out.append((tuple(scope), string(h.u.var.name), int(h.u.var.length)))
     finally:
         lib.fstReaderClose(ctx)
-    return list(held), names
+    return out
 
 
-def _vcd_hierarchy(path) -> tuple:
-    scope, held, names, text = [], {}, [], ""
+def _vcd_variables(path) -> list:
+    scope, out, text = [], [], ""
     with open(path) as f:
         for line in f:
             text = f"{text} {line.strip()}".strip()
@@ -231,19 +231,26 @@ def _vcd_hierarchy(path) -> tuple:
             elif words[0] == "$upscope":
                 scope.pop()
             elif words[0] == "$var":
-                held[".".join(scope)] = None
-                names.append(".".join([*scope, _var(" ".join(words))[3]]))
+                _, width, _, name = _var(" ".join(words))
+                out.append((tuple(scope), name, width))
             elif words[0] == "$enddefinitions":
                 break
-    return list(held), names
+    return out
+
+
+def variables(path) -> list:
+    """(scope names, name, width in bits) of every signal of a waveform file, VCD or FST (told apart
+    by content), names as the file stores them (Icarus and Verilator append ` [msb:lsb]`)."""
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    return _vcd_variables(path) if head[:1] == b"$" else _fst_variables(path)
 
 
 def hierarchy(path) -> tuple:
-    """(the scopes that hold signals, the signals) of a waveform file, VCD or FST (told apart by
-    content), as full dotted names."""
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip()
-    return _vcd_hierarchy(path) if head[:1] == b"$" else _fst_hierarchy(path)
+    """(the scopes that hold signals, the signals) of a waveform file, VCD or FST, as full dotted
+    names."""
+    found = variables(path)
+    return list(dict.fromkeys(".".join(s) for s, _, _ in found)), [".".join([*s, n]) for s, n, _ in found]
 
 
 def signals(path) -> list:

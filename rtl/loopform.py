@@ -11,8 +11,12 @@ Amaranth PE computes; tests/test_rtl_loopform.py checks the loop array against t
 """
 from __future__ import annotations
 
+import ast
+import functools
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from amaranth.back import rtlil
 
@@ -29,10 +33,48 @@ YOSYS_SCRIPT = "proc\nflatten\nopt -full\nwreduce\nopt_clean\n"
 def yosys_netlist(component, name: str) -> dict:
     """The component's flattened word-level netlist (Yosys JSON module)."""
     from amaranth._toolchain.yosys import find_yosys
-    il = rtlil.convert(component, name=name, emit_src=False)
+    il = rtlil.convert(component, name=name)             # src attributes: `Netlist` names registers by them
     yosys = find_yosys(lambda ver: ver >= (0, 40))
     script = f"read_rtlil <<rtlil\n{il}\nrtlil\nhierarchy -top {name}\n{YOSYS_SCRIPT}write_json\n"
     return json.loads(yosys.run(["-q", "-"], script))["modules"][name]
+
+
+_ANONYMOUS = re.compile(r"\\\$signal(\$\d+)?")       # Amaranth's name for a signal its tracer could not name
+
+
+def anonymous_names(module: dict, taken: set) -> dict:
+    """{netname: variable} for the signals Amaranth named `$signal`: its tracer names a signal after
+    the variable the constructor's result is stored in, which misses all but the last element of a
+    tuple assignment (`shadow, active = Signal(wl), Signal(wl)`).  Such a signal is named after the
+    target of its source line's tuple assignment (the netname's `src` attribute) that no other
+    signal is named after (`taken`), when exactly one is left."""
+    out = {}
+    for n, v in module["netnames"].items():
+        src = v.get("attributes", {}).get("src", "").split("|")[0]
+        path, _, line = src.rpartition(":")
+        if not _ANONYMOUS.fullmatch(n) or not line.isdigit():
+            continue
+        left = [t for t in _tuple_targets(path, int(line)) if t not in taken and t not in out.values()]
+        if len(left) == 1:
+            out[n] = left[0]
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _assignments(path: str) -> tuple:
+    """(line, target) of every element of the tuple assignments of a source file."""
+    try:
+        tree = ast.parse(Path(path).read_text(), path)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    return tuple((v.lineno, t.id) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 for target in node.targets if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                 and len(target.elts) == len(node.value.elts)
+                 for t, v in zip(target.elts, node.value.elts) if isinstance(t, ast.Name))
+
+
+def _tuple_targets(path: str, line: int) -> list:
+    return [t for at, t in _assignments(path) if at == line]
 
 
 def _int(p) -> int:
@@ -120,9 +162,12 @@ class Netlist:
     def _reg_names(self, module: dict) -> list:
         """A source name per register (an output port's name first); a register Yosys split out of
         a signal is `<signal>_<offset of its lowest bit>`, and `q<k>` where no signal holds it: the
-        loop form's state arrays carry them, so a waveform shows every PE register by name."""
+        loop form's state arrays carry them, so a waveform shows every PE register by name.  A
+        signal Amaranth left unnamed (`$signal`) answers to the variable its source line assigns
+        it to (`anonymous_names`)."""
         out, used = [], set()
         public = {n: v["bits"] for n, v in module["netnames"].items() if n[0] not in "\\$" and n.isidentifier()}
+        public |= {name: module["netnames"][n]["bits"] for n, name in anonymous_names(module, set(public)).items()}
         for reg in self.regs:
             q = reg.cell["connections"]["Q"]
             names = [n for n, bits in public.items() if bits == q]

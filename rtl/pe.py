@@ -92,7 +92,8 @@ class PE(wiring.Component):
         pack = self.pack
         m.submodules.mac = mac = PeMac(self.gen, pack, dtypes=self.dtypes)
         wl = weight_layout(pack)
-        shadow, active = Signal(wl), Signal(wl)
+        shadow = Signal(wl)
+        active = Signal(wl)
         pending = Signal()
         tag = Signal(4)
         act = Signal(act_layout(pack, self.sparse32))

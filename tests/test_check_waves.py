@@ -13,6 +13,7 @@ from tensore.cli import main
 from tensore.cosim import hdl, sv_testbench, toolchain, waves
 from tensore.cosim import programs as P
 from tensore.cosim.lockstep import Lockstep
+from tensore.cosim.mismatch import Mismatch
 
 GEN, ROWS, PACK = "mariana", 4, 2
 pytestmark = pytest.mark.xdist_group("check_waves")          # one export, one Verilator build
@@ -102,6 +103,7 @@ def test_altered_waveform_fails_at_its_cycle(exported, icarus_vcd, tmp_path):
     assert bad is not None and bad.cycle == cycle and bad.where == f"PSUM partition {part} write"
     assert bad.expected != bad.actual and (off, bits ^ 8, nbytes) in bad.actual
     assert f"first mismatch at cycle {cycle}" in str(bad) and str(bad_path) in str(bad)
+    assert "np." not in str(bad)                                # each write's value as a plain number
     # an X on an output after reset (here `error`, two cycles earlier)
     edge2 = int(dump.edges[k0 + cycle - 2])
     x_path = tmp_path / "x.vcd"
@@ -119,6 +121,17 @@ def test_altered_waveform_fails_at_its_cycle(exported, icarus_vcd, tmp_path):
     r_path.write_text(_alter_vcd(path.read_text(), "host_lanes", edge3 - 1, edge3, f"{lanes:b}"))
     bad = _check(r_path, prog, exported).mismatch
     assert bad is not None and bad.where == f"final PSUM partition 0 word at offset {4 * w0:#x}", str(bad)
+
+
+def test_mismatch_report_shows_plain_numbers():
+    """A mismatch report shows each PSUM word's value as a plain number (`-2.224636`), not a numpy
+    repr; fp32 and bf16 words, NaN and a register's fp32 word alike."""
+    writes = Mismatch(7, "PSUM partition 0 write", {(0, 0xC00E6070, 4), (4, 0x4049, 2)}, {(0, 0x7FC00000, 4)})
+    text = str(writes)
+    assert "np." not in text and "float32" not in text
+    assert "0xc00e6070 = -2.224636)" in text and "0x00004049 = 3.140625)" in text and "0x7fc00000 = nan)" in text
+    word = str(Mismatch(9, "final PSUM partition 0 word at offset 0x0", 0xC00E6070, 0x7F800000, fp32=True))
+    assert "np." not in word and "0xc00e6070 (-2.224636)" in word and "0x7f800000 (inf)" in word
 
 
 def test_cli_exit_codes(exported, icarus_vcd, tmp_path, capsys):

@@ -20,9 +20,11 @@ from tensore.cosim import programs as P
 from tensore.cosim.lockstep import Lockstep
 from tensore.cosim.wave_request import Trace, convert_vcd, hierarchy, signals
 from tensore.rtl.fp.pe_mac import parse_dtypes
+from tests.test_savefile import assert_named_signals_exist
 
 ROOT = Path(__file__).resolve().parent.parent
 PE_REGS = {"active", "psum_out"}            # the PE's weight and partial-sum registers (rtl/pe.py)
+LOOP_REGS = PE_REGS | {"shadow", "pending", "acc"}    # each named in the loop form (rtl/loopform.py)
 # the small engine of tests/test_rtl_specialised.py: CAYMAN 4 x 4, bf16 only, one element per PE, -O0
 BF16 = parse_dtypes("cayman", ["bf16"])
 SMALL = dict(dtypes=BF16, pack=1, opt="-O0")
@@ -32,16 +34,16 @@ def _prog():
     return P.accumulate_group("cayman", rows=4, cols=4, n=8)
 
 
-def _pe_regs(names) -> set:
-    """The PE register names among a waveform's signals (a signal in a PE's scope)."""
+def _pe_regs(names, regs=PE_REGS) -> set:
+    """The PE register names of `regs` among a waveform's signals (a signal in a PE's scope)."""
     out = set()
     for n in names:
         parts = re.sub(r" \[\d+:\d+\]$", "", n).split(".")
-        if parts[-1] in PE_REGS and any(re.match(r"pe\d*(\[\d+\])?$", p) for p in parts[:-1]):
+        if parts[-1] in regs and any(re.match(r"pe\d*(\[\d+\])?$", p) for p in parts[:-1]):
             out.add(parts[-1])                                   # structural: ...pe[c].u.active
         # loop form: pe_active[r][c], or pe_active_16[r][c] for a part Yosys split out (rtl/loopform.py)
         loop = re.match(r"pe_(\w+?)(_\d+)?((\[\d+\])|(\(\d+\)))*$", parts[-1])
-        if loop and loop.group(1) in PE_REGS:
+        if loop and loop.group(1) in regs:
             out.add(loop.group(1))
     return out
 
@@ -241,6 +243,8 @@ def test_amaranth_writes_fst_always(tmp_path):
         assert (bad is None) == (tamper is None) and path.exists() and _is_fst(path) == name.endswith(".fst")
         assert bad is None or bad.vcd == str(path.resolve())
         assert _pe_regs(signals(path)) == PE_REGS
+    from tensore.cosim import savefile
+    assert_named_signals_exist(savefile.text(out / "amaranth_pass.fst"), out / "amaranth_pass.fst")
 
 
 @pytest.mark.cosim                      # a traced Verilator build of its own: minutes (make cosim)
@@ -259,7 +263,8 @@ def test_compiled_harness_waves_and_cache(tmp_path):
     ok, bad = out / "harness_pass.fst", out / "harness_fail.fst"
     res = hdl.run(prog, waves_to=ok, **SMALL)
     assert res.mismatch is None and res.waves == str(ok.resolve()) and _is_fst(ok)
-    assert _pe_regs(signals(ok)) == PE_REGS
+    assert _pe_regs(signals(ok), LOOP_REGS) == LOOP_REGS
+    assert_named_signals_exist(ok.with_suffix(".gtkw").read_text(), ok)        # the save file beside it
     traced = res.build
     assert traced["dir"] != plain["dir"] and traced["trace"] == Trace("fst", 0)
     res = hdl.run(prog, waves_to=bad, tamper=_tamper, **SMALL)
@@ -299,4 +304,6 @@ def test_icarus_formats_and_depth(tmp_path):
         runs[name] = res
     assert len({r.build["dir"] for r in runs.values()}) == 1
     assert _pe_regs(signals(out / "icarus.fst")) == PE_REGS
+    from tensore.cosim import savefile
+    assert_named_signals_exist(savefile.text(out / "icarus.fst"), out / "icarus.fst")
     assert _levels(out / "icarus_d1.vcd", "tensore_engine_cosim") == 1

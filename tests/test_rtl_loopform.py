@@ -145,3 +145,19 @@ def test_loop_form_writes_in_place_through_read_cycles():
     a, b = ref(**inputs), loop(**inputs)
     for port in outs:
         assert np.array_equal(np.asarray(a[port], np.int64), np.asarray(b[port], np.int64)), port
+
+
+@pytest.mark.parametrize("gen,pack,sparse32,dtypes", [
+    ("mariana", 2, False, None), ("cayman", 1, False, None), ("maverick", 4, False, None), ("mariana", 1, True, None),
+    ("maverick", 1, False, ("bf16",))])
+def test_every_pe_register_is_named_after_its_signal(gen, pack, sparse32, dtypes):
+    """Every register of every PE flavour (generations, sparse32, a bf16-only build) is named after
+    the PE signal it holds, so the loop form's state arrays `pe_<register>` say what they are; the
+    shadow weights too, which Amaranth leaves unnamed (`$signal`: all but the last element of a tuple
+    assignment), named through their source line (rtl/loopform.py `anonymous_names`)."""
+    import re
+    from tensore.rtl.pe import PE
+    net = Netlist(yosys_netlist(PE(gen, pack, dtypes=parse_dtypes(gen, dtypes), sparse32=sparse32), "pe"), "n_")
+    assert not [n for n in net.reg_names if re.fullmatch(r"q\d+", n)], net.reg_names
+    signals = {re.sub(r"_\d+$", "", n) for n in net.reg_names}          # shadow_0: the part Yosys kept
+    assert signals == {"shadow", "active", "pending", "acc", "tag", "act_out", "psum_out", "psum_valid_out"}
