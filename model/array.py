@@ -24,6 +24,15 @@ _SIG_BITS = {Dtype.FP8_EXP2: 6, Dtype.FP8_EXP3: 5, Dtype.FP8_EXP4: 4, Dtype.FP8_
              Dtype.BFLOAT16: 8, Dtype.FP16: 11, Dtype.FP32: 24, Dtype.FP4_EXP2: 2, Dtype.INT4: 4}
 
 
+def widen64(x) -> np.ndarray:
+    """float64 of float32 values, exactly; a signalling NaN (the exact float32 of a NaN code, D-T05)
+    becomes a quiet NaN.  IEEE flags that conversion invalid, which numpy reports as a RuntimeWarning;
+    nothing reads a NaN value's payload (the codes are kept beside the values, NaN results are
+    canonical, D-10), so the flag is ignored for this cast alone."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(x).astype(np.float64)
+
+
 def _parse_perf(perf_mode):
     if perf_mode is None or isinstance(perf_mode, MXPerfMode):
         return perf_mode
@@ -96,7 +105,7 @@ def _single_product_chain(a, w, sig_bits, partials):
                 if partials:
                     steps.append(psum.copy())
     else:
-        wc, ar = w.astype(np.float64)[:, :, None], a.astype(np.float64)[:, None, :]
+        wc, ar = widen64(w)[:, :, None], widen64(a)[:, None, :]
         prod = np.empty((m, n))
         with np.errstate(invalid="ignore", over="ignore"):
             for r in range(k):
@@ -224,7 +233,7 @@ def column_chain(w, a, *, sig_bits: int = 48, fp32_mode=None, scales=None, parti
         return _finish(_single_product_chain(a[:, 0], w[:, 0], sig_bits, partials), partials)
     result = fast.multi_chain(w, a, scales, partials)
     if result is None:
-        w, a = w.astype(np.float64), a.astype(np.float64)
+        w, a = widen64(w), widen64(a)
         chain = _fast_multi(w, a, scales)
         if chain is not None:
             with np.errstate(over="ignore"):             # fp32 overflow: the cast gives +-Inf (RNE)
@@ -374,7 +383,7 @@ def _sparse(stationary, moving, tags, in_dtype, st_dtype, gen, e4m3, partials, f
     (hw, lw), (ha, la) = fast.abs_span(w), fast.abs_span(a)
     if sig <= 24 and np.isfinite(hw) and np.isfinite(ha) and lw * la >= 2.0 ** (sig - 149) and hw * ha < fast.HUGE:
         return _finish(fast.sparse_chain(w, a, tags, partials), partials)
-    gathered = a.astype(np.float64)[np.arange(k)[:, None], tags, :]                     # [K, M, N]
+    gathered = widen64(a)[np.arange(k)[:, None], tags, :]                     # [K, M, N]
     psum = np.zeros((stationary.shape[1], n), np.float32)
     steps = []
     for r in range(k):

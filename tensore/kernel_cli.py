@@ -6,27 +6,44 @@ import time
 
 import numpy as np
 
-HELP_SIZES = "array rows / columns (default 128 x 128; MAVERICK 128 x 256)"
+from tensore.model.dtypes import Gen
+
+GENS = [g.name.lower() for g in Gen]
+DTYPE_HELP = ("input dtype, a name or alias: bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp8_e2m5 (MAVERICK); "
+              "the generation's matmul inputs (`tensore dtypes --gen G`)")
+CONV_HELP = {"batch": "images N", "cin": "input channels C_in", "height": "input height H",
+             "width": "input width W", "cout": "output channels C_out (the array columns)",
+             "kh": "filter height", "kw": "filter width", "stride": "stride (both axes)",
+             "pad": "zero padding on every side", "dil": "dilation (both axes)"}
 
 
-def _engine_args(p):
-    p.add_argument("--dtype", default="bf16", help="input dtype: bf16, fp16, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp32, ...")
-    p.add_argument("--gen", default="maverick")
-    p.add_argument("--rows", type=int, default=None, help=HELP_SIZES)
-    p.add_argument("--cols", type=int, default=None, help=HELP_SIZES)
-    p.add_argument("--out-dtype", default="fp32", help="PSUM cells: fp32, or bf16 (MARIANA and later)")
-    p.add_argument("--rounding", default="rne", choices=["rne", "sr"], help="bf16 PSUM rounding (D-18)")
-    p.add_argument("--fp32-mode", default=None, choices=["low", "high", "low_high"], help="fp32 inputs (D-12)")
+def _engine_args(p, fp32_mode=None):
+    from tensore.cli import GEN_HELP
+    p.add_argument("--dtype", default="bf16", help=DTYPE_HELP)
+    p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower, help=GEN_HELP)
+    p.add_argument("--rows", type=int, default=None, help="array rows, a multiple of 4 up to 128 (default: 128)")
+    p.add_argument("--cols", type=int, default=None, help="array columns, a multiple of 4 (MAVERICK: 8) up to the "
+                   "generation's full width (default: the full width, 128; MAVERICK 256)")
+    p.add_argument("--out-dtype", default="fp32", choices=["fp32", "bf16"], type=str.lower,
+                   help="PSUM cells: fp32, or bf16 (MARIANA and later)")
+    p.add_argument("--rounding", default="rne", choices=["rne", "sr"], type=str.lower,
+                   help="bf16 PSUM rounding: round to nearest even or stochastic (D-18)")
+    p.add_argument("--fp32-mode", default=fp32_mode, choices=["low", "high", "low_high"], type=str.lower,
+                   help="passes of fp32 inputs (D-12)" + ("" if fp32_mode else "; default: none, fp32 input needs one"))
     p.add_argument("--double-row", action="store_true", help="FP8 double row (CAYMAN / MARIANA)")
-    p.add_argument("--mx", default=None, choices=["quad_row", "oct_row"],
-                   help="gemm: MX blocks of 32 along K with E8M0 scales (MARIANA, FP8 elements)")
+    p.add_argument("--mx", default=None, choices=["quad_row", "oct_row"], type=str.lower,
+                   help="gemm: MX blocks of 32 along K with E8M0 scales (MARIANA, FP8 elements; default: no MX)")
     p.add_argument("--sparse", action="store_true", help="gemm: prune B to 2:4 along K, run MatmulSparse")
     p.add_argument("--psum-banks", type=int, default=4, help="PSUM banks one chunk of output tiles uses (1-8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random N(0, 1) operands")
+
+
+def _run_args(p):
     p.add_argument("--rtl", action="store_true", help="also run the program on the engine RTL in lockstep "
                    "(Amaranth simulator: small arrays, e.g. --rows 8 --cols 8)")
-    p.add_argument("--asm", help="write the program's assembly text here")
-    p.add_argument("--plot", help="write a PNG: timeline, PE utilisation, PSUM banks, error heatmap")
+    p.add_argument("--asm", metavar="FILE", help="write the program's assembly text here (default: not written)")
+    p.add_argument("--plot", metavar="PNG", help="write a PNG: timeline, PE utilisation, PSUM banks, error "
+                   "heatmap (default: no picture)")
 
 
 def _positive(args, names):
@@ -44,24 +61,32 @@ def _kw(args) -> dict:
 
 
 def build_gemm(args):
-    from tensore.kernels.gemm import gemm
+    from tensore.kernels.gemm import check_size, gemm
     _positive(args, ("m", "k", "n"))
+    kw = _kw(args)
+    check_size(args.m, args.k, args.n, mx=args.mx, sparse=args.sparse,
+               **{k: kw[k] for k in ("dtype", "out_dtype", "gen", "rows", "cols", "double_row")})
     rng = np.random.default_rng(args.seed)
     return gemm(rng.standard_normal((args.m, args.k)), rng.standard_normal((args.k, args.n)), mx=args.mx,
-                sparse=args.sparse, **_kw(args))
+                sparse=args.sparse, **kw)
 
 
 def build_conv(args):
-    from tensore.kernels.conv import conv2d
+    from tensore.kernels.conv import conv2d, plan
     if args.mx or args.sparse:
         raise ValueError("--mx and --sparse: gemm only")
     _positive(args, ("batch", "cin", "height", "width", "cout", "kh", "kw", "stride", "dil"))
-    rng = np.random.default_rng(args.seed)
     shape = (args.batch, args.cin, args.height, args.width)
-    x = rng.standard_normal(shape if args.layout == "nchw" else (shape[0], shape[2], shape[3], shape[1]))
-    w = rng.standard_normal((args.cout, args.cin, args.kh, args.kw))
+    x_shape = shape if args.layout == "nchw" else (shape[0], shape[2], shape[3], shape[1])
+    w_shape = (args.cout, args.cin, args.kh, args.kw)
+    kw = _kw(args)
+    plan(x_shape, w_shape, stride=args.stride, pad=args.pad, dil=args.dil, layout=args.layout, method=args.method,
+         **{k: kw[k] for k in ("dtype", "out_dtype", "gen", "rows", "cols", "double_row")})
+    rng = np.random.default_rng(args.seed)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
     return conv2d(x, w, stride=args.stride, pad=args.pad, dil=args.dil, layout=args.layout, method=args.method,
-                  **_kw(args))
+                  **kw)
 
 
 def _run_and_report(prog, args) -> int:
@@ -138,33 +163,39 @@ def _sweep(args) -> int:
 
 
 def _gemm_sizes(p):
-    p.add_argument("--m", type=int, default=256)
-    p.add_argument("--k", type=int, default=256)
-    p.add_argument("--n", type=int, default=128)
+    p.add_argument("--m", type=int, default=256, help="rows of A and C (the moving vectors)")
+    p.add_argument("--k", type=int, default=256, help="the contraction: columns of A, rows of B")
+    p.add_argument("--n", type=int, default=128, help="columns of B and C (the array columns)")
 
 
 def register(sub) -> None:
-    """Add the kernel subcommands to tensore's subparsers."""
+    """Add the kernel subcommands to tensore's subparsers (tensore.cli's help formatter: every
+    option's help names its default)."""
     p = sub.add_parser("gemm", help="C = A @ B (random operands) as a micro-op program on the golden engine: "
-                       "cycle estimate and numerics", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       "cycle estimate and numerics")
     _gemm_sizes(p)
     _engine_args(p)
+    _run_args(p)
     p.set_defaults(func=cmd_gemm)
-    p = sub.add_parser("conv", help="2-D convolution (groups 1) as a micro-op program on the golden engine",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("conv", help="2-D convolution (groups 1) as a micro-op program on the golden engine")
     for name, default in (("batch", 1), ("cin", 16), ("height", 16), ("width", 16), ("cout", 32), ("kh", 3),
                           ("kw", 3), ("stride", 1), ("pad", 1), ("dil", 1)):
-        p.add_argument(f"--{name}", type=int, default=default)
-    p.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
-    p.add_argument("--method", default="auto", choices=["auto", "direct", "im2col"])
+        p.add_argument(f"--{name}", type=int, default=default, help=CONV_HELP[name])
+    p.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"], type=str.lower,
+                   help="memory layout of the input and output images")
+    p.add_argument("--method", default="auto", choices=["auto", "direct", "im2col"], type=str.lower,
+                   help="direct (strided 3-D patterns), im2col (patch matrix GEMM) or auto: direct when it "
+                   "streams no more matmuls (D-T51)")
     _engine_args(p)
+    _run_args(p)
     p.set_defaults(func=cmd_conv)
-    p = sub.add_parser("plot", help="pictures of a GEMM run, or a utilisation sweep",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("kind", choices=["all", "timeline", "pe", "psum", "error", "sweep"])
-    p.add_argument("-o", "--output", default="tensore.png")
+    p = sub.add_parser("plot", help="pictures of a GEMM run, or a utilisation sweep")
+    p.add_argument("kind", choices=["all", "timeline", "pe", "psum", "error", "sweep"], type=str.lower,
+                   help="all: the four views in one PNG; timeline, pe (PE utilisation), psum (bank occupancy), "
+                   "error (heatmap against float64); sweep: utilisation against GEMM size")
+    p.add_argument("-o", "--output", default="tensore.png", help="the PNG to write")
     p.add_argument("--sizes", default="16,32,64,128,256", help="sweep: M = K = N values")
-    p.add_argument("--dtypes", default="bf16,fp32", help="sweep: input dtypes (fp32 uses --fp32-mode, default high)")
+    p.add_argument("--dtypes", default="bf16,fp32", help="sweep: input dtypes (fp32 with --fp32-mode)")
     _gemm_sizes(p)
-    _engine_args(p)
-    p.set_defaults(func=cmd_plot, fp32_mode="high")
+    _engine_args(p, fp32_mode="high")
+    p.set_defaults(func=cmd_plot)

@@ -285,3 +285,20 @@ def test_more_kernels_on_the_rtl_in_lockstep():
     assert lockstep.run(G.gemm(A, B, gen="mariana", dtype="fp8_e5m2", mx="oct_row", rows=4, cols=4)) is None
     for gen, cols in (("mariana", 4), ("maverick", 8)):
         assert lockstep.run(G.gemm(A, B, gen=gen, dtype="fp16", sparse=True, rows=4, cols=cols)) is None
+
+
+def test_componentwise_error_is_small_where_the_sum_cancels():
+    """C = 1 + 2^-30 - 1: the fp32 chain rounds 1 + 2^-30 to 1 (D-10), so C = 0 against 2^-30.  In
+    ulps that is ~8.6e8 (every float between 0 and 2^-30); relative to the terms, |C - C_ref| /
+    (u |A| |B|) ~ 2^-30 / (2^-24 * 2) = 2^-7: small and finite, within the dot-product bound."""
+    A, B = np.array([[1.0, 2.0 ** -30, -1.0]]), np.ones((3, 1))
+    prog = G.gemm(A, B, gen="mariana", rows=4, cols=4)
+    C, _, _ = G.run(prog)
+    assert C[0, 0] == 0 and Nm.reference64(prog)[0, 0] == 2.0 ** -30
+    assert Nm.ulps(C, Nm.reference64(prog)).max() > 10 ** 8                # the old measure
+    assert Nm.componentwise(prog, C)[0, 0] == pytest.approx(2.0 ** -7)
+    rep = Nm.report(prog, C)
+    assert rep["componentwise_max"] == pytest.approx(2.0 ** -7) and "max 0.00781 u |A||B|" in Nm.format_report(rep)
+    Z = np.zeros((2, 3))                                                    # all terms 0, C exact: 0
+    prog = G.gemm(Z, B, gen="mariana", rows=4, cols=4)
+    assert not Nm.componentwise(prog, G.run(prog)[0]).any()

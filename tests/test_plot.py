@@ -3,7 +3,7 @@ import numpy as np
 
 from tensore import plot
 from tensore.kernels import gemm as G
-from tensore.kernels.estimate import matmul_spans
+from tensore.kernels.estimate import estimate, format_estimate, matmul_spans
 
 
 def _run(**kw):
@@ -38,3 +38,51 @@ def test_pe_busy_counts_every_pe_cycle():
 def test_sweep(tmp_path):
     out = plot.sweep({"bf16": [(8, 0.1), (16, 0.4)], "fp32": [(8, 0.12), (16, 0.5)]}, tmp_path / "s.png")
     assert _is_png(out)
+
+
+def _conv_run():
+    from tensore.kernels.conv import conv2d
+    rng = np.random.default_rng(4)
+    prog = conv2d(rng.standard_normal((1, 8, 5, 6)), rng.standard_normal((4, 8, 3, 3)), stride=2, pad=1,
+                  gen="cayman", rows=8, cols=8)
+    C, trace, _ = G.run(prog, trace="aggregate")
+    return prog, trace, C
+
+
+def test_figures_name_the_engine_and_tick_integers():
+    """Every view of a convolution: integer tick locators on its integer axes, the generation in the
+    titles, output pixels / channels on the error heatmap (figure objects, not pixels)."""
+    from matplotlib.ticker import MaxNLocator
+    prog, trace, C = _conv_run()
+    fig = plot.dashboard_figure(prog, trace, C)
+    try:
+        assert "CAYMAN 8 x 8" in fig._suptitle.get_text()
+        timeline, util, psum, heat = fig.axes[:4]
+        for ax in (timeline, util, psum, heat):
+            assert "CAYMAN" in ax.get_title(), ax.get_title()
+            loc = ax.xaxis.get_major_locator()
+            assert isinstance(loc, MaxNLocator) and loc._integer, ax.get_title()
+        assert isinstance(heat.yaxis.get_major_locator(), MaxNLocator) and heat.yaxis.get_major_locator()._integer
+        assert heat.get_xlabel() == "output channel" and heat.get_ylabel().startswith("output pixel")
+        assert plot.ERROR_LABEL in fig.axes[4].get_ylabel()                 # the colorbar
+    finally:
+        plot.plt.close(fig)
+    prog, trace, C = _run(gen="mariana")
+    fig = plot.single_figure("error", prog, trace, C)
+    assert fig.axes[0].get_xlabel().startswith("n") and fig.axes[0].get_ylabel().startswith("m")
+    plot.plt.close(fig)
+
+
+def test_tie_of_compute_and_partial_tiles_is_named():
+    """K = 4 on 8 rows: the matmul streams at half the PEs, so partial tiles cost as much as the
+    compute; the bound text says they tie instead of "bound by compute" at 37%."""
+    rng = np.random.default_rng(0)
+    prog = G.gemm(rng.standard_normal((64, 4)), rng.standard_normal((4, 8)), gen="mariana", rows=8, cols=8)
+    C, trace, _ = G.run(prog, trace="aggregate")
+    e = estimate(prog, trace)
+    assert e["breakdown"]["compute"] == e["breakdown"]["partial tiles"] and e["utilisation"] < 0.5
+    assert e["bound_text"].startswith("compute and partial tiles tie") and "50% of the PEs busy" in e["bound_text"]
+    assert e["bound_text"] in format_estimate(e)
+    fig = plot.single_figure("pe", prog, trace, C)
+    assert "compute and partial tiles tie" in fig.axes[0].get_title()
+    plot.plt.close(fig)

@@ -55,20 +55,45 @@ class ConvShape:
         return ho, wo
 
 
-def _shape(X, W, stride, pad, dil, layout) -> ConvShape:
+def _shape(x_shape, w_shape, stride, pad, dil, layout) -> ConvShape:
+    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
     if layout not in ("nchw", "nhwc"):
         raise ValueError(f"layout {layout!r}: nchw or nhwc")
-    if X.ndim != 4 or W.ndim != 4:
-        raise ValueError(f"X is [N, C, H, W] ({layout}) and W [C_out, C_in, kh, kw]; got {X.shape} and {W.shape}")
-    b, ci, h, w = X.shape if layout == "nchw" else (X.shape[0], X.shape[3], X.shape[1], X.shape[2])
-    if W.shape[1] != ci:
-        raise ValueError(f"W has {W.shape[1]} input channels, X has {ci} (groups = 1)")
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"X is [N, C, H, W] ({layout}) and W [C_out, C_in, kh, kw]; got {x_shape} and {w_shape}")
+    b, ci, h, w = x_shape if layout == "nchw" else (x_shape[0], x_shape[3], x_shape[1], x_shape[2])
+    if w_shape[1] != ci:
+        raise ValueError(f"W has {w_shape[1]} input channels, X has {ci} (groups = 1)")
     if stride < 1 or dil < 1 or pad < 0:
         raise ValueError("stride and dilation >= 1, padding >= 0")
-    s = ConvShape(b, ci, h, w, W.shape[0], W.shape[2], W.shape[3], stride, pad, dil)
-    if min(s.out_hw) < 1 or 0 in X.shape + W.shape:
+    s = ConvShape(b, ci, h, w, w_shape[0], w_shape[2], w_shape[3], stride, pad, dil)
+    if min(s.out_hw) < 1 or 0 in x_shape + w_shape:
         raise ValueError(f"no output: input {h}x{w}, kernel {s.kh}x{s.kw}, stride {stride}, pad {pad}, dilation {dil}")
     return s
+
+
+def plan(x_shape, w_shape, *, stride=1, pad=0, dil=1, layout="nchw", method="auto", dtype="bf16",
+         out_dtype="fp32", gen="maverick", rows=None, cols=None, double_row=False) -> tuple:
+    """(ConvShape, method used) of a convolution from the shapes alone, its SBUF need checked
+    (direct: the padded images; im2col: gemm.check_size of the patch GEMM), so a problem too big
+    is refused before any operand exists."""
+    gen, dtype = Gen.parse(gen), Dtype.parse(dtype)
+    s = _shape(x_shape, w_shape, stride, pad, dil, layout)
+    G._check_dtype(dtype, gen)
+    g = G.geometry(gen, rows, cols, dtype=dtype, out_dtype=out_dtype, double_row=double_row)
+    if method not in ("auto", "direct", "im2col"):
+        raise ValueError(f"method {method!r}: auto, direct or im2col")
+    why = _direct_refusal(s, g, G.dt.format_of(dtype, gen).width // 8)
+    if method == "direct" and why:
+        raise ValueError(f"direct convolution cannot express this: {why}")
+    if method == "auto" and -(-s.cin // g.rows) * s.kh * s.kw > -(-s.cin * s.kh * s.kw // g.k_tile):
+        why = "more K tiles than im2col"
+    if method == "im2col" or why:
+        ho, wo = s.out_hw
+        G.check_size(s.batch * ho * wo, s.cin * s.kh * s.kw, s.cout, dtype=dtype, out_dtype=out_dtype, gen=gen,
+                     rows=rows, cols=cols, double_row=double_row)
+        return s, "im2col"
+    return s, "direct"
 
 
 def im2col(xc: np.ndarray, s: ConvShape, tap_major=False) -> np.ndarray:
@@ -90,27 +115,18 @@ def conv2d(X, W, *, stride=1, pad=0, dil=1, layout="nchw", method="auto", dtype=
     and prog.to_image()."""
     gen, dtype = Gen.parse(gen), Dtype.parse(dtype)
     X, W = np.asarray(X), np.asarray(W)
-    s = _shape(X, W, stride, pad, dil, layout)
-    G._check_dtype(dtype, gen)
+    s, used = plan(X.shape, W.shape, stride=stride, pad=pad, dil=dil, layout=layout, method=method, dtype=dtype,
+                   out_dtype=out_dtype, gen=gen, rows=rows, cols=cols, double_row=double_row)
     xc = G.quantise(X if layout == "nchw" else X.transpose(0, 3, 1, 2), dtype, gen)
     wc = G.quantise(W, dtype, gen)
     g = G.geometry(gen, rows, cols, dtype=dtype, out_dtype=out_dtype, double_row=double_row)
-    if method not in ("auto", "direct", "im2col"):
-        raise ValueError(f"method {method!r}: auto, direct or im2col")
-    why = _direct_refusal(s, g, G.dt.format_of(dtype, gen).width // 8)
-    if method == "direct" and why:
-        raise ValueError(f"direct convolution cannot express this: {why}")
-    if method == "auto" and -(-s.cin // g.rows) * s.kh * s.kw > -(-s.cin * s.kh * s.kw // g.k_tile):
-        why = "more K tiles than im2col"
     kw = dict(dtype=dtype, out_dtype=out_dtype, gen=gen, rows=rows, cols=cols, fp32_mode=fp32_mode,
               double_row=double_row, rounding=rounding, psum_banks=psum_banks)
     ho, wo = s.out_hw
-    if method == "im2col" or why:
+    if used == "im2col":
         base = G.gemm_codes(im2col(xc, s), wc.reshape(s.cout, -1).T.copy(), name="conv_im2col", **kw)
-        used = "im2col"
     else:
         base = _direct(xc, wc, s, g, **kw)
-        used = "direct"
     prog = ConvProgram(**{f: getattr(base, f) for f in base.__dataclass_fields__},
                        out_nchw=(s.batch, s.cout, ho, wo), method=used, layout=layout)
     prog.note = (f"conv {s.batch}x{s.cin}x{s.h}x{s.w} * {s.cout}x{s.cin}x{s.kh}x{s.kw} stride {s.stride} "

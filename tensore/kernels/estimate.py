@@ -60,8 +60,25 @@ def estimate(prog, trace) -> dict:
     bound = max(parts, key=parts.get)
     return {"cycles": cycles, "ideal_cycles": ideal, "utilisation": ideal / cycles if cycles else 0.0,
             "stream_cycles": stream, "matmuls": len(spans), "weight_loads": len(lw_issues),
-            "breakdown": parts, "bound": bound,
+            "breakdown": parts, "bound": bound, "bound_text": bound_text(parts, cycles, ideal, stream),
             "psum": bank_turnover(prog, trace), "macs": prog.macs, "pes": pes}
+
+
+TIE = 0.01          # parts within 1% of the cycles of the largest tie with it
+
+
+def bound_text(parts: dict, cycles: int, ideal: float, stream: float) -> str:
+    """What bounds the run: the largest part, or the parts that tie with it (within TIE of the
+    cycles); when partial tiles are among them, the share of the PEs the streaming matmuls keep busy."""
+    top = max(parts.values())
+    ties = [k for k, v in parts.items() if top - v <= TIE * cycles]
+    share = f"{100 * top / cycles:.0f}% of the cycles" if cycles else "no cycles"
+    text = (f"bound by {ties[0]} ({share})" if len(ties) == 1 else
+            f"{', '.join(ties[:-1])} and {ties[-1]} tie ({share} each)")
+    if "partial tiles" in ties and stream:
+        text += (f": the matmuls stream with active blocks smaller than the array, {100 * ideal / stream:.0f}% "
+                 f"of the PEs busy while streaming")
+    return text
 
 
 def write_spans(trace, ops) -> dict:
@@ -102,5 +119,5 @@ def format_estimate(est: dict) -> str:
     drain = (f"; PSUM: {ps['banks_used']} banks, {ps['reuses']} reuses, shortest drain window "
              f"{ps['min_drain_window']} cycles" if ps["reuses"] else f"; PSUM: {ps['banks_used']} banks, no reuse")
     return (f"cycles {est['cycles']:,} (ideal {est['ideal_cycles']:,.0f} = {est['macs']:,} MACs / {est['pes']} PEs), "
-            f"PE utilisation {100 * est['utilisation']:.1f}%, bound by {est['bound']}\n"
+            f"PE utilisation {100 * est['utilisation']:.1f}%, {est['bound_text']}\n"
             f"  {est['matmuls']} matmuls, {est['weight_loads']} weight loads; cycles: {parts}{drain}")

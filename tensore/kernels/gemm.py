@@ -244,6 +244,10 @@ def gemm(A, B, *, dtype="bf16", out_dtype="fp32", gen="maverick", rows=None, col
         raise ValueError(f"A [M, K] and B [K, N] must share K and be non-empty; got {A.shape} and {B.shape}")
     kw = dict(dtype=dtype, out_dtype=out_dtype, gen=gen, rows=rows, cols=cols, fp32_mode=fp32_mode,
               double_row=double_row, rounding=rounding, psum_banks=psum_banks, name=name)
+    if mx is None:
+        _check_dtype(dtype, gen)
+    check_size(A.shape[0], A.shape[1], B.shape[1], dtype=dtype, out_dtype=out_dtype, gen=gen, rows=rows,
+               cols=cols, double_row=double_row, mx=mx, sparse=sparse)
     if mx is not None:
         from tensore.kernels import mx as mxq
         geometry(gen, rows, cols, dtype=dtype, out_dtype=out_dtype, mx=mx)
@@ -252,7 +256,6 @@ def gemm(A, B, *, dtype="bf16", out_dtype="fp32", gen="maverick", rows=None, col
         prog.macs = A.shape[0] * A.shape[1] * B.shape[1]          # K before padding to whole blocks
         prog.note = f"{A.shape[0]}x{A.shape[1]}x{B.shape[1]} MX {mx} " + prog.note.split(" ", 1)[1]
         return prog
-    _check_dtype(dtype, gen)
     if sparse:
         return sparse_gemm(quantise(A, dtype, gen), quantise(B, dtype, gen), **kw)
     return gemm_codes(quantise(A, dtype, gen), quantise(B, dtype, gen), **kw)
@@ -303,17 +306,46 @@ def _scale_bytes(scales, g: Geometry) -> np.ndarray:
     return out
 
 
-def _sbuf_image(blocks: list) -> tuple:
-    """Lay [tiles, R, bytes] blocks out one after another in every partition (64-byte aligned,
-    after a 64-byte word area); returns (sbuf [128, bytes] uint8, offsets per block per tile)."""
+def _sbuf_layout(shapes: list) -> tuple:
+    """(offsets per block per tile, bytes used) of blocks of (tiles, bytes per tile) laid out one
+    after another in every partition (64-byte aligned, after a 64-byte word area); refuses a layout
+    bigger than an SBUF partition."""
     offsets, at = [], 0x40
-    for blk in blocks:
-        width = (blk.shape[2] + 0x3F) & ~0x3F
-        offsets.append([at + t * width for t in range(blk.shape[0])])
-        at += blk.shape[0] * width
+    for tiles, nbytes in shapes:
+        width = (nbytes + 0x3F) & ~0x3F
+        offsets.append([at + t * width for t in range(tiles)])
+        at += tiles * width
     if at > addrmap.SBUF_PARTITION_BYTES:
         raise ValueError(f"the operands need {at:,} bytes per SBUF partition, more than its "
                          f"{addrmap.SBUF_PARTITION_BYTES:,}: split the problem")
+    return offsets, at
+
+
+def check_size(m: int, k: int, n: int, *, dtype="bf16", out_dtype="fp32", gen="maverick", rows=None, cols=None,
+               double_row=False, mx=None, sparse=False) -> int:
+    """The bytes per SBUF partition of a GEMM M x K x N's operands, from the sizes alone (the layout
+    gemm_codes / sparse_gemm make, D-T50): a ValueError when they do not fit, before any operand exists."""
+    gen, dtype = Gen.parse(gen), Dtype.parse(dtype)
+    g = geometry(gen, rows, cols, dtype=dtype, out_dtype=out_dtype, double_row=double_row and not sparse,
+                 mx=None if sparse else mx)
+    es = max(1, dt.format_of(dtype, gen).width // 8)
+    if sparse:
+        from tensore.kernels import sparse as sp
+        kp = -(-k // sp.GROUP) * sp.GROUP
+        t = -(-(kp // 2) // g.rows)
+        tags = 2 * (-(-n // 4) + -(-n // g.half))
+        return _sbuf_layout([(t, n * es), (t, 4 * m * es), (t, tags)])[1]
+    if mx is not None:
+        k = -(-k // 32) * 32                                       # K padded to whole blocks
+    t = -(-k // g.k_tile)
+    shapes = [(t, n * g.pack * es), (t, m * g.pack * es)] + ([(t, n), (t, m)] if mx else [])
+    return _sbuf_layout(shapes)[1]
+
+
+def _sbuf_image(blocks: list) -> tuple:
+    """Lay [tiles, R, bytes] blocks out by _sbuf_layout; returns (sbuf [128, bytes] uint8, offsets
+    per block per tile)."""
+    offsets, at = _sbuf_layout([(blk.shape[0], blk.shape[2]) for blk in blocks])
     sbuf = np.zeros((addrmap.PARTITIONS, (at + 0xFF) & ~0xFF), np.uint8)
     for blk, offs in zip(blocks, offsets):
         for t, off in enumerate(offs):

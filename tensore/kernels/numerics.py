@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensore.model import dtypes as dt
-from tensore.model.array import matmul
+from tensore.model.array import matmul, widen64
 from tensore.model.dtypes import Dtype
 from tensore.model.mac import canonical_nan
 from tensore.model.psum import sr_reset_states
@@ -13,17 +13,42 @@ from tensore.model.psum import sr_reset_states
 ULP_BINS = (0, 1, 2, 3, 4, 8, 16, 64, 256)          # histogram edges: 0, 1, 2, 3, 4-7, ..., >= 256
 
 
-def reference64(prog) -> np.ndarray:
-    """float64 A_q @ B_q: the exact-arithmetic answer on the quantised inputs (fp32 LOW: hi parts)."""
+def operands64(prog) -> tuple:
+    """(A_q, B_q) float64: the quantised inputs' values (MX: with their block scales; fp32 LOW: the
+    hi parts, D-12)."""
     if prog.mx:
         from tensore.kernels import mx
-        return mx.values(prog.a_codes, prog.a_scales, prog.dtype, prog.gen, axis=1) @ \
-            mx.values(prog.b_codes, prog.b_scales, prog.dtype, prog.gen, axis=0)
-    a = dt.to_fp32(prog.a_codes, prog.dtype, prog.gen).astype(np.float64)
-    b = dt.to_fp32(prog.b_codes, prog.dtype, prog.gen).astype(np.float64)
+        return (mx.values(prog.a_codes, prog.a_scales, prog.dtype, prog.gen, axis=1),
+                mx.values(prog.b_codes, prog.b_scales, prog.dtype, prog.gen, axis=0))
+    a = widen64(dt.to_fp32(prog.a_codes, prog.dtype, prog.gen))
+    b = widen64(dt.to_fp32(prog.b_codes, prog.dtype, prog.gen))
     if prog.dtype == Dtype.FP32 and prog.fp32_mode == 1:          # LOW: the hi parts only (D-12)
-        a, b = (dt.split_fp32(x.astype(np.float32))[0].astype(np.float64) for x in (a, b))
+        a, b = (widen64(dt.split_fp32(x.astype(np.float32))[0]) for x in (a, b))
+    return a, b
+
+
+def reference64(prog) -> np.ndarray:
+    """float64 A_q @ B_q: the exact-arithmetic answer on the quantised inputs (fp32 LOW: hi parts)."""
+    a, b = operands64(prog)
     return a @ b
+
+
+def unit_roundoff(out_dtype) -> float:
+    """u = 2^-(p) of the output format (p significand bits with the hidden one): fp32 2^-24, bf16 2^-8."""
+    return 2.0 ** -(dt.format_of(Dtype.parse(out_dtype), dt.Gen.MAVERICK).man_bits + 1)
+
+
+def componentwise(prog, C) -> np.ndarray:
+    """|C - A_q B_q| / (u (|A_q| |B_q|)) per element, u the output format's unit roundoff: the error
+    of a dot product relative to the size of its terms (docs/kernels.md "Pictures"), the quantity the
+    standard bound |fl(a.b) - a.b| <= gamma_K |a|.|b| (gamma_K ~ K u) limits.  Unlike ulps or the
+    relative error it stays meaningful where the sum cancels to near zero; 0 where every term is 0
+    and C is exact."""
+    a, b = operands64(prog)
+    err = np.abs(np.asarray(C, np.float64) - a @ b)
+    scale = unit_roundoff(prog.out_dtype) * (np.abs(a) @ np.abs(b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(err == 0, 0.0, err / scale)
 
 
 def _slice_sums(prog) -> list:
@@ -109,7 +134,8 @@ def _ordered(x):
 
 
 def report(prog, C) -> dict:
-    """Errors of C against float64 and the contract; `ulp_hist` counts per ULP_BINS bin."""
+    """Errors of C against float64 and the contract; `ulp_hist` counts per ULP_BINS bin,
+    `componentwise_max` is the largest finite `componentwise` error (D-T87)."""
     ref, exact = reference64(prog), contract(prog)
     err = np.abs(C.astype(np.float64) - ref)
     scale = np.abs(ref)
@@ -117,7 +143,9 @@ def report(prog, C) -> dict:
     u = ulps(C, ref, prog.out_dtype)
     hist = np.histogram(np.minimum(u, ULP_BINS[-1]), bins=list(ULP_BINS) + [ULP_BINS[-1] + 1])[0]
     same = C.view(np.uint32) == exact.view(np.uint32)
-    return {"shape": prog.out_shape, "max_abs": float(err.max()), "max_rel": float(rel.max()),
+    cw = componentwise(prog, C)
+    cw = cw[np.isfinite(cw)]
+    return {"componentwise_max": float(cw.max()) if cw.size else 0.0, "shape": prog.out_shape, "max_abs": float(err.max()), "max_rel": float(rel.max()),
             "normwise_rel": float(err.max() / max(scale.max(), np.finfo(float).tiny)),
             "ulp_max": int(u.max()), "ulp_hist": hist.tolist(), "ulp_bins": list(ULP_BINS),
             "contract_mismatches": int((~same).sum()), "bit_exact": bool(same.all()),
@@ -129,7 +157,8 @@ def format_report(rep: dict) -> str:
     labels = [f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in zip(bins, bins[1:])] + [f">={bins[-1]}"]
     hist = ", ".join(f"{lab}: {c}" for lab, c in zip(labels, rep["ulp_hist"]) if c)
     return (f"numerics vs float64 of the quantised inputs: max abs {rep['max_abs']:.3g}, max rel "
-            f"{rep['max_rel']:.3g}, normwise rel {rep['normwise_rel']:.3g}, max {rep['ulp_max']} ulp\n"
+            f"{rep['max_rel']:.3g}, normwise rel {rep['normwise_rel']:.3g}, max {rep['ulp_max']} ulp, "
+            f"max {rep['componentwise_max']:.3g} u |A||B| (componentwise; the dot-product bound is about K)\n"
             f"  ulp histogram: {hist}\n"
             f"  vs the engine contract (model.array.matmul + PSUM): "
             f"{'bit-exact' if rep['bit_exact'] else str(rep['contract_mismatches']) + ' cells differ'}")
