@@ -23,7 +23,7 @@ __all__ = [
     "is_valid_32b_int_dtype", "is_valid_64b_int_dtype", "is_valid_dtype_for_sdma", "is_cptc",
     "cptc_bits", "GATES", "gate_table",
     "to_fp32", "from_fp32", "cast", "sr_bf16", "xorshift32", "split_fp32", "pack_nibbles",
-    "unpack_nibbles", "code_dtype", "NUMPY_FORMATS", "numpy_format", "codes_of",
+    "unpack_nibbles", "code_dtype", "NUMPY_FORMATS", "numpy_format", "codes_of", "unknown_dtype",
 ]
 
 
@@ -108,7 +108,7 @@ class Dtype(enum.IntEnum):
             try:
                 return cls[key]
             except KeyError:
-                raise ValueError(f"unknown dtype {value!r}") from None
+                raise ValueError(unknown_dtype(value)) from None
         try:
             return cls(int(value))
         except (ValueError, TypeError):
@@ -123,6 +123,21 @@ _DTYPE_ALIASES = {
     "E8M0": "SFP8_E8", "I8": "INT8", "U8": "UINT8", "I16": "INT16", "U16": "UINT16",
     "I32": "INT32", "U32": "UINT32", "I64": "INT64", "U64": "UINT64", "I4": "INT4",
 }
+
+
+def unknown_dtype(name: str) -> str:
+    """The message for a name that is no dtype: the closest names (difflib), then every name with
+    its aliases (Dtype.parse accepts both)."""
+    import difflib
+    aliases: dict[str, list[str]] = {}
+    for alias, canonical in _DTYPE_ALIASES.items():
+        aliases.setdefault(canonical, []).append(alias.lower())
+    names = [d.name.lower() for d in Dtype] + sorted(map(str.lower, _DTYPE_ALIASES))
+    close = difflib.get_close_matches(str(name).strip().lower(), names, n=3)
+    guess = f"; did you mean {' or '.join(', '.join(close).rsplit(', ', 1))}?" if close else ";"
+    listed = ", ".join(d.name.lower() + (f" ({', '.join(aliases[d.name])})" if d.name in aliases else "")
+                       for d in Dtype)
+    return f"unknown dtype {name!r}{guess} dtypes (aliases): {listed}"
 
 
 class Role(enum.Flag):

@@ -19,7 +19,7 @@ import numpy as np
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.array import _values as decode_values
-from tensore.model.array import column_chain, sig_bits_of, sparse_wide_chain
+from tensore.model.array import column_chain, sig_bits_of, sparse_wide_chain, widen64
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
 from tensore.model.isa.check import Violation
@@ -391,7 +391,7 @@ class Engine:
             self._complete(op)
         self._flush(float("inf"))
         self._error_status()
-        return Trace(self.gen, self.rows, self.cols, ops, self._log, stalled, self._pe_log)
+        return Trace(self.gen, self.rows, self.cols, ops, self._log, stalled, self._pe_log, len(descs))
 
     def _emit(self, cycle, kind, op, **data):
         self._log.append(Event(int(cycle), kind, op, data))
@@ -563,7 +563,7 @@ class Engine:
                 s = self._read_scales(u.src, blocks, pack, cols)             # [blocks, cols]
                 scales = s[(np.arange(rows) * pack) // MX_BLOCK]
         sh, cs = self.shadow, _run(phys)
-        sh.val[sl, cs, :pack] = vals
+        sh.val[sl, cs, :pack] = widen64(vals)
         sh.val[sl, cs, pack:] = 0
         sh.code[sl, cs, :pack] = stored
         sh.code[sl, cs, pack:] = 0
@@ -618,7 +618,7 @@ class Engine:
         n = op.desc.fields["num_entries"]
         codes, _ = self._read_codes(u.src, 1, n, self._width(u.dtype))
         self.lut_codes[:n] = codes[0]
-        self.lut[:n] = dt.to_fp32(codes[0], u.dtype, self.gen).astype(np.float64)
+        self.lut[:n] = widen64(dt.to_fp32(codes[0], u.dtype, self.gen))
         self.lut_dtype = u.dtype
         op.t_complete = op.t_issue + self.sbuf_latency
         self._emit(op.t_complete, "lut", op.index, entries=n)

@@ -85,6 +85,7 @@ class Trace:
     log: list
     stalled: str | None = None
     pe_log: list = field(default_factory=list)
+    descriptors: int | None = None                  # the program's count (a stalled run stops short of it)
 
     @cached_property
     def events(self) -> list:
@@ -214,7 +215,9 @@ class Trace:
     def summary(self) -> str:
         done = [o for o in self.ops if o.error == E.NONE and o.t_complete is not None]
         refused = [o for o in self.ops if o.error != E.NONE]
-        lines = [f"{self.gen.name} {self.rows}x{self.cols}: {len(self.ops)} descriptors, {len(done)} executed, "
+        count = self.descriptors if self.descriptors is not None else len(self.ops)
+        unreached = f" ({count - len(self.ops)} not reached)" if count > len(self.ops) else ""
+        lines = [f"{self.gen.name} {self.rows}x{self.cols}: {count} descriptors{unreached}, {len(done)} executed, "
                  f"{len(refused)} refused, {self.cycles} cycles, {self.psum_write_count} PSUM writes"]
         for o in self.ops:
             if o.error != E.NONE:

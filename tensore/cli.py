@@ -15,6 +15,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from tensore.cosim.toolchain import OPT_ENV  # noqa: E402
 from tensore.model import dtypes as dt  # noqa: E402
 from tensore.model.isa.microop import ARRAY_ROWS, full_cols  # noqa: E402
 from tensore.model.timing import PERF_BANKS, PERF_COUNTERS  # noqa: E402
@@ -43,6 +44,8 @@ def int_at_least(lo: int, what: str = ""):
 
 
 GEN_HELP = "chip generation (its ISA layouts, dtypes and array size)"
+PROG_HELP = ("the program: assembly text (docs/isa.md) or binary 64-byte descriptors, told apart by content; "
+             "- for stdin")
 
 
 def dtype_table(gen) -> str:
@@ -108,15 +111,26 @@ def _amaranth(prog, waves, *, pack, psum_partitions: int, sbuf_latency: int, wav
     return bad, stats, bad.vcd if bad else None
 
 
-def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str = "-O1",
-           harness: str | None = None, dtypes=None, waves_depth: int = 0, pack: int | None = None) -> int:
+def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str | None = "-O1",
+           harness: str | None = None, dtypes=None, waves_depth: int = 0, pack: int | None = None,
+           allow_refused: bool = False) -> int:
     """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure.
-    The engine has `pack` elements per PE, or as many as the program needs (cosim/hdl.fit_pack)."""
+    A program whose golden run refuses a micro-op, or has one report an error when executed, fails
+    before the RTL runs unless `allow_refused` (the rule of `tensore run`, refusal_error).
+    The engine has `pack` elements per PE, or as many as the program needs (cosim/hdl.fit_pack);
+    `opt` None: $TENSORE_OPT, else -O1 (cosim/toolchain.cxx_opt)."""
     import time
 
     from tensore.cosim.wave_request import Trace
     if waves:
         Trace.of(waves, waves_depth)                 # a bad name or depth: refused before anything runs
+    if not allow_refused:                            # the golden run, shared with the lockstep's (Program.golden)
+        eng, golden_trace, code = prog.golden(sbuf_latency)
+        if any(o.error or o.fault for o in golden_trace.ops):
+            print(run_summary(eng, golden_trace))
+            print(f"  RTL on {sim}: not run (--allow-refused runs it and checks its refusals and errors against "
+                  "the golden engine's)")
+            return int(refusal_error(golden_trace, allow_refused))
     t0 = time.perf_counter()
     if sim == "amaranth":
         bad, stats, wave_file = _amaranth(prog, waves, pack=pack, psum_partitions=psum_partitions,
@@ -146,10 +160,14 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
               f"(total with export/build/golden {time.perf_counter() - t0:.1f} s)")
     print(f"  PE utilisation {macs / max(1, pes * trace.cycles):.1%} ({macs:,} MACs in {trace.cycles} cycles x {pes} PEs)")
     print(f"  lockstep vs golden engine: {'OK' if bad is None else bad}")
+    refused, faulted = sum(bool(o.error) for o in trace.ops), sum(bool(o.fault) for o in trace.ops)
+    if refused or faulted:
+        print(f"  micro-ops refused: {refused} of {len(trace.ops)}; reported an error when executed: {faulted}")
     if prog.expect_fp32 or prog.expect_bf16:
         print(f"  golden PSUM vs independent expectation: {'OK' if not expect_bad else f'{expect_bad} MISMATCHES'}")
     if wave_file:
-        print(f"  waveform: {wave_file}")
+        from tensore.cosim import savefile
+        print(f"  waveform: {wave_file} (GTKWave: gtkwave {savefile.write(wave_file)})")
     return int(bad is not None or expect_bad > 0)
 
 
@@ -158,8 +176,30 @@ GENS = [g.name.lower() for g in dt.Gen]
 OPT_HELP = ("C++ optimisation of the Verilator build: 0 (builds about twice as fast as 1), 1, 2 or 3 "
             "(also O1, or --opt=-O1)")
 WAVES_DEPTH_HELP = ("levels of hierarchy in the waveform, the cosim wrapper (Amaranth: the engine) being 1; "
-                    "0 (default): everything, every PE's registers by name (on Verilator a build of the "
-                    "structural array, slow for large engines); N: the quick build, N levels (D-T66)")
+                    "0 (default): everything, every PE's registers by name (Verilator: the loop form's arrays "
+                    "pe_<register>[row][col] with every block inlined, slower to build; Icarus, Amaranth: each "
+                    "PE's scope); N: the quick build, N levels (D-T66)")
+
+
+# `cosim --opt auto`: engines of at least this many PEs build at -O1 (docs/decisions.md, "cosim's C++
+# optimisation follows the engine's size")
+AUTO_OPT_PES = 64 * 64
+
+
+def cosim_opt(opt: str, rows: int, cols: int) -> str | None:
+    """The C++ optimisation `cosim` builds with: an explicit --opt; for `auto`, $TENSORE_OPT when set
+    (None: cosim/toolchain.cxx_opt reads it), else -O1 for an engine of AUTO_OPT_PES PEs or more, -O0
+    below (a small engine's build outweighs its run; a large one runs about 12x faster at -O1)."""
+    if opt != "auto":
+        return opt
+    if os.environ.get(OPT_ENV):
+        return None
+    return "-O1" if rows * cols >= AUTO_OPT_PES else "-O0"
+
+
+def opt_or_auto(text: str) -> str:
+    """An argparse type: `auto` or a C++ optimisation level (opt_level)."""
+    return "auto" if text.strip().lower() == "auto" else opt_level(text)
 
 
 def opt_level(text: str) -> str:
@@ -340,7 +380,7 @@ def cmd_verilog(args) -> int:
     from tensore.rtl.fp.pe_mac import parse_dtypes
     from tensore.rtl.writeback import PSUM_PORTS
     with Progress("export", print, stage="Amaranth -> Verilog (Yosys), loop form"):
-        res = export_engine(args.gen, args.rows, args.cols, pack=args.pack, sbuf_latency=args.sbuf_latency,
+        res = export_engine(args.gen, args.rows, array_cols(args.gen, args.rows, args.cols), pack=args.pack, sbuf_latency=args.sbuf_latency,
                             psum_partitions=args.psum_partitions, out_dir=args.output,
                             dtypes=parse_dtypes(args.gen, args.dtypes), psum_ports=args.psum_ports or PSUM_PORTS,
                             sparse32=args.sparse32)
@@ -366,8 +406,8 @@ def cmd_cosim(args) -> int:
     prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
     from tensore.rtl.fp.pe_mac import parse_dtypes
     return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
-                  harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes), opt=args.opt, pack=args.pack,
-                  waves_depth=args.waves_depth)
+                  harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes), opt=cosim_opt(args.opt, args.rows, cols),
+                  pack=args.pack, waves_depth=args.waves_depth, allow_refused=args.allow_refused)
 
 
 def _check_expectations(prog, engine) -> int:
@@ -461,33 +501,72 @@ def cmd_run(args) -> int:
                             psum_writes=np.array([(e.cycle, e.data["partition"], e.data["offset"], e.data["bits"])
                                                   for e in trace.of_kind("psum_write")], np.int64).reshape(-1, 4))
         print(f"wrote {out} (psum [128, 16384] bytes, sr_state, psum_writes [cycle, partition, offset, bits])")
-    refused = [o for o in trace.ops if o.error]
-    if refused and not args.allow_refused:
-        o = refused[0]
-        why = f": {o.violations[0]}" if o.violations else ""
-        print(f"error: {len(refused)} micro-op(s) refused; the first is #{o.index} {o.name} ({o.error.name}{why}); "
-              "--allow-refused accepts programs that test refusals", file=sys.stderr)
-        return 1
-    faulted = [o for o in trace.ops if o.fault]
-    if faulted and not args.allow_refused:
-        o = faulted[0]
-        print(f"error: {len(faulted)} micro-op(s) reported an error when executed; the first is #{o.index} {o.name} "
-              f"({o.fault.name}); --allow-refused accepts programs that test errors", file=sys.stderr)
+    if refusal_error(trace, args.allow_refused):
         return 1
     return 1 if trace.stalled else 0
 
 
+def refusal_error(trace, allow: bool) -> bool:
+    """True when a micro-op of the golden run was refused, or reported an error when executed, and
+    `allow` (--allow-refused) is False, after printing the one-line error; the rule of `run` and
+    `cosim` alike (a program that tests refusals says so)."""
+    if allow:
+        return False
+    refused = [o for o in trace.ops if o.error]
+    if refused:
+        o = refused[0]
+        why = f": {o.violations[0]}" if o.violations else ""
+        print(f"error: {len(refused)} micro-op(s) refused; the first is #{o.index} {o.name} ({o.error.name}{why}); "
+              "--allow-refused accepts programs that test refusals", file=sys.stderr)
+        return True
+    faulted = [o for o in trace.ops if o.fault]
+    if faulted:
+        o = faulted[0]
+        print(f"error: {len(faulted)} micro-op(s) reported an error when executed; the first is #{o.index} {o.name} "
+              f"({o.fault.name}); --allow-refused accepts programs that test errors", file=sys.stderr)
+        return True
+    return False
+
+
 def cmd_regs(args) -> int:
-    from tensore.regs import ROOT, generate
-    for p in generate():
-        print(f"wrote {p.relative_to(ROOT)}")
+    """Generate the register artefacts under -o (default build/regs), or with --in-tree over the
+    source checkout's committed ones; print each path as written."""
+    from tensore.regs import generate, in_tree_root
+    for p in generate(in_tree_root() if args.in_tree else args.output):
+        print(f"wrote {p}")
     return 0
 
 
-def main(argv=None) -> int:
-    if argv is None:                                        # the command: `tensore ... | head` ends quietly
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    parser = argparse.ArgumentParser(prog="tensore", description=__doc__)
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """--help text: an option's default appended as "(default: X)" unless its help already names
+    its default, or it has none (None, or False of a flag)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if help_needs_default(action) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def help_needs_default(action) -> bool:
+    """True when an option's --help is to say its default: an optional value that is not None,
+    False (a flag) or argparse.SUPPRESS."""
+    return (bool(action.option_strings) or action.nargs in ("?", "*")) and \
+        action.default is not None and action.default is not False and action.default is not argparse.SUPPRESS
+
+
+class Parser(argparse.ArgumentParser):
+    """tensore's argument parsers: subcommands are Parsers too, with DefaultsHelpFormatter unless they
+    ask for another formatter."""
+
+    def __init__(self, *args, formatter_class=DefaultsHelpFormatter, **kw):
+        super().__init__(*args, formatter_class=formatter_class, **kw)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `tensore` argument parser, every subcommand registered (also tensore/kernel_cli.py,
+    tensore/verify_cli.py and tensore/random_cli.py)."""
+    parser = Parser(prog="tensore", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tensore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("dtypes", help="print the dtype table of a generation")
@@ -513,7 +592,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("verilog", help="export the engine as Verilog (one PE, row and PSUM module, files.f, .vlt)")
     p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower, help=GEN_HELP + " (default mariana)")
     p.add_argument("--rows", type=int, default=16, help="array rows (default 16)")
-    p.add_argument("--cols", type=int, default=None, help="array columns (default: --rows)")
+    p.add_argument("--cols", type=int, default=None, help="array columns (default: --rows; 2 x --rows on MAVERICK)")
     p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
                    help="elements per PE (default: 1 on MAVERICK, 2 elsewhere; 4 / 8 for MX quad / oct row)")
     p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles (default 2)")
@@ -528,19 +607,25 @@ def main(argv=None) -> int:
     p.add_argument("--sparse32", action="store_true",
                    help="32-bit MatmulSparse fmaps (FP32 sparse values; `tensore cosim` builds them when needed)")
     p.set_defaults(func=cmd_verilog)
-    p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine")
-    p.add_argument("program")
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
-    p.add_argument("--rows", type=int, default=8)
+    p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine",
+                       description="Run a program on the engine RTL in lockstep with the golden engine, every cycle "
+                       "checked. Exit 1 on a mismatch, or if a micro-op is refused or reports an error when executed "
+                       "(unless --allow-refused), as `tensore run`; 2 on bad input.")
+    p.add_argument("program", help=PROG_HELP)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
+    p.add_argument("--rows", type=int, default=8, help="PE rows of the engine")
     p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"],
                    help="simulator: verilator (default), icarus or amaranth (Amaranth's own, slow; no build)")
     p.add_argument("--waves", default=None, metavar="FILE",
                    help="waveform file to write whether or not the run passes; its suffix picks the format: .fst "
-                   "(compact, recommended) or .vcd, on every simulator")
+                   "(compact, recommended) or .vcd, on every simulator; a GTKWave save file of the key signals goes "
+                   "beside it (FILE.gtkw)")
     p.add_argument("--waves-depth", type=waves_depth, default=0, metavar="N", help=WAVES_DEPTH_HELP)
-    p.add_argument("--opt", type=opt_level, default="-O0", metavar="LEVEL",
-                   help=OPT_HELP + "; default 0 (a short program's build outweighs its run; 1 for long runs)")
+    p.add_argument("--opt", type=opt_or_auto, default="auto", metavar="LEVEL",
+                   help=OPT_HELP + f"; default auto: ${OPT_ENV} when set, else 1 for engines of "
+                   f"{AUTO_OPT_PES:,} PEs or more (64 x 64; they run about 12x faster) and 0 below (the build "
+                   "outweighs the run)")
     p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
                    help="elements per PE the engine is built with (default: what the program needs, at least "
                    "the generation's default; a smaller --pack is refused before building)")
@@ -551,6 +636,8 @@ def main(argv=None) -> int:
                    help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
+    p.add_argument("--allow-refused", action="store_true",
+                   help="exit 0 although micro-ops were refused or reported errors (programs that test them)")
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
     p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE),
@@ -567,7 +654,6 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", default="build/cosim_full.json",
                    help="JSON summary (default build/cosim_full.json)")
     p.set_defaults(func=cmd_cosim_full)
-    prog_help = "the program: assembly text (docs/isa.md) or binary 64-byte descriptors, told apart by content; - for stdin"
     sbuf_help = ("SBUF image: a .npz holding an array 'sbuf' (or FILE.npz:NAME), or a .npy; uint8 [partitions, bytes], "
                  "or elements of an engine format (float32, ml_dtypes bfloat16, ...) taken as their bytes (D-T65)")
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
@@ -577,7 +663,7 @@ def main(argv=None) -> int:
     p.add_argument("--strict", action="store_true", help="exit 1 if the ISA checks refuse any descriptor")
     p.set_defaults(func=cmd_asm)
     p = sub.add_parser("disasm", help="disassemble descriptors; lists every violation (exit 1 if any)")
-    p.add_argument("binary", metavar="program", help=prog_help)
+    p.add_argument("binary", metavar="program", help=PROG_HELP)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.set_defaults(func=cmd_disasm)
     p = sub.add_parser("run", help="run a program (text or binary) in the golden engine and print a summary",
@@ -585,7 +671,7 @@ def main(argv=None) -> int:
                        "--cols it has as many columns as rows (2 x rows on MAVERICK), the same rule as `tensore cosim`, "
                        "so the defaults are the full 128 x 128 (MAVERICK 128 x 256) array. Exit 1 if a micro-op is "
                        "refused (unless --allow-refused) or the program waits for an event nothing sets; 2 on bad input.")
-    p.add_argument("program", help=prog_help)
+    p.add_argument("program", help=PROG_HELP)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--sbuf", metavar="FILE", help=sbuf_help + "; default all zeros")
     p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to (.npz added when missing)")
@@ -599,7 +685,15 @@ def main(argv=None) -> int:
     p.add_argument("--allow-refused", action="store_true",
                    help="exit 0 although micro-ops were refused (programs that test refusals)")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("regs", help="regenerate the register artefacts from rtl/regs/arr_seq.rdl")
+    from tensore.regs import OUTPUT_DIR
+    p = sub.add_parser("regs", help="generate the register artefacts from rtl/regs/arr_seq.rdl")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("-o", "--output", default=str(OUTPUT_DIR), metavar="DIR",
+                       help="directory to write them under (rtl/regs/arr_seq.h, docs/regs/arr_seq.md, "
+                       "model/arr_seq_regs.py)")
+    where.add_argument("--in-tree", action="store_true",
+                       help="rewrite the committed artefacts of this source checkout (developers, after editing "
+                       "the RDL)")
     p.set_defaults(func=cmd_regs)
     from tensore.kernel_cli import register as register_kernels
     register_kernels(sub)
@@ -607,7 +701,13 @@ def main(argv=None) -> int:
     register_waves(sub)
     from tensore.random_cli import register as register_verification
     register_verification(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    if argv is None:                                        # the command: `tensore ... | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError) as exc:

@@ -3,13 +3,13 @@ engine and the RTL, functional coverage, and the sharded regression (README "Reg
 D-T74)."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from tensore.model.dtypes import Gen
 
 GENS = [g.name.lower() for g in Gen]
+EVERY_GEN = "generations (default: every one)"
 
 
 def _config(args, **over):
@@ -129,10 +129,10 @@ def _program_args(p):
 
 def register(sub) -> None:
     """Add the verification subcommands to tensore's subparsers."""
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    from tensore.cli import GEN_HELP
     p = sub.add_parser("random", help="constrained-random programs on the golden engine (and --rtl the RTL); "
-                       "failing ones written as reproducers", formatter_class=fmt)
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower)
+                       "failing ones written as reproducers")
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--seed", type=int, default=0, help="the first program's seed")
     p.add_argument("--count", type=int, default=1, help="programs (seeds seed .. seed + count - 1)")
     _program_args(p)
@@ -142,19 +142,19 @@ def register(sub) -> None:
                    "(.html, else text) and its cocotb-coverage database (.xml)")
     p.set_defaults(func=cmd_random)
     p = sub.add_parser("coverage", help="functional coverage of random programs (and the library) on the golden "
-                       "engine, with its holes", formatter_class=fmt)
-    p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower)
+                       "engine, with its holes")
+    p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower, help=EVERY_GEN)
     p.add_argument("--random", type=int, default=20, help="random programs per generation")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the first random program's seed")
     p.add_argument("--library", action="store_true", help="also the program library")
-    p.add_argument("--rows", type=int, default=8)
-    p.add_argument("--cols", type=int, default=8)
+    p.add_argument("--rows", type=int, default=8, help="array rows")
+    p.add_argument("--cols", type=int, default=8, help="array columns (MAVERICK: each half)")
     p.add_argument("--merge", nargs="+", metavar="XML", help="report the merge of these coverage databases instead")
     p.add_argument("-o", "--output", default="build/coverage.html", help="the report (.html, else text)")
     p.set_defaults(func=cmd_coverage)
     p = sub.add_parser("regress", help="random programs and the descriptor fuzz of every generation, sharded; "
-                       "merged JUnit XML / JSON report and coverage", formatter_class=fmt)
-    p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower)
+                       "merged JUnit XML / JSON report and coverage")
+    p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower, help=EVERY_GEN)
     p.add_argument("-n", "--programs", type=int, default=20, help="random programs per generation")
     p.add_argument("--fuzz", type=int, default=0, help="fuzz descriptors per generation (RTL decoder parity)")
     p.add_argument("--fuzz-engine", type=int, default=None, help="of those, how many also run as programs on the "

@@ -1,19 +1,34 @@
 """`tensore regs`: compile rtl/regs/arr_seq.rdl and generate every register artefact from it.
 
-Outputs (committed, and checked for staleness by tests/test_regs.py):
+Outputs, under the output directory (default build/regs in the working directory); in a source
+checkout's own tree only when asked (`--in-tree`), where they are committed and checked for
+staleness by tests/test_regs.py:
   rtl/regs/arr_seq.h        C header (PeakRDL cheader)
   docs/regs/arr_seq.md      register map (PeakRDL markdown)
   model/arr_seq_regs.py     the Python map the golden engine, the RTL block and tests use
 """
 from __future__ import annotations
 
+import importlib.util
 import pprint
+import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RDL = ROOT / "rtl" / "regs" / "arr_seq.rdl"
+ROOT = Path(__file__).resolve().parent.parent          # a source checkout's root (README layout)
+# the RDL as the package holds it: rtl/regs of a checkout, tensore/rtl/regs of an installed wheel
+RDL = Path(importlib.util.find_spec("tensore.rtl").submodule_search_locations[0]) / "regs" / "arr_seq.rdl"
 OUTPUTS = {"cheader": Path("rtl/regs/arr_seq.h"), "markdown": Path("docs/regs/arr_seq.md"),
            "python": Path("model/arr_seq_regs.py")}
+OUTPUT_DIR = Path("build/regs")                         # the default, relative to the working directory
+
+
+def in_tree_root() -> Path:
+    """The source checkout whose committed artefacts `--in-tree` rewrites; ValueError when tensore
+    runs from an installed package, which has no such tree."""
+    if not (ROOT / "rtl" / "regs" / "arr_seq.rdl").is_file() or not (ROOT / "docs").is_dir():
+        raise ValueError(f"--in-tree rewrites a source checkout's register artefacts; tensore runs from an "
+                         f"installed package ({Path(__file__).resolve().parent}): write them with -o DIR")
+    return ROOT
 
 
 def compile_rdl(path: Path = RDL):
@@ -60,8 +75,10 @@ def python_source(table: dict) -> str:
     return head + "REGISTERS = " + pprint.pformat(table, indent=1, width=110, sort_dicts=False) + "\n"
 
 
-def generate(out_dir: Path = ROOT) -> list[Path]:
-    """Write every output under `out_dir` (the repository by default); returns the paths."""
+def generate(out_dir) -> list[Path]:
+    """Write every output under `out_dir` (in_tree_root() for the committed ones); returns the
+    paths as `out_dir` names them."""
+    out_dir = Path(out_dir)
     from peakrdl_cheader.exporter import CHeaderExporter
     from peakrdl_markdown import MarkdownExporter
     root = compile_rdl()
@@ -75,5 +92,5 @@ def generate(out_dir: Path = ROOT) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for p in generate():
-        print(f"wrote {p.relative_to(ROOT)}")
+    from tensore.cli import main
+    sys.exit(main(["regs", *sys.argv[1:]]))

@@ -10,15 +10,15 @@ from pathlib import Path
 
 def _engine_args(p):
     """The program and the engine configuration, as `tensore cosim` takes them."""
-    from tensore.model.dtypes import Gen
-    p.add_argument("--gen", required=True, choices=[g.name.lower() for g in Gen], type=str.lower)
-    p.add_argument("--sbuf", help="the SBUF image (.npz array 'sbuf' or .npy, [partitions, bytes])")
-    p.add_argument("--rows", type=int, default=8)
+    from tensore.cli import GEN_HELP, GENS
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
+    p.add_argument("--sbuf", help="the SBUF image (.npz array 'sbuf' or .npy, [partitions, bytes]); default all zeros")
+    p.add_argument("--rows", type=int, default=8, help="PE rows of the engine")
     p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
     p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
                    help="elements per PE the engine is built with (default: what the program needs)")
-    p.add_argument("--psum-partitions", type=int, default=16)
-    p.add_argument("--sbuf-latency", type=int, default=2)
+    p.add_argument("--psum-partitions", type=int, default=16, help="PSUM partitions of the engine")
+    p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE", help="a specialised build's dtypes")
 
 
@@ -128,13 +128,13 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_check_waves)
     p = sub.add_parser("testbench", help="write a self-contained SystemVerilog testbench of a program "
                        "(no Python needed to run it); --run icarus|verilator also runs and checks it")
-    p.add_argument("program")
-    p.add_argument("-o", "--output", default="build/testbench")
+    from tensore.cli import OPT_HELP, PROG_HELP, opt_level
+    p.add_argument("program", help=PROG_HELP)
+    p.add_argument("-o", "--output", default="build/testbench", help="the testbench's directory")
     p.add_argument("--max-cycles", type=int, default=None, help="the watchdog (default 4 x the golden run + 1000)")
     p.add_argument("--run", choices=["icarus", "verilator"], help="run it here and check the waves")
     p.add_argument("--waves", help="with --run: the waveform, .vcd or .fst (default DIR/waves.fst on Icarus, "
                    "DIR/waves.vcd on Verilator)")
-    from tensore.cli import OPT_HELP, opt_level
     p.add_argument("--opt", type=opt_level, default="-O0", metavar="LEVEL", help=OPT_HELP + "; default 0")
     _engine_args(p)
     p.set_defaults(func=cmd_testbench)

@@ -8,8 +8,8 @@ from tensore import regs
 def test_generated_files_are_fresh(tmp_path):
     for path in regs.generate(tmp_path):
         committed = regs.ROOT / path.relative_to(tmp_path)
-        assert committed.exists(), f"{committed} missing: run `tensore regs`"
-        assert committed.read_text() == path.read_text(), f"{committed} is stale: run `tensore regs`"
+        assert committed.exists(), f"{committed} missing: run `tensore regs --in-tree`"
+        assert committed.read_text() == path.read_text(), f"{committed} is stale: run `tensore regs --in-tree`"
 
 
 def test_seed_fields():

@@ -194,16 +194,17 @@ class EncodeError(ValueError):
 def _enum_value(enum_cls, value, where: str) -> int:
     if isinstance(value, str):
         key = value.strip().upper()
-        if hasattr(enum_cls, "parse"):
+        refusal = None
+        if hasattr(enum_cls, "parse"):              # its own names and aliases, and its own refusal
             try:
                 return int(enum_cls.parse(value))
-            except ValueError:
-                pass
+            except ValueError as exc:
+                refusal = str(exc)
         try:
             return int(enum_cls[key])
         except KeyError:
             names = ", ".join(m.name.lower() for m in enum_cls)
-            raise EncodeError(f"{where}: {value!r} is not a {enum_cls.__name__} ({names})") from None
+            raise EncodeError(f"{where}: {refusal or f'{value!r} is not a {enum_cls.__name__} ({names})'}") from None
     if isinstance(value, enum.Enum):
         return int(value.value)
     return _int(value, where)

@@ -37,10 +37,7 @@ def parse_dtypes(gen, names) -> tuple | None:
     gen = Gen.parse(gen)
     out = []
     for n in names:
-        try:
-            d = Dtype.parse(n)
-        except (KeyError, ValueError):
-            raise ValueError(f"unknown dtype {n!r}") from None
+        d = Dtype.parse(n)                          # an unknown name: its one-line ValueError, with suggestions
         if d not in element_dtypes(gen):
             ok = ", ".join(x.name.lower() for x in element_dtypes(gen))
             raise ValueError(f"{d.name.lower()} is not a PE operand dtype of {gen.name} (one of {ok})")
