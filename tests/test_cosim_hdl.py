@@ -21,8 +21,18 @@ HALF = {"maverick": 4}
 REPRO = Path(__file__).parent / "repro"
 
 
+# make test keeps MARIANA (the generation with every kind of micro-op but c256, and the build the
+# tests below share); make cosim adds the others
+IN_MAKE_TEST = ("mariana",)
+
+
+def _per_gen(gens):
+    return [pytest.param(g, marks=[pytest.mark.xdist_group(g)] + ([] if g in IN_MAKE_TEST else [pytest.mark.cosim]))
+            for g in gens]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("gen", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in PACK])
+@pytest.mark.parametrize("gen", _per_gen(PACK))
 def test_library_on_verilator(gen):
     """The library, and the reproducers (tests/repro) of the generation on 8 x 8 arrays (they share
     the build) but the known RTL gaps."""
@@ -115,7 +125,7 @@ def test_end_checks_agree_across_simulators():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("gen", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in PACK])
+@pytest.mark.parametrize("gen", _per_gen(PACK))
 def test_export_lints_clean(gen, tmp_path):
     """`verilator --lint-only -Wall` with the committed waivers (rtl/lint.vlt) reports nothing, on the
     export the library runs of the generation build from: the PE module alone, and the engine with a

@@ -87,7 +87,8 @@ def test_full_size_array_elaborates(gen, rows, cols):
     assert frag is not None
 
 
-@pytest.mark.parametrize("parts,cols,ports,half", [(4, 6, 2, 6), (6, 8, 2, 4), (5, 8, 3, 4)])
+@pytest.mark.parametrize("parts,cols,ports,half", [(4, 6, 2, 6), pytest.param(6, 8, 2, 4, marks=pytest.mark.cosim),
+                                                    pytest.param(5, 8, 3, 4, marks=pytest.mark.cosim)])
 def test_psum_xbar_verilog_equals_amaranth(parts, cols, ports, half):
     """The exported crossbar (behavioural Verilog, D-T42) computes what the Amaranth one does,
     including collisions (several columns naming one partition, more than it has ports), c256 pairs
@@ -173,7 +174,7 @@ def _pair(block, name: str, sources: dict) -> VectorRunner:
     return VectorRunner(sig.create(), f"{name}_pair", clocked=True, reset=True, cflags="-O0", sources=sources)
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack", [("mariana", 4, 8, 2), ("maverick", 4, 16, 4)])
+@pytest.mark.parametrize("gen,rows,cols,pack", [("mariana", 4, 8, 2), pytest.param("maverick", 4, 16, 4, marks=pytest.mark.cosim)])
 def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
     """The exported row ports (rtl/rows.py `verilog()`, D-T42 (2)) are the Amaranth Rows, each with
     the exported row port inside, cycle by cycle: the request, iterator and write-record chains

@@ -64,7 +64,8 @@ def _rtlil(gen, pack):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("twin,base,pack", [(Gen.SUNDA, Gen.CAYMAN, 2), (Gen.MARIANA_PLUS, Gen.MARIANA, 8)], ids=IDS)
+@pytest.mark.parametrize("twin,base,pack", [pytest.param(Gen.SUNDA, Gen.CAYMAN, 2, marks=pytest.mark.cosim),
+                                               (Gen.MARIANA_PLUS, Gen.MARIANA, 8)], ids=IDS)
 def test_twin_rtl_is_the_same_netlist(twin, base, pack):
     """The PE, the row port, the engine top (its blocks as instances) and its units elaborate to the
     same RTLIL for the twin and its base, up to the generation's name: the RTL is the same circuit."""
