@@ -7,6 +7,8 @@
 // the host port's lanes).  The comparison with the golden engine runs in Python over those arrays.
 // Port widths and names come from harness_ports.h, generated per engine configuration.  A traced
 // build (verilator --trace / --trace-fst) writes the waveform to the third argument, VCD or FST.
+// With TENSORE_HARNESS_PROGRESS set it writes "progress JOB CYCLES" lines to stderr, about four a
+// second, for cosim/progress.py's display (D-T89).
 #include "Vtop.h"
 #include "verilated.h"
 #include "harness_ports.h"
@@ -18,6 +20,7 @@ typedef VerilatedFstC Tracer;
 typedef VerilatedVcdC Tracer;
 #endif
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
         run.tfp->open(argv[3]);
     }
 #endif
+    const bool progress = getenv("TENSORE_HARNESS_PROGRESS") != nullptr;
     const int64_t jobs = read1(in);
     for (int64_t job = 0; job < jobs; job++) {
         const int64_t Lm = read1(in), end = read1(in), parts = read1(in), rows = read1(in);
@@ -161,7 +165,7 @@ int main(int argc, char** argv) {
         std::vector<uint8_t> err(end), unsup(end);
         int64_t done = 0;                            // the engine's done output in the last cycle
         int64_t nxt = 0;
-        auto t0 = std::chrono::steady_clock::now();
+        auto t0 = std::chrono::steady_clock::now(), shown = t0;
         for (int64_t cycle = 0; cycle < end; cycle++) {
             top.desc_valid = nxt < ndesc;
             if (nxt < ndesc)
@@ -266,6 +270,14 @@ int main(int argc, char** argv) {
             top.clk = 1;
             run.eval();
             if (nxt < ndesc && accepted) nxt++;
+            if (progress && (cycle & 63) == 63) {
+                auto now = std::chrono::steady_clock::now();
+                if (now - shown >= std::chrono::milliseconds(250)) {
+                    fprintf(stderr, "progress %lld %lld\n", (long long)job, (long long)cycle + 1);
+                    fflush(stderr);
+                    shown = now;
+                }
+            }
         }
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         top.desc_valid = 0;

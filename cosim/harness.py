@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import resource
 import subprocess
@@ -35,7 +36,7 @@ from tensore.cosim import toolchain
 from tensore.cosim.hdl import (COSIM_TOP, VERILATOR_FLAGS, HdlResult, as_trace, control_file, forms, locked,
                                trace_flags, traced_form, verilate, wrapper)
 from tensore.cosim.lockstep import MV_W, ST_W
-from tensore.cosim.progress import silent
+from tensore.cosim.progress import silent, simulation
 from tensore.cosim.savefile import write as write_savefile
 from tensore.cosim.wave_request import Trace, format_of
 from tensore.rtl.rowport import MV_ELEMS
@@ -205,9 +206,10 @@ def check(lk, writes, err, unsup, regs, done, psum):
     return None
 
 
-def _execute(lks: list, built: dict, waves: str | None = None) -> list:
+def _execute(lks: list, built: dict, waves: str | None = None, log=silent) -> list:
     """Run the harness on a job file of the locksteps (SBUF images included: ~2 MB a program) in a
-    work directory of the build that is removed afterwards."""
+    work directory of the build that is removed afterwards; `log` not silent: the cycles simulated
+    of all the jobs' on stderr (progress.simulation, D-T89)."""
     if waves:
         waves = Path(waves).resolve()
         waves.parent.mkdir(parents=True, exist_ok=True)
@@ -215,11 +217,23 @@ def _execute(lks: list, built: dict, waves: str | None = None) -> list:
         job, result = Path(tmp) / "job.bin", Path(tmp) / "result.bin"
         job.write_bytes(_job(lks))
         cmd = [built["exe"], str(job), str(result)] + ([str(waves)] if waves else [])
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        starts = np.cumsum([0] + [lk.end for lk in lks])
+        other = []
+        with simulation(log, f"{', '.join(lk.program.name for lk in lks)} on Verilator", int(starts[-1])) as shown:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    env={**os.environ, "TENSORE_HARNESS_PROGRESS": "1"} if shown.active else None)
+            for line in proc.stdout:
+                job_cycle = line.split()[1:] if line.startswith("progress ") else None
+                if job_cycle and len(job_cycle) == 2 and all(x.isdigit() for x in job_cycle):
+                    shown.update(done=int(starts[int(job_cycle[0])]) + int(job_cycle[1]))
+                else:
+                    other.append(line)
+            code = proc.wait()
+            shown.update(done=int(starts[-1]) if not code else None)
         if waves and not waves.exists():
             raise RuntimeError(f"the harness wrote no waveform to {waves}")
-        if res.returncode:
-            raise RuntimeError(f"the harness failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}")
+        if code:
+            raise RuntimeError(f"the harness failed (exit {code}): {''.join(other).strip()[-2000:]}")
         return _results(result.read_bytes(), lks)
 
 
@@ -233,11 +247,12 @@ def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None,
     if waves_to and (have is None or have.fmt != format_of(waves_to)):
         built = build(built["exported"], trace=Trace.of(waves_to, have.depth if have else 0),
                       opt=built.get("opt", "-O1"), log=log)
-    raw = _execute(lks, built, str(waves_to) if waves_to else None)
+    raw = _execute(lks, built, str(waves_to) if waves_to else None, log)
     if waves_to:
         write_savefile(waves_to)
     out = []
     for lk, (writes, err, unsup, regs, done, psum, seconds) in zip(lks, raw):
+        lk.rtl_writes = writes          # the RTL's own record (outputs.harness_write_rows, D-T89)
         t0 = time.perf_counter()
         bad = check(lk, writes, err, unsup, regs, done, psum) if lk.compare else None
         check_seconds = time.perf_counter() - t0

@@ -22,6 +22,7 @@ from amaranth.lib import data
 
 from tensore.cosim.amaranth_sim import simulate
 from tensore.cosim.mismatch import Mismatch, first_with_waveform
+from tensore.cosim.progress import silent, simulation
 from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
@@ -165,10 +166,11 @@ class Lockstep:
         self.final_psum = self.eng.psum.cells(4)[:psum_partitions, self.final_words].T.astype(np.int64)
         self.checks = 0
         self.compare = True          # False: drive and serve only (measures the checking's cost)
+        self.progress = None         # a progress.Progress the testbench counts cycles on (D-T89)
 
     def __getstate__(self):
         """What a simulator process needs (cosim/hdl.py pickles it): not the golden engine and trace."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace", "progress")}
 
     @property
     def rows(self):
@@ -234,6 +236,8 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
     st_resp, mv_resp = 0, 0
     nxt = 0
     for cycle in range(lk.end):
+        if lk.progress is not None:
+            lk.progress.update(done=cycle)
         port.set("desc_valid", int(nxt < len(lk.descs)))
         if nxt < len(lk.descs):
             port.set("desc_data", lk.descs[nxt])
@@ -353,9 +357,10 @@ class AmaranthPort:
 
 
 def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=None, vcd=None, stop_at=None,
-        stats=None, tamper=None, sparse32=None):
+        stats=None, tamper=None, sparse32=None, log=silent):
     """Simulate `program` (cosim.programs.Program) in Amaranth; None when everything matches, else a Mismatch.
-    `sparse32`: build the engine with 32-bit sparse fmaps (None: if the program needs them)."""
+    `sparse32`: build the engine with 32-bit sparse fmaps (None: if the program needs them); `log`
+    not silent: the cycles simulated on stderr (progress.simulation)."""
     from tensore.rtl.top import Engine
     lk = Lockstep(program, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions,
                   psum_ports=psum_ports, stop_at=stop_at, tamper=tamper)
@@ -367,7 +372,9 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=No
     async def testbench(ctx):
         result.append(await bench(lk, AmaranthPort(dut, ctx)))
 
-    seconds = simulate(dut, testbench, vcd)
+    with simulation(log, f"{program.name} on Amaranth", lk.end) as lk.progress:
+        seconds = simulate(dut, testbench, vcd)
+    lk.progress = None
     if stats is not None:
         stats.update(cycles=lk.end, seconds=seconds, checks=lk.checks, lockstep=lk)
     return result[0]

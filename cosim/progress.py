@@ -1,10 +1,12 @@
-"""Progress of exports and simulator builds (D-T67): the stage, files compiled of N and the elapsed
-time, as a bar redrawn in place on a terminal and as plain lines in a log (not a tty, `CI` set,
-`TERM=dumb`).
+"""Progress of exports, simulator builds (D-T67) and simulations (D-T89): the stage, files compiled
+(cycles simulated) of N and the elapsed time, as a bar redrawn in place on a terminal and as plain
+lines in a log (not a tty, `CI` set, `TERM=dumb`).
 
     with Progress("build", log) as p:   # `log` silent: shows nothing
         p.update(stage="compiling C++", done=3, total=40)
     run_logged(cmd, logf, progress, meter)   # a subprocess's output to `logf`, each line to `meter`
+    with simulation(log, "gemm on Verilator", cycles) as p:   # shown from SIM_AFTER seconds on
+        p.update(done=cycle)                                  # cycles of cycles, cycles/s
 
 Output goes to a copy of stderr taken when the display starts, so a simulator whose output is
 redirected into its log file meanwhile (cosim/hdl.py `_redirect`) does not swallow it."""
@@ -20,6 +22,8 @@ from pathlib import Path
 
 HEARTBEAT = 30.0        # seconds between plain lines while nothing changes
 PLAIN_EVERY = 10.0      # at most one plain line per this many seconds for file counts
+SIM_EVERY = 1.0         # ... for a simulation's cycles
+SIM_AFTER_ENV = "TENSORE_PROGRESS_AFTER"    # seconds before a simulation shows progress (default 2)
 BAR = 24
 
 
@@ -43,8 +47,13 @@ class Progress:
     """One export or build: `update` the stage and file counts; a thread redraws the bar (terminal)
     or writes a heartbeat line (log) while the work runs in this thread."""
 
-    def __init__(self, what: str, log=silent, *, stage: str = "", total: int = 0):
+    def __init__(self, what: str, log=silent, *, stage: str = "", total: int = 0, unit: str = "files",
+                 every: float = PLAIN_EVERY, after: float = 0.0):
+        """`unit`: what `done` counts ("cycles" also shows the rate); `every`: seconds between plain
+        lines while the count moves; `after`: nothing is shown before this many seconds (a short
+        run stays quiet, its final line too)."""
         self.what, self.stage, self.done, self.total = what, stage, 0, total
+        self.unit, self.every, self.after, self.shown = unit, every, after, False
         self.active = log is not silent
         self.t0 = time.perf_counter()
         self._said = (None, -1.0)               # (what a plain line last said, when)
@@ -69,7 +78,8 @@ class Progress:
         with self._lock:
             if not self.stage.startswith("failed"):
                 self.stage = "failed" if kind else "done"
-            self._write(self._text(), end="\n", force=True)
+            if self.shown or self.elapsed >= self.after:
+                self._write(self._text(), end="\n", force=True)
         self.out.close()
 
     @property
@@ -85,17 +95,19 @@ class Progress:
         self._show(force=changed)
 
     def _text(self) -> str:
-        files = f"{self.done}/{self.total} files" if self.total else ""
+        files = f"{self.done:,}/{self.total:,} {self.unit}" if self.total else ""
         if self.tty and self.total:
             fill = round(BAR * self.done / self.total)
             files = f"[{'#' * fill}{'.' * (BAR - fill)}] {files}"
-        parts = [p for p in (self.stage, files, f"{self.elapsed:.0f} s") if p]
+        rate = f"{self.done / self.elapsed:,.0f} {self.unit}/s" if self.unit == "cycles" and self.elapsed > 0 else ""
+        parts = [p for p in (self.stage, files, rate, f"{self.elapsed:.0f} s") if p]
         return f"  {self.what}: " + ", ".join(parts)
 
     def _show(self, force: bool = False) -> None:
-        if self.active:
+        if self.active and (self.shown or self.elapsed >= self.after):
             with self._lock:
-                self._write(self._text(), force=force)
+                self._write(self._text(), force=force or not self.shown)
+                self.shown = True
 
     def _write(self, text: str, *, end: str = "", force: bool = False) -> None:
         if self.tty:
@@ -105,13 +117,27 @@ class Progress:
         key, last = self._said
         now = self.elapsed
         new = (self.stage, self.done)
-        if force or end or (new != key and now - last >= PLAIN_EVERY) or now - last >= HEARTBEAT:
+        if force or end or (new != key and now - last >= self.every) or now - last >= HEARTBEAT:
             self.out.write(text + "\n")
             self._said = (new, now)
 
     def _tick(self) -> None:
         while not self._stop.wait(0.25 if self.tty else 1.0):
             self._show()
+
+
+def sim_after() -> float:
+    """Seconds a simulation runs before it shows progress: $TENSORE_PROGRESS_AFTER, else 2."""
+    try:
+        return max(0.0, float(os.environ.get(SIM_AFTER_ENV, "2")))
+    except ValueError:
+        return 2.0
+
+
+def simulation(log, stage: str, cycles: int) -> Progress:
+    """The progress of a simulation of `cycles` cycles (D-T89): cycles done of them and cycles/s, at
+    most a plain line a second (a bar redrawn in place on a terminal), from sim_after() seconds on."""
+    return Progress("simulation", log, stage=stage, total=cycles, unit="cycles", every=SIM_EVERY, after=sim_after())
 
 
 _COMPILE = re.compile(r"^\s*(\S*/)?(ccache\s+)?(c\+\+|g\+\+|clang\+\+|gcc|cc)\s.*(\s-c\s|\.gch\b)")

@@ -177,6 +177,17 @@ def _apart(a: tuple, b: tuple) -> bool:
     return a[1] < b[0] or b[1] < a[0] or a[3] <= b[2] or b[3] <= a[2]
 
 
+def check_array(gen, rows: int, cols: int) -> None:
+    """The one size rule of an engine (the golden model's and every command's): rows a multiple of
+    GROUPS up to ARRAY_ROWS, columns a multiple of GROUPS (MAVERICK: whole groups in each column half)
+    up to the generation's full width; else a ValueError."""
+    full = full_cols(gen)
+    step = 2 * GROUPS if Gen.parse(gen).layout == Gen.MAVERICK else GROUPS
+    if not (GROUPS <= rows <= ARRAY_ROWS and rows % GROUPS == 0 and GROUPS <= cols <= full and cols % step == 0):
+        raise ValueError(f"array {rows}x{cols}: rows must be a multiple of {GROUPS} up to {ARRAY_ROWS}, "
+                         f"columns a multiple of {step} up to {full}")
+
+
 class Engine:
     """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256).
     trace: "detailed" (an Event per PSUM write) or "aggregate" (a WriteBlock per matmul)."""
@@ -191,10 +202,7 @@ class Engine:
         self.maverick = self.gen.layout == Gen.MAVERICK
         full = full_cols(self.gen)
         cols = full if cols is None else cols
-        step = 2 * GROUPS if self.maverick else GROUPS     # MAVERICK: whole groups in each column half
-        if not (GROUPS <= rows <= ARRAY_ROWS and rows % GROUPS == 0 and GROUPS <= cols <= full and cols % step == 0):
-            raise ValueError(f"array {rows}x{cols}: rows must be a multiple of {GROUPS} up to {ARRAY_ROWS}, "
-                             f"columns a multiple of {step} up to {full}")
+        check_array(self.gen, rows, cols)
         self.rows, self.cols = rows, cols
         self.full_cols = full
         self.sbuf = sbuf if isinstance(sbuf, Sbuf) else Sbuf(sbuf)          # None: zeros; an ndarray: its bytes

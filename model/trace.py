@@ -212,7 +212,9 @@ class Trace:
                 psum.cells(d["bytes"])[d["partition"], d["offset"] // d["bytes"]] = d["bits"]
         return psum
 
-    def summary(self) -> str:
+    def summary(self, per_op: bool = True) -> str:
+        """Ops, cycles and PSUM writes, then a line per micro-op (`per_op` False: only the refused and
+        faulting ones)."""
         done = [o for o in self.ops if o.error == E.NONE and o.t_complete is not None]
         refused = [o for o in self.ops if o.error != E.NONE]
         count = self.descriptors if self.descriptors is not None else len(self.ops)
@@ -223,7 +225,7 @@ class Trace:
             if o.error != E.NONE:
                 lines.append(f"  #{o.index} {o.name}: refused {o.error.name} at cycle {o.t_decode}: "
                              f"{o.violations[0] if o.violations else ''}")
-            elif o.t_issue is not None:
+            elif o.t_issue is not None and (per_op or o.fault != E.NONE):
                 fault = f", reported {o.fault.name}" if o.fault != E.NONE else ""
                 lines.append(f"  #{o.index} {o.name}: issue {o.t_issue}, complete {o.t_complete}{fault}, "
                              f"{o.psum_writes} PSUM writes")

@@ -17,7 +17,8 @@ import numpy as np  # noqa: E402
 
 from tensore.cosim.toolchain import OPT_ENV  # noqa: E402
 from tensore.model import dtypes as dt  # noqa: E402
-from tensore.model.isa.microop import ARRAY_ROWS, full_cols  # noqa: E402
+from tensore.model.addrmap import PARTITIONS  # noqa: E402
+from tensore.model.isa.microop import ARRAY_ROWS, GROUPS, full_cols  # noqa: E402
 from tensore.model.timing import PERF_BANKS, PERF_COUNTERS  # noqa: E402
 
 
@@ -29,8 +30,10 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def int_at_least(lo: int, what: str = ""):
-    """An argparse type: an integer (decimal or 0x hex) >= `lo`, else a one-line usage error."""
+def int_at_least(lo: int, what: str = "", hi: int | None = None, size: bool = False):
+    """An argparse type: an integer (decimal or 0x hex) from `lo` (to `hi`), else a one-line usage
+    error (SPEC section 9, D-T90).  `lo`, `hi` and `size` (an array dimension, checked again against
+    the generation by check_array_args) are kept on it for tests/test_cli_bad_input.py's sweep."""
     def parse(text: str) -> int:
         try:
             value = int(text, 0)
@@ -38,9 +41,90 @@ def int_at_least(lo: int, what: str = ""):
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         if value < lo:
             raise argparse.ArgumentTypeError(f"{value} is below {lo}{f' ({what})' if what else ''}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"{value} is above {hi}{f' ({what})' if what else ''}")
         return value
     parse.__name__ = "integer"
+    parse.lo, parse.hi, parse.size = lo, hi, size
     return parse
+
+
+def array_dim(what: str):
+    """An argparse type for --rows / --cols: an integer of at least GROUPS; main() then checks the
+    whole array against the generation by model.engine.check_array, the one size rule."""
+    return int_at_least(GROUPS, what, size=True)
+
+
+ROWS_TYPE = array_dim(f"a multiple of {GROUPS} up to {ARRAY_ROWS}")
+COLS_TYPE = array_dim(f"a multiple of {GROUPS} (MAVERICK: {2 * GROUPS}) up to the generation's full width")
+COUNT_TYPE = int_at_least(1)                 # a number of things to do
+SEED_TYPE = int_at_least(0, "numpy seeds are non-negative")
+RTL_SBUF_LATENCY = int_at_least(2, "the RTL: a request register and the memory")
+PSUM_PARTITIONS_TYPE = int_at_least(1, "PSUM partitions", hi=PARTITIONS)
+
+
+class InputFile(str):
+    """A file argument (input_file, input_path): checked by input_error once the arguments are
+    parsed, so that a missing file is an exit 2 from main() like every other refused input."""
+    dirs = False                 # a directory is accepted too
+
+    def problem(self) -> str | None:
+        """Why the file cannot be read, or None: `-` is stdin; `FILE.npz:NAME` names an array of
+        FILE.npz."""
+        if self == "-" or (self.dirs and os.path.isdir(self)):
+            return None
+        path = str(self) if os.path.exists(self) or ":" not in self else self.rsplit(":", 1)[0]
+        if not os.path.exists(path):
+            return f"{path}: no such file"
+        if os.path.isdir(path):
+            return f"{path}: a directory, not a file"
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            return f"{path}: cannot be read ({exc.strerror})"
+        return None
+
+
+def input_file(text: str) -> InputFile:
+    """An argparse type: a file to read, which must exist, be a file and be readable (input_error)."""
+    return InputFile(text)
+
+
+def input_path(text: str) -> InputFile:
+    """An argparse type: a file to read as input_file, or a directory (tensore check-waves --engine)."""
+    path = InputFile(text)
+    path.dirs = True
+    return path
+
+
+def input_error(args) -> str | None:
+    """The first file argument of `args` that cannot be read, as a one-line reason; else None."""
+    for name, value in vars(args).items():
+        for v in value if isinstance(value, list) else [value]:
+            why = v.problem() if isinstance(v, InputFile) else None
+            if why:
+                return f"argument {name}: {why}"
+    return None
+
+
+def check_array_args(args) -> str | None:
+    """The size rule (model.engine.check_array) on a subcommand's --rows / --cols for every
+    generation it names; the one-line reason, or None.  `array_cols(gen, rows, cols)` (the
+    subcommand's default, set_defaults) gives the array's columns from the options; --rows
+    defaults to the full ARRAY_ROWS where the option has no default."""
+    from tensore.model.engine import check_array
+    if not hasattr(args, "rows") or not hasattr(args, "gen"):
+        return None
+    cols_of = getattr(args, "array_cols", array_cols)
+    rows = args.rows or ARRAY_ROWS
+    for gen in args.gen if isinstance(args.gen, list) else [args.gen]:
+        try:
+            check_array(gen, rows, cols_of(gen, rows, getattr(args, "cols", None)))
+        except ValueError as exc:
+            given = f"--rows {rows}" + (f" --cols {args.cols}" if getattr(args, "cols", None) else "")
+            return f"{given} on {dt.Gen.parse(gen).name}: {exc}"
+    return None
 
 
 GEN_HELP = "chip generation (its ISA layouts, dtypes and array size)"
@@ -113,12 +197,15 @@ def _amaranth(prog, waves, *, pack, psum_partitions: int, sbuf_latency: int, wav
 
 def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str | None = "-O1",
            harness: str | None = None, dtypes=None, waves_depth: int = 0, pack: int | None = None,
-           allow_refused: bool = False) -> int:
+           allow_refused: bool = False, verbose: bool = True, result: dict | None = None) -> int:
     """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure.
     A program whose golden run refuses a micro-op, or has one report an error when executed, fails
     before the RTL runs unless `allow_refused` (the rule of `tensore run`, refusal_error).
     The engine has `pack` elements per PE, or as many as the program needs (cosim/hdl.fit_pack);
-    `opt` None: $TENSORE_OPT, else -O1 (cosim/toolchain.cxx_opt)."""
+    `opt` None: $TENSORE_OPT, else -O1 (cosim/toolchain.cxx_opt).  `verbose` False: no line per
+    executed micro-op for a long program (run_summary).  `result` (a dict) receives the lockstep,
+    the mismatch and `rtl_writes` (outputs.py rows: the compiled harness's record, else, when
+    every cycle matched, the golden writes the RTL was checked to make; None otherwise, D-T89)."""
     import time
 
     from tensore.cosim.wave_request import Trace
@@ -127,7 +214,7 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
     if not allow_refused:                            # the golden run, shared with the lockstep's (Program.golden)
         eng, golden_trace, code = prog.golden(sbuf_latency)
         if any(o.error or o.fault for o in golden_trace.ops):
-            print(run_summary(eng, golden_trace))
+            print(run_summary(eng, golden_trace, verbose))
             print(f"  RTL on {sim}: not run (--allow-refused runs it and checks its refusals and errors against "
                   "the golden engine's)")
             return int(refusal_error(golden_trace, allow_refused))
@@ -144,7 +231,12 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
         bad, lk, cycles, checks, seconds, wave_file = res.mismatch, res.lockstep, res.cycles, res.checks, \
             res.seconds, res.waves
     trace = lk.trace
-    print(run_summary(lk.eng, trace))
+    if result is not None:
+        from tensore.outputs import harness_write_rows, psum_write_rows
+        rec = getattr(lk, "rtl_writes", None)
+        result.update(lockstep=lk, mismatch=bad, rtl_writes=harness_write_rows(rec) if rec is not None else
+                      psum_write_rows(trace) if bad is None else None)
+    print(run_summary(lk.eng, trace, verbose))
     # one PSUM write = one column's sum over the matmul's rows (x2 for an FP8 double-row PE)
     macs = sum(lk.eng.region(o.desc)[1] * o.psum_writes for o in trace.ops
                if o.name.startswith("matmul") and o.t_issue is not None)
@@ -405,9 +497,18 @@ def cmd_cosim(args) -> int:
     sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
     prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
     from tensore.rtl.fp.pe_mac import parse_dtypes
-    return _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
-                  harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes), opt=cosim_opt(args.opt, args.rows, cols),
-                  pack=args.pack, waves_depth=args.waves_depth, allow_refused=args.allow_refused)
+    result: dict = {}
+    rc = _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
+                harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes), opt=cosim_opt(args.opt, args.rows, cols),
+                pack=args.pack, waves_depth=args.waves_depth, allow_refused=args.allow_refused, verbose=args.verbose,
+                result=result)
+    if args.output:                     # the golden run is the lockstep's (Program.golden, shared)
+        from tensore.outputs import RUN_ARRAYS, save_results
+        eng, trace, _ = prog.golden(args.sbuf_latency)
+        rtl = result.get("rtl_writes")
+        print(f"wrote {save_results(args.output, eng, trace, rtl_writes=rtl)} ({RUN_ARRAYS}"
+              f"{', rtl_psum_writes' if rtl is not None else ''})")
+    return rc
 
 
 def _check_expectations(prog, engine) -> int:
@@ -462,9 +563,17 @@ def cmd_disasm(args) -> int:
     return 1 if "# ^ descriptor" in text else 0
 
 
-def run_summary(engine, trace) -> str:
-    """The summary `tensore run` prints: ops, cycles, errors, status registers and non-zero counters."""
-    lines = [trace.summary()]
+SUMMARY_OPS = 16       # a longer program lists its executed micro-ops only when asked (-v)
+
+
+def run_summary(engine, trace, verbose: bool = True) -> str:
+    """The summary `tensore run` prints: ops, cycles, errors, status registers and non-zero counters;
+    not `verbose` and more than SUMMARY_OPS micro-ops: no line per executed micro-op (refused and
+    faulting ones keep theirs)."""
+    per_op = verbose or len(trace.ops) <= SUMMARY_OPS
+    lines = [trace.summary(per_op=per_op)]
+    if not per_op:
+        lines.append(f"  ({sum(o.t_issue is not None for o in trace.ops)} micro-ops executed: -v lists each)")
     regs = engine.regs
     lines.append(f"  status: err={regs.get('err_status', 'err')} err_code={regs.get('err_status', 'err_code'):#04x} "
                  f"err_opcode={regs.get('err_status', 'err_opcode'):#04x} err_count={regs.get('err_count', 'count')} "
@@ -496,11 +605,8 @@ def cmd_run(args) -> int:
     trace = engine.run(data)
     print(run_summary(engine, trace))
     if args.output:
-        out = Path(args.output if args.output.endswith(".npz") else args.output + ".npz")
-        np.savez_compressed(out, psum=engine.psum.mem, sr_state=engine.psum.sr_state,
-                            psum_writes=np.array([(e.cycle, e.data["partition"], e.data["offset"], e.data["bits"])
-                                                  for e in trace.of_kind("psum_write")], np.int64).reshape(-1, 4))
-        print(f"wrote {out} (psum [128, 16384] bytes, sr_state, psum_writes [cycle, partition, offset, bits])")
+        from tensore.outputs import RUN_ARRAYS, save_results
+        print(f"wrote {save_results(args.output, engine, trace)} ({RUN_ARRAYS})")
     if refusal_error(trace, args.allow_refused):
         return 1
     return 1 if trace.stalled else 0
@@ -562,6 +668,10 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, formatter_class=DefaultsHelpFormatter, **kw):
         super().__init__(*args, formatter_class=formatter_class, **kw)
 
+    def error(self, message):
+        """A usage error: one line on stderr and exit 2 (SPEC section 9); --help shows the usage."""
+        self.exit(2, f"{self.prog}: error: {message} (--help: usage)\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The `tensore` argument parser, every subcommand registered (also tensore/kernel_cli.py,
@@ -574,9 +684,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dtypes)
     p = sub.add_parser("demo", help="the main job (see README): library programs through the RTL in Verilator")
     p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower, help=GEN_HELP + " (default mariana)")
-    p.add_argument("--rows", type=int, default=8, help="array rows (default 8)")
-    p.add_argument("--cols", type=int, default=None, help="array columns (default: --rows)")
-    p.add_argument("-n", type=int, default=64, help="moving vectors per matmul")
+    p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows (default 8)")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, help="array columns (default: --rows)")
+    p.add_argument("-n", type=COUNT_TYPE, default=64, help="moving vectors per matmul")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"],
                    help="simulator: verilator (default), icarus or amaranth (Amaranth's own, slow; no build)")
     p.add_argument("--waves-dir", default="build/demo", help="where each program's waveform goes (default build/demo)")
@@ -588,15 +698,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
     p.add_argument("--opt", type=opt_level, default="-O0", metavar="LEVEL",
                    help=OPT_HELP + "; default 0: the demo's programs are short")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, array_cols=lambda gen, rows, cols: cols or rows)
     p = sub.add_parser("verilog", help="export the engine as Verilog (one PE, row and PSUM module, files.f, .vlt)")
     p.add_argument("--gen", default="mariana", choices=GENS, type=str.lower, help=GEN_HELP + " (default mariana)")
-    p.add_argument("--rows", type=int, default=16, help="array rows (default 16)")
-    p.add_argument("--cols", type=int, default=None, help="array columns (default: --rows; 2 x --rows on MAVERICK)")
+    p.add_argument("--rows", type=ROWS_TYPE, default=16, help="array rows (default 16)")
+    p.add_argument("--cols", type=COLS_TYPE, default=None,
+                   help="array columns (default: --rows; 2 x --rows on MAVERICK)")
     p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
                    help="elements per PE (default: 1 on MAVERICK, 2 elsewhere; 4 / 8 for MX quad / oct row)")
-    p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles (default 2)")
-    p.add_argument("--psum-partitions", type=int, default=16, help="PSUM partitions (default 16)")
+    p.add_argument("--sbuf-latency", type=RTL_SBUF_LATENCY, default=2, help="SBUF read latency in cycles (default 2)")
+    p.add_argument("--psum-partitions", type=PSUM_PARTITIONS_TYPE, default=16, help="PSUM partitions (default 16)")
     p.add_argument("-o", "--output", default="build/verilog/engine",
                    help="output directory (default build/verilog/engine)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
@@ -611,10 +722,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a program on the engine RTL in lockstep with the golden engine, every cycle "
                        "checked. Exit 1 on a mismatch, or if a micro-op is refused or reports an error when executed "
                        "(unless --allow-refused), as `tensore run`; 2 on bad input.")
-    p.add_argument("program", help=PROG_HELP)
+    p.add_argument("program", type=input_file, help=PROG_HELP)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
-    p.add_argument("--rows", type=int, default=8, help="PE rows of the engine")
-    p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
+    p.add_argument("--rows", type=ROWS_TYPE, default=8, help="PE rows of the engine")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"],
                    help="simulator: verilator (default), icarus or amaranth (Amaranth's own, slow; no build)")
     p.add_argument("--waves", default=None, metavar="FILE",
@@ -629,21 +740,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
                    help="elements per PE the engine is built with (default: what the program needs, at least "
                    "the generation's default; a smaller --pack is refused before building)")
-    p.add_argument("--sbuf", help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
-    p.add_argument("--psum-partitions", type=int, default=16, help="PSUM partitions of the engine (default 16)")
-    p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles (default 2)")
+    p.add_argument("--sbuf", type=input_file, help="npz with an array 'sbuf' ([partitions, bytes] uint8)")
+    p.add_argument("--psum-partitions", type=PSUM_PARTITIONS_TYPE, default=16,
+                   help="PSUM partitions of the engine (default 16)")
+    p.add_argument("--sbuf-latency", type=RTL_SBUF_LATENCY, default=2, help="SBUF read latency in cycles (default 2)")
     p.add_argument("--harness", default=None, choices=["compiled", "cocotb"],
                    help="Verilator testbench: the compiled C++ harness (default) or cocotb (Icarus: cocotb)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.add_argument("--allow-refused", action="store_true",
                    help="exit 0 although micro-ops were refused or reported errors (programs that test them)")
+    from tensore.outputs import LAYOUT_HELP
+    p.add_argument("-o", "--output", metavar="NPZ", help=LAYOUT_HELP + " (docs/kernels.md; default: not written)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help=f"a line per executed micro-op also for programs of more than {SUMMARY_OPS}")
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
     p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE),
                    help="generations to run (default both: MAVERICK 128 x 256, MARIANA 128 x 128)")
-    p.add_argument("-n", type=int, default=512, help="moving vectors per bf16 matmul")
-    p.add_argument("--n-small", type=int, default=128, help="moving vectors of the MX and double-row matmuls")
+    p.add_argument("-n", type=COUNT_TYPE, default=512, help="moving vectors per bf16 matmul")
+    p.add_argument("--n-small", type=COUNT_TYPE, default=128, help="moving vectors of the MX and double-row matmuls")
     p.add_argument("--gemm-m", type=int_at_least(1), default=256, metavar="M",
                    help="rows of A in the kernel GEMM (bf16 M x 384 x 1.5 x columns; default 256; an M whose "
                    "tiles would share a PSUM bank, above 1024 on MAVERICK, is refused)")
@@ -657,13 +773,13 @@ def build_parser() -> argparse.ArgumentParser:
     sbuf_help = ("SBUF image: a .npz holding an array 'sbuf' (or FILE.npz:NAME), or a .npy; uint8 [partitions, bytes], "
                  "or elements of an engine format (float32, ml_dtypes bfloat16, ...) taken as their bytes (D-T65)")
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
-    p.add_argument("source", help="assembly text (docs/isa.md); - for stdin")
+    p.add_argument("source", type=input_file, help="assembly text (docs/isa.md); - for stdin")
     p.add_argument("-o", "--output", help="the descriptors (default: the source with .bin, stdout for stdin; - for stdout)")
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--strict", action="store_true", help="exit 1 if the ISA checks refuse any descriptor")
     p.set_defaults(func=cmd_asm)
     p = sub.add_parser("disasm", help="disassemble descriptors; lists every violation (exit 1 if any)")
-    p.add_argument("binary", metavar="program", help=PROG_HELP)
+    p.add_argument("binary", metavar="program", type=input_file, help=PROG_HELP)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.set_defaults(func=cmd_disasm)
     p = sub.add_parser("run", help="run a program (text or binary) in the golden engine and print a summary",
@@ -671,13 +787,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "--cols it has as many columns as rows (2 x rows on MAVERICK), the same rule as `tensore cosim`, "
                        "so the defaults are the full 128 x 128 (MAVERICK 128 x 256) array. Exit 1 if a micro-op is "
                        "refused (unless --allow-refused) or the program waits for an event nothing sets; 2 on bad input.")
-    p.add_argument("program", help=PROG_HELP)
+    p.add_argument("program", type=input_file, help=PROG_HELP)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
-    p.add_argument("--sbuf", metavar="FILE", help=sbuf_help + "; default all zeros")
+    p.add_argument("--sbuf", metavar="FILE", type=input_file, help=sbuf_help + "; default all zeros")
     p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to (.npz added when missing)")
-    p.add_argument("--rows", type=int_at_least(4, "a multiple of 4 up to 128"), default=128, metavar="N",
+    p.add_argument("--rows", type=ROWS_TYPE, default=128, metavar="N",
                    help="PE rows: a multiple of 4 up to 128 (default 128)")
-    p.add_argument("--cols", type=int_at_least(4), default=None, metavar="N",
+    p.add_argument("--cols", type=COLS_TYPE, default=None, metavar="N",
                    help="PE columns: a multiple of 4 (MAVERICK: 8) up to 128 (MAVERICK: 256); default rows "
                    "(MAVERICK: 2 x rows)")
     p.add_argument("--sbuf-latency", type=int_at_least(1, "an SBUF read takes at least a cycle"), default=2, metavar="CYCLES",
@@ -707,7 +823,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     if argv is None:                                        # the command: `tensore ... | head` ends quietly
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    bad = check_array_args(args) or input_error(args)
+    if bad:
+        print(f"tensore {args.command}: error: {bad}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError) as exc:
@@ -716,4 +837,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # through the package module: the subcommand modules import tensore.cli, and its InputFile
+    # arguments must be of that module's class, not of a second copy run as __main__
+    from tensore.cli import main as package_main
+    sys.exit(package_main())

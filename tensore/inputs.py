@@ -101,36 +101,91 @@ def split_array_name(spec) -> tuple[str, str | None]:
     return spec, None
 
 
-def load_sbuf(path, name: str | None = None) -> np.ndarray:
-    """An SBUF image as [partitions, bytes] uint8 from a .npz (its array `name`, default `sbuf`, or
-    the name after a colon in `path`) or a .npy file, told apart by content; see image_bytes for
-    the element types accepted."""
+def read_array(path, name: str | None = None, *, default: str | None = None, what: str = "array",
+               missing=None, not_numpy: str | None = None) -> tuple:
+    """(array, its description `file` or `file.npz:name`) of a .npy or .npz file, told apart by
+    content.  A .npz gives the array `name` (or the name after a colon in `path`), else `default`,
+    else its only array; `missing(path, name, held)` words the error of a name the file lacks and
+    `not_numpy` the hint for a file of neither kind."""
     path, name = split_array_name(path) if name is None else (str(path), name)
     raw = read_bytes(path)
     try:
         if raw.startswith(_NPY_MAGIC) and name is not None:
             raise InputError(f"{path}: a .npy file holds one array; an array name ('{name}') picks one of a .npz")
-        name = name or SBUF_ARRAY
         if raw.startswith(_NPZ_MAGIC):
             with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-                if name not in z.files:
+                key = name or default or (z.files[0] if len(z.files) == 1 else None)
+                if key not in z.files:
                     held = ", ".join(_describe(z, k) for k in z.files) or "no arrays"
-                    raise InputError(f"{path}: no array '{name}' (the SBUF image); the file holds {held}; "
-                                     f"save the image as '{SBUF_ARRAY}' or pick an array as {path}:NAME")
-                arr, what = z[name], f"{path}:{name}"
-        elif raw.startswith(_NPY_MAGIC):
-            arr, what = np.load(io.BytesIO(raw), allow_pickle=False), str(path)
-        else:
-            raise InputError(f"{path}: not a numpy .npy or .npz file; an SBUF image is an array [partitions, "
-                             f"bytes] of uint8 (np.save, or np.savez(file, {SBUF_ARRAY}=image))")
+                    if missing is not None:
+                        raise InputError(missing(path, key, held))
+                    why = f"no array '{key}'" if key else "more than one array"
+                    raise InputError(f"{path}: {why} ({what}); the file holds {held}; pick one as {path}:NAME")
+                return z[key], f"{path}:{key}"
+        if raw.startswith(_NPY_MAGIC):
+            return np.load(io.BytesIO(raw), allow_pickle=False), str(path)
+        raise InputError(f"{path}: not a numpy .npy or .npz file; {not_numpy or what + ': np.save, or np.savez'}")
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, InputError):
             raise
         raise InputError(f"{path}: unreadable numpy file: {_one_line(exc)}") from None
+
+
+def load_sbuf(path, name: str | None = None) -> np.ndarray:
+    """An SBUF image as [partitions, bytes] uint8 from a .npz (its array `name`, default `sbuf`, or
+    the name after a colon in `path`) or a .npy file, told apart by content; see image_bytes for
+    the element types accepted."""
+    arr, what = read_array(path, name, default=SBUF_ARRAY, what="the SBUF image", missing=lambda p, key, held: (
+        f"{p}: no array '{key}' (the SBUF image); the file holds {held}; "
+        f"save the image as '{SBUF_ARRAY}' or pick an array as {p}:NAME"),
+        not_numpy=f"an SBUF image is an array [partitions, bytes] of uint8 (np.save, or np.savez(file, {SBUF_ARRAY}=image))")
     try:
         return image_bytes(arr, name=what)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+
+
+def load_operand(spec, *, role: str, ndim: int, dtype, gen, exact: bool = True) -> np.ndarray:
+    """A kernel operand (D-T88) as float64 values: an array of rank `ndim` from a .npy / .npz file
+    (one array, or `FILE.npz:NAME`), every value finite.  Float arrays are values; with `exact`
+    every one must be a value of `dtype` on `gen` (dtypes.codes_of: an array of the format itself,
+    e.g. ml_dtypes bfloat16, gives its bits).  Raw void elements of the format's width (what np.save
+    writes for an ml_dtypes array) are its bit patterns.  Integer arrays are refused (codes or
+    values: neither is a guess to make), as is any other element type."""
+    from tensore.model import dtypes as dt
+    arr, what = read_array(spec, what=f"operand {role}")
+    name = f"{what}: operand {role}"
+    d, fmt = arr.dtype, dt.format_of(dtype, gen)
+    if arr.ndim != ndim:
+        raise InputError(f"{name} has rank {arr.ndim} (shape {list(arr.shape)}); it must have rank {ndim}")
+    if 0 in arr.shape:
+        raise InputError(f"{name} is empty (shape {list(arr.shape)})")
+    raw = d.kind == "V" and d.names is None and not dt._is_float_values(d)
+    if raw and d.itemsize * 8 != fmt.width:
+        raise InputError(f"{name} has raw {d.itemsize}-byte elements; as bit patterns of "
+                         f"{dt.Dtype.parse(dtype).name} they would be {fmt.width // 8}-byte")
+    if not raw and not dt._is_float_values(d):
+        kind = "integers" if d.kind in "iub" else "not numbers"
+        raise InputError(f"{name} has {d} elements ({kind}); give its values as floats (float16 / float32 / "
+                         "float64, or ml_dtypes bfloat16 / float8 types)")
+    if raw:
+        wide = dt.to_fp32(arr.view(dt.code_dtype(fmt)), dtype, gen).astype(np.float64)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            wide = arr.astype(np.float64)
+    bad = ~np.isfinite(wide)
+    if bad.any():
+        i = [int(x) for x in np.argwhere(bad)[0]]
+        raise InputError(f"{name} holds {int(bad.sum())} NaN / Inf value(s), the first {float(wide[tuple(i)])!r} "
+                         f"at {i}; the kernels' numerics report needs finite operands")
+    if raw or not exact:
+        return wide
+    try:
+        codes = dt.codes_of(arr, dtype, gen, name=name)
+    except ValueError as exc:
+        why = _one_line(exc).split("; round explicitly")[0]
+        raise InputError(f"{why}; give values of the format, or --quantise to round them (RNE)") from None
+    return dt.to_fp32(codes, dtype, gen).astype(np.float64)
 
 
 def _describe(z, key: str) -> str:

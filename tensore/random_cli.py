@@ -115,10 +115,10 @@ def cmd_regress(args) -> int:
 
 
 def _program_args(p):
-    from tensore.cli import opt_level
-    p.add_argument("--rows", type=int, default=8, help="array rows")
-    p.add_argument("--cols", type=int, default=8, help="array columns (MAVERICK: each half)")
-    p.add_argument("--blocks", type=int, default=8, help="random blocks per program (and blocks // 3 extra ones)")
+    from tensore.cli import COLS_TYPE, COUNT_TYPE, ROWS_TYPE, opt_level
+    p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
+    p.add_argument("--cols", type=COLS_TYPE, default=8, help="array columns (MAVERICK: each half)")
+    p.add_argument("--blocks", type=COUNT_TYPE, default=8, help="random blocks per program (and blocks // 3 extra ones)")
     p.add_argument("--rtl", action="store_true", help="also run each program on the engine RTL (Verilator, compiled "
                    "harness) in lockstep with the golden engine")
     p.add_argument("--shrink", action="store_true", help="shrink a failing program (delta debugging) before "
@@ -127,44 +127,50 @@ def _program_args(p):
                    "builds (one per generation): 0-3; 2 runs a regression's programs about 5x faster than 0")
 
 
+def _full_cols(gen, rows: int, cols: int) -> int:
+    """The array a random program runs on: rows x cols, MAVERICK rows x 2 cols (--cols is each half,
+    cosim/random_programs.generate); for tensore.cli.check_array_args."""
+    return 2 * cols if Gen.parse(gen).layout == Gen.MAVERICK else cols
+
+
 def register(sub) -> None:
     """Add the verification subcommands to tensore's subparsers."""
-    from tensore.cli import GEN_HELP
+    from tensore.cli import COLS_TYPE, COUNT_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, input_file, int_at_least
     p = sub.add_parser("random", help="constrained-random programs on the golden engine (and --rtl the RTL); "
                        "failing ones written as reproducers")
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
-    p.add_argument("--seed", type=int, default=0, help="the first program's seed")
-    p.add_argument("--count", type=int, default=1, help="programs (seeds seed .. seed + count - 1)")
+    p.add_argument("--seed", type=SEED_TYPE, default=0, help="the first program's seed")
+    p.add_argument("--count", type=COUNT_TYPE, default=1, help="programs (seeds seed .. seed + count - 1)")
     _program_args(p)
     p.add_argument("-o", "--output", default="build/random", help="directory for reproducers (repro/) and programs")
     p.add_argument("--save-all", action="store_true", help="write every program (.s + .npz), not only failing ones")
     p.add_argument("--coverage", metavar="REPORT", help="write the functional coverage of these runs: REPORT "
                    "(.html, else text) and its cocotb-coverage database (.xml)")
-    p.set_defaults(func=cmd_random)
+    p.set_defaults(func=cmd_random, array_cols=_full_cols)
     p = sub.add_parser("coverage", help="functional coverage of random programs (and the library) on the golden "
                        "engine, with its holes")
     p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower, help=EVERY_GEN)
-    p.add_argument("--random", type=int, default=20, help="random programs per generation")
-    p.add_argument("--seed", type=int, default=0, help="the first random program's seed")
+    p.add_argument("--random", type=int_at_least(0), default=20, help="random programs per generation")
+    p.add_argument("--seed", type=SEED_TYPE, default=0, help="the first random program's seed")
     p.add_argument("--library", action="store_true", help="also the program library")
-    p.add_argument("--rows", type=int, default=8, help="array rows")
-    p.add_argument("--cols", type=int, default=8, help="array columns (MAVERICK: each half)")
-    p.add_argument("--merge", nargs="+", metavar="XML", help="report the merge of these coverage databases instead")
+    p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
+    p.add_argument("--cols", type=COLS_TYPE, default=8, help="array columns (MAVERICK: each half)")
+    p.add_argument("--merge", nargs="+", metavar="XML", type=input_file, help="report the merge of these coverage databases instead")
     p.add_argument("-o", "--output", default="build/coverage.html", help="the report (.html, else text)")
-    p.set_defaults(func=cmd_coverage)
+    p.set_defaults(func=cmd_coverage, array_cols=_full_cols)
     p = sub.add_parser("regress", help="random programs and the descriptor fuzz of every generation, sharded; "
                        "merged JUnit XML / JSON report and coverage")
     p.add_argument("--gen", nargs="+", default=GENS, choices=GENS, type=str.lower, help=EVERY_GEN)
-    p.add_argument("-n", "--programs", type=int, default=20, help="random programs per generation")
-    p.add_argument("--fuzz", type=int, default=0, help="fuzz descriptors per generation (RTL decoder parity)")
-    p.add_argument("--fuzz-engine", type=int, default=None, help="of those, how many also run as programs on the "
+    p.add_argument("-n", "--programs", type=int_at_least(0), default=20, help="random programs per generation")
+    p.add_argument("--fuzz", type=int_at_least(0), default=0, help="fuzz descriptors per generation (RTL decoder parity)")
+    p.add_argument("--fuzz-engine", type=int_at_least(0), default=None, help="of those, how many also run as programs on the "
                    "engine (default: all)")
-    p.add_argument("--seed", type=int, default=0, help="the first random program's seed")
+    p.add_argument("--seed", type=SEED_TYPE, default=0, help="the first random program's seed")
     _program_args(p)
     p.add_argument("--shard", help="run shard i of n (i/n, 0-based) and write its result; then --merge")
     p.add_argument("--merge", action="store_true", help="merge the shard results in -o into the reports")
     p.add_argument("--dask", metavar="ADDRESS", help="run the shards on a dask.distributed scheduler "
                    "(tcp://host:8786), or 'local' for a LocalCluster")
-    p.add_argument("--workers", type=int, default=2, help="--dask: shards (and LocalCluster workers)")
+    p.add_argument("--workers", type=COUNT_TYPE, default=2, help="--dask: shards (and LocalCluster workers)")
     p.add_argument("-o", "--output", default="build/regress", help="directory of shard results and reports")
-    p.set_defaults(func=cmd_regress)
+    p.set_defaults(func=cmd_regress, array_cols=_full_cols)

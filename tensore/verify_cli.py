@@ -10,15 +10,17 @@ from pathlib import Path
 
 def _engine_args(p):
     """The program and the engine configuration, as `tensore cosim` takes them."""
-    from tensore.cli import GEN_HELP, GENS
+    from tensore.cli import (COLS_TYPE, GEN_HELP, GENS, PSUM_PARTITIONS_TYPE, ROWS_TYPE, RTL_SBUF_LATENCY,
+                             input_file)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
-    p.add_argument("--sbuf", help="the SBUF image (.npz array 'sbuf' or .npy, [partitions, bytes]); default all zeros")
-    p.add_argument("--rows", type=int, default=8, help="PE rows of the engine")
-    p.add_argument("--cols", type=int, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
+    p.add_argument("--sbuf", type=input_file,
+                   help="the SBUF image (.npz array 'sbuf' or .npy, [partitions, bytes]); default all zeros")
+    p.add_argument("--rows", type=ROWS_TYPE, default=8, help="PE rows of the engine")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
     p.add_argument("--pack", type=int, default=None, choices=[1, 2, 4, 8],
                    help="elements per PE the engine is built with (default: what the program needs)")
-    p.add_argument("--psum-partitions", type=int, default=16, help="PSUM partitions of the engine")
-    p.add_argument("--sbuf-latency", type=int, default=2, help="SBUF read latency in cycles")
+    p.add_argument("--psum-partitions", type=PSUM_PARTITIONS_TYPE, default=16, help="PSUM partitions of the engine")
+    p.add_argument("--sbuf-latency", type=RTL_SBUF_LATENCY, default=2, help="SBUF read latency in cycles")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE", help="a specialised build's dtypes")
 
 
@@ -118,20 +120,21 @@ def cmd_testbench(args) -> int:
 
 
 def register(sub) -> None:
+    from tensore.cli import COUNT_TYPE, OPT_HELP, PROG_HELP, input_file, input_path, opt_level
     p = sub.add_parser("check-waves", help="check a waveform of the exported engine (any simulator) against the "
                        "golden engine: exit 0 pass, 1 mismatch, 2 bad input")
-    p.add_argument("waves", help="VCD or FST")
-    p.add_argument("--program", required=True, help="the program the simulation ran (assembly text or descriptors)")
-    p.add_argument("--engine", help="the export's engine.json, or a directory holding it (a `tensore testbench` "
+    p.add_argument("waves", type=input_file, help="VCD or FST")
+    p.add_argument("--program", required=True, type=input_file,
+                   help="the program the simulation ran (assembly text or descriptors)")
+    p.add_argument("--engine", type=input_path, help="the export's engine.json, or a directory holding it (a `tensore testbench` "
                    "directory); default: the export of the options' configuration")
     _engine_args(p)
     p.set_defaults(func=cmd_check_waves)
     p = sub.add_parser("testbench", help="write a self-contained SystemVerilog testbench of a program "
                        "(no Python needed to run it); --run icarus|verilator also runs and checks it")
-    from tensore.cli import OPT_HELP, PROG_HELP, opt_level
-    p.add_argument("program", help=PROG_HELP)
+    p.add_argument("program", type=input_file, help=PROG_HELP)
     p.add_argument("-o", "--output", default="build/testbench", help="the testbench's directory")
-    p.add_argument("--max-cycles", type=int, default=None, help="the watchdog (default 4 x the golden run + 1000)")
+    p.add_argument("--max-cycles", type=COUNT_TYPE, default=None, help="the watchdog (default 4 x the golden run + 1000)")
     p.add_argument("--run", choices=["icarus", "verilator"], help="run it here and check the waves")
     p.add_argument("--waves", help="with --run: the waveform, .vcd or .fst (default DIR/waves.fst on Icarus, "
                    "DIR/waves.vcd on Verilator)")

@@ -60,20 +60,44 @@ class KernelProgram(Program):
     b_scales: np.ndarray | None = None  # [K / 32, N]
     sparse_w: np.ndarray | None = None  # 2:4: kept weights [K / 2, N] (b_codes: the pruned dense B)
     sparse_tags: np.ndarray | None = None   # 2:4: their index in each group of 4 [K / 2, N]
+    operands: str = ""                  # where the operands came from, when not random (tensore gemm, D-T88)
 
-    def read(self, trace) -> np.ndarray:
+    def read(self, trace, rtl_writes=None) -> np.ndarray:
         """C [M, N] float32 from the trace: each tile's writes by its final matmul (the values a
-        drain of the bank would read once its group is complete; banks may be reused later)."""
+        drain of the bank would read once its group is complete; banks may be reused later).
+        `rtl_writes` [n, 4] (cycle, partition, offset, bits: tensore/outputs.py's rows of the RTL):
+        C from those instead, each cell the RTL's write to it in the cycle the golden run's final
+        matmul writes it, NaN where the RTL wrote none then (D-T89)."""
         es = 2 if self.out_dtype == Dtype.BFLOAT16 else 4
         last = {t.last_op: t for t in self.tiles}
         out = np.full(self.out_shape, np.nan, np.float32)
-        for op, (_, part, off, bits) in trace.psum_writes_of(last).items():
+        for op, (cycle, part, off, bits) in trace.psum_writes_of(last).items():
             t, bits = last[op], bits.astype(np.uint32)
             bank = off // addrmap.PSUM_BANK_BYTES
             m = t.m0 + (off % addrmap.PSUM_BANK_BYTES) // es
             n = t.n0 + part + (bank - t.bank) * self.half
+            if rtl_writes is not None:
+                bits, found = _written(rtl_writes, cycle, part, off)
+                m, n, bits = m[found], n[found], bits[found]
             out[m, n] = (bits << 16).view(np.float32) if es == 2 else bits.view(np.float32)
         return out
+
+
+def _written(rows, cycle, part, off) -> tuple:
+    """(bits uint32, found) of the writes in `rows` [n, 4] (cycle, partition, offset, bits) at each
+    (cycle, part, off)."""
+    def key(c, p, o):
+        return (np.asarray(c, np.int64) * addrmap.PARTITIONS + np.asarray(p, np.int64)) * (1 << 20) + \
+            np.asarray(o, np.int64)
+    rows = np.asarray(rows, np.int64).reshape(-1, 4)
+    have = key(rows[:, 0], rows[:, 1], rows[:, 2])
+    order = np.argsort(have, kind="stable")
+    have = have[order]
+    want = key(cycle, part, off)
+    i = np.clip(np.searchsorted(have, want), 0, max(len(have) - 1, 0))
+    found = (have[i] == want) if len(have) else np.zeros(want.shape, bool)
+    bits = rows[order][i, 3].astype(np.uint32) if len(have) else np.zeros(want.shape, np.uint32)
+    return bits, found
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,300 @@
+"""Every validity rule of model/isa/check.py (SPEC D-23, D-T22) at its boundary: one descriptor just
+inside (the rule does not fire) and one just outside (it fires, at its own call site).
+
+The rules are read from check.py itself: each `self.bad(E.CODE, field, ...)` and each `Violation(...)`
+of `check()` is a rule, named `function:CODE:field` (`#k` for the k-th site of the same name, in
+source order).  Which sites a descriptor reaches is recorded by wrapping check.py's Violation, so a
+fixture proves the very site it names fired; a rule added to check.py without a fixture here fails
+test_every_rule_has_a_fixture."""
+import ast
+import importlib
+import sys
+
+import pytest
+
+from tensore.model.addrmap import psum_addr, sbuf_addr
+from tensore.model.dtypes import Dtype
+from tests.fixtures import valid
+
+CHECK = importlib.import_module("tensore.model.isa.check")
+
+
+def rule_sites() -> dict:
+    """{rule name: (first line, last line)} of every rule call in check.py, in source order."""
+    tree = ast.parse(open(CHECK.__file__).read())
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            bad = isinstance(f, ast.Attribute) and f.attr == "bad" and getattr(f.value, "id", None) == "self"
+            violation = isinstance(f, ast.Name) and f.id == "Violation" and fn.name != "bad"
+            if bad or violation:
+                field = node.args[1]
+                field = field.value if isinstance(field, ast.Constant) else ast.unparse(field)
+                found.append((node.lineno, node.end_lineno, f"{fn.name}:{ast.unparse(node.args[0]).split('.')[-1]}:{field}"))
+    sites, seen = {}, {}
+    for lo, hi, name in sorted(found):
+        seen[name] = seen.get(name, 0) + 1
+        sites[name if seen[name] == 1 else f"{name}#{seen[name]}"] = (lo, hi)
+    for name in [n for n in sites if seen.get(n, 0) > 1]:          # the first of several is #1
+        sites[f"{name}#1"] = sites.pop(name)
+    return sites
+
+
+SITES = rule_sites()
+
+
+def fired(desc: bytes, gen: str, **kw) -> set:
+    """The rule sites check() reaches on `desc`."""
+    hits = set()
+    real = CHECK.Violation
+
+    def record(*args, **kwargs):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename == CHECK.__file__:
+                hits.update(n for n, (lo, hi) in SITES.items() if lo <= frame.f_lineno <= hi)
+            frame = frame.f_back
+        return real(*args, **kwargs)
+    CHECK.Violation = record
+    try:
+        violations = CHECK.check(desc, gen, **kw)
+    finally:
+        CHECK.Violation = real
+    assert bool(hits) == bool(violations)
+    return hits
+
+
+def t3(addr, n, steps=(1, 0, 0), dims=(1, 1)):
+    return dict(start_addr=addr, step_elem=list(steps), num_elem=[n, *dims])
+
+
+MAV_MX = dict(in_dtype="fp4_exp2", perf_mode="quad_row",
+              src_mem_pattern=dict(kind="mxtensor_v2", data_addr=sbuf_addr(0), scale_addr=sbuf_addr(0, 0x8000),
+                                   num_elem=[64, 1], scale_dtype="sfp8_e8", p_f_dim=0x23),
+              dst_mem_pattern=t3(psum_addr(0, 1), 16))
+C256 = dict(row_size_log2="r128", col_size_log2="c256")
+R64 = dict(row_size_log2="r64", col_size_log2="c128")
+SEED_MM = dict(in_dtype="fp32", fp32_mode="high", out_dtype="fp32", num_active_rows=1, num_active_cols=0,
+               tile_size=dict(row_size_log2="r64", col_size_log2="c256"), flags=dict(xpose_mode=1, seed_mode="load_seed"),
+               src_mem_pattern=t3(sbuf_addr(0, 0x100), 256),
+               dst_mem_pattern=dict(start_addr=psum_addr(0, 6, 0x100), step_elem=[1, 0, 1], num_elem=[1, 1, 2]))
+SAVE_MM = {**SEED_MM, "flags": dict(xpose_mode=1, seed_mode="save_seed")}
+XPOSE = dict(in_dtype="int32", flags=dict(xpose_mode=1), dst_mem_pattern=t3(psum_addr(0, 1), 128))
+SEED_LOAD = dict(mode="load_seed", dst_seed_mem_pattern={},
+                 src_seed_mem_pattern=dict(start_addr=sbuf_addr(0, 0x800), step_elem=[1, 0], num_elem=[128, 1]))
+LUT16 = dict(num_entries=16, src_mem_pattern=dict(start_addr=sbuf_addr(0), step_elem=[1], num_elem=[16]))
+
+
+def _opcode(b: bytes, code: int) -> bytes:
+    return bytes([code]) + b[1:]
+
+
+# rule: (gen, op, inside override, outside override[, (inside, outside) check() keywords]); the inside has no
+# violation at all unless the rule is in DIRTY_INSIDE
+FIXTURES = {
+    "structure:BAD_EVENT:f'events.{name}'": ("maverick", "matmul", dict(events=dict(wait_event=63)),
+                                             dict(events=dict(wait_event=64))),
+    "_walk:RESERVED_NONZERO:name": ("maverick", "matmul", dict(reserved1=0), dict(reserved1=1)),
+    "_walk:BAD_DTYPE:name": ("mariana", "matmul", dict(in_dtype=0x10), dict(in_dtype=0x11)),
+    "_walk:BAD_ENUM:name": ("cayman", "matmul", dict(psum_zero_region=3), dict(psum_zero_region=4)),
+    "_walk:RESERVED_NONZERO:f'{name}.{part}'": ("maverick", "matmul", dict(flags=dict(reserved=0)),
+                                                dict(flags=dict(reserved=1))),
+    "_walk:BAD_ENUM:f'{name}.{part}'": ("maverick", "ldweights", dict(tile_size=dict(row_size_log2=7, col_size_log2=7)),
+                                        dict(tile_size=dict(row_size_log2=5, col_size_log2=7))),
+    "pattern:UNSUPPORTED_PATTERN:name": ("maverick", "matmul", {},
+                                         dict(src_mem_pattern=dict(kind="indirect16b", start_addr=0, num_elem=[64, 1]))),
+    "tensor:BAD_PATTERN:f'{name}.num_elem'": ("cayman", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0), 64)),
+                                              dict(src_mem_pattern=t3(sbuf_addr(0), 64, dims=(0, 1)))),
+    "window:BAD_ADDRESS:f'{name}.start_addr'#1": ("maverick", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF00), 128)),
+                                                  dict(src_mem_pattern=t3(psum_addr(0), 128))),
+    "window:BAD_ADDRESS:name": ("mariana", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF80), 64)),
+                                dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF82), 64))),
+    "window:BAD_ADDRESS:f'{name}.start_addr'#2": ("cayman", "matmul",
+                                                  dict(num_active_rows=127, src_mem_pattern=t3(sbuf_addr(1), 64)),
+                                                  dict(num_active_rows=128, src_mem_pattern=t3(sbuf_addr(1), 64))),
+    "mx_pattern:BAD_MX:f'{name}.scale_dtype'": ("maverick", "matmul", MAV_MX,
+                                                {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"],
+                                                                               "scale_dtype": "sfp8_e7"}}),
+    "mx_pattern:BAD_MX:f'{name}.p_f_dim'": ("maverick", "matmul", MAV_MX,
+                                            {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"], "p_f_dim": 0x22}}),
+    "mx_pattern:BAD_PATTERN:f'{name}.num_elem'": ("maverick", "matmul", MAV_MX,
+                                                  {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"],
+                                                                                 "num_elem": [64, 0]}}),
+    "mx_dtype:BAD_MX:in_dtype": ("mariana", "matmul_mx", dict(in_dtype="fp8_exp5"), dict(in_dtype="bf16")),
+    "rows_cols:BAD_ACTIVE_RANGE:num_active_rows": ("mariana", "matmul", dict(num_active_rows=128),
+                                                   dict(num_active_rows=129)),
+    "rows_cols:BAD_ACTIVE_RANGE:num_active_cols": ("mariana", "matmul", dict(num_active_cols=128),
+                                                   dict(num_active_cols=129)),
+    "rows_cols:BAD_TILE:tile_sel": ("maverick", "ldweights", dict(tile_sel=dict(row_sel=1), num_active_rows=64, tile_size=R64),
+                                    dict(tile_sel=dict(row_sel=2), num_active_rows=64, tile_size=R64)),
+    "rows_cols:BAD_TILE:tile_sel.row_sel": ("maverick", "ldweights",
+                                            dict(tile_sel=dict(row_sel=1), num_active_rows=64, tile_size=R64),
+                                            dict(tile_sel=dict(row_sel=1), num_active_rows=64)),
+    "rows_cols:BAD_TILE:tile_sel.col_sel": ("maverick", "ldweights", dict(tile_sel=dict(col_sel=1)),
+                                            dict(tile_sel=dict(col_sel=1), tile_size=C256)),
+    "rows_cols:BAD_TILE:num_active_rows": ("maverick", "ldweights", dict(num_active_rows=64, tile_size=R64),
+                                           dict(num_active_rows=65, tile_size=R64)),
+    "rows_cols:BAD_TILE:num_active_cols": ("maverick", "ldweights", dict(num_active_cols=128),
+                                           dict(num_active_cols=129, src_mem_pattern=t3(sbuf_addr(0), 129))),
+    "rows_cols:BAD_TILE:row_grp": ("cayman", "ldweights", dict(row_grp=1, num_active_rows=96),
+                                   dict(row_grp=1, num_active_rows=97)),
+    "rows_cols:BAD_TILE:col_grp": ("mariana", "ldweights",
+                                   dict(col_grp=1, num_active_cols=96, src_mem_pattern=t3(sbuf_addr(0), 96)),
+                                   dict(col_grp=1, num_active_cols=97, src_mem_pattern=t3(sbuf_addr(0), 97))),
+    "fp32_mode:BAD_FP32_MODE:fp32_mode#1": ("maverick", "matmul", dict(in_dtype="fp32", fp32_mode="low"),
+                                            dict(in_dtype="fp32", fp32_mode="none")),
+    "fp32_mode:BAD_FP32_MODE:fp32_mode#2": ("cayman", "matmul", dict(fp32_mode="none"), dict(fp32_mode="low")),
+    "compute_dtype:BAD_LUT:in_dtype": ("maverick", "matmul", dict(in_dtype="uint8", flags=dict(scalar_mode="lut")),
+                                       dict(in_dtype="int8", flags=dict(scalar_mode="lut"))),
+    "compute_dtype:BAD_DTYPE:in_dtype#1": ("maverick", "matmul", XPOSE, {**XPOSE, "in_dtype": "int64"}),
+    "compute_dtype:BAD_DTYPE:in_dtype#2": ("maverick", "matmul", dict(in_dtype="fp8_exp2"), dict(in_dtype="int8")),
+    "compute_dtype:DTYPE_MIX:in_dtype": ("mariana", "matmul", {}, {}, (dict(stationary_dtype=Dtype.BFLOAT16),
+                                                                      dict(stationary_dtype=Dtype.FP32))),
+    "perf:BAD_DTYPE:perf_opt": ("cayman", "matmul", dict(perf_opt="double_row", in_dtype="fp8_exp4",
+                                                         dst_mem_pattern=t3(psum_addr(0, 1), 32)),
+                                dict(perf_opt="double_row", in_dtype="bf16", dst_mem_pattern=t3(psum_addr(0, 1), 32))),
+    "out_dtype:BAD_OUT_DTYPE:out_dtype": ("cayman", "matmul", dict(out_dtype="fp32"), dict(out_dtype="bf16")),
+    "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#1": ("cayman", "matmul", dict(psum_accumulate_flags=7),
+                                                          dict(psum_accumulate_flags=8)),
+    "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#2": ("mariana", "matmul", dict(psum_accumulate_flags=6),
+                                                          dict(psum_accumulate_flags=5)),
+    "accumulate:BAD_ACCUMULATE:flags.accumulate_flag": ("mariana", "matmul", dict(flags=dict(accumulate_flag=0)),
+                                                        dict(flags=dict(accumulate_flag=1))),
+    "seed_mode:BAD_SEED_OP:flags.seed_mode": ("mariana", "ldweights", dict(flags=dict(seed_mode=0)),
+                                              dict(flags=dict(seed_mode=1))),
+    "seed_mode:BAD_SEED_OP:field": ("maverick", "matmul", SEED_MM, {**SEED_MM, "num_active_rows": 2}),
+    "seed_mode:BAD_SEED_OP:dst_mem_pattern": ("maverick", "matmul", SAVE_MM,
+                                              {**SAVE_MM, "dst_mem_pattern": dict(start_addr=psum_addr(0, 6, 0x100),
+                                                                                  step_elem=[1, 0, 1], num_elem=[1, 1, 1])}),
+    "array_op:BAD_MX:perf_mode": ("maverick", "matmul", dict(perf_mode="none"), dict(perf_mode="quad_row")),
+    "ldweights:BAD_ENUM:bg_xpose_mode": ("mariana", "ldweights", dict(bg_xpose_mode=0), dict(bg_xpose_mode=1)),
+    "ldweights:BAD_SPARSE:tag_weight_mode": ("cayman", "ldweights", dict(tag_weight_mode="tag_weight", in_dtype="fp16"),
+                                             dict(tag_weight_mode="tag_weight", in_dtype="fp8_exp5")),
+    "ldweights:BAD_PATTERN:src_mem_pattern": ("maverick", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0), 128)),
+                                              dict(src_mem_pattern=t3(sbuf_addr(0), 127))),
+    "matmul:BAD_PATTERN:src_mem_pattern": ("cayman", "matmul",
+                                           dict(perf_opt="double_row", in_dtype="fp8_exp4",
+                                                dst_mem_pattern=t3(psum_addr(0, 1), 32)),
+                                           dict(perf_opt="double_row", in_dtype="fp8_exp4",
+                                                src_mem_pattern=t3(sbuf_addr(0, 0x100), 63),
+                                                dst_mem_pattern=t3(psum_addr(0, 1), 32))),
+    "seed_patterns:BAD_SEED_OP:src_mem_pattern": ("maverick", "matmul", SEED_MM,
+                                                  {**SEED_MM, "src_mem_pattern": t3(sbuf_addr(0, 0x100), 255)}),
+    "transpose_destination:BAD_PATTERN:src_mem_pattern": ("maverick", "matmul",
+                                                          {**XPOSE, "src_mem_pattern": t3(sbuf_addr(0, 0x100), 128)},
+                                                          {**XPOSE, "src_mem_pattern": t3(sbuf_addr(0, 0x100), 129)}),
+    "transpose_destination:BAD_OUT_DTYPE:out_dtype": ("maverick", "matmul", {**XPOSE, "in_dtype": "bf16", "out_dtype": "bf16"},
+                                                      {**XPOSE, "out_dtype": "bf16"}),
+    "transpose_destination:BAD_PATTERN:dst_mem_pattern": ("maverick", "matmul", XPOSE,
+                                                          {**XPOSE, "dst_mem_pattern": t3(psum_addr(0, 1), 127)}),
+    "destination:BAD_PATTERN:dst_mem_pattern.num_elem": (
+        "maverick", "matmul",
+        dict(num_active_cols=0, tile_size=C256, dst_mem_pattern=t3(psum_addr(0), 64, (1, 0, 512), (1, 2))),
+        dict(num_active_cols=0, tile_size=C256, dst_mem_pattern=t3(psum_addr(0), 128, (1, 0, 512), (1, 1)))),
+    "destination:BAD_PATTERN:dst_mem_pattern#1": (
+        "maverick", "matmul",
+        dict(num_active_cols=0, tile_size=C256, dst_mem_pattern=t3(psum_addr(0), 64, (1, 0, 512), (1, 2))),
+        dict(num_active_cols=0, tile_size=C256, dst_mem_pattern=t3(psum_addr(0), 63, (1, 0, 512), (1, 2)))),
+    "destination:BAD_PATTERN:dst_mem_pattern#2": ("cayman", "matmul", dict(dst_mem_pattern=t3(psum_addr(0), 64)),
+                                                  dict(dst_mem_pattern=t3(psum_addr(0), 63))),
+    "matmul_sparse:BAD_SPARSE:flags": ("mariana", "matmul_sparse", dict(flags=dict(xpose_mode=0)),
+                                       dict(flags=dict(xpose_mode=1))),
+    "matmul_sparse:BAD_SPARSE:src_mem_pattern.num_elem[3]": (
+        "maverick", "matmul_sparse", dict(src_mem_pattern=dict(start_addr=0, step_elem=[1, 0, 0, 16], num_elem=[16, 1, 1, 4])),
+        dict(src_mem_pattern=dict(start_addr=0, step_elem=[1, 0, 0, 16], num_elem=[16, 1, 1, 5]))),
+    "ldtags:BAD_SPARSE:in_dtype": ("mariana", "ldtags", dict(in_dtype="uint16"), dict(in_dtype="uint8")),
+    "ldtags:BAD_SPARSE:force_tag_bits": ("cayman", "ldtags", dict(force_tag_bits=0xC), dict(force_tag_bits=0xD)),
+    "pe_manage_seed:BAD_SEED_OP:mode": ("mariana", "pe_manage_seed", dict(mode="save_seed"), dict(mode="none")),
+    "pe_manage_seed:BAD_SEED_OP:num_active_rows": ("mariana", "pe_manage_seed", dict(num_active_rows=16),
+                                                   dict(num_active_rows=15)),
+    "pe_manage_seed:BAD_SEED_OP:identity_dtype": ("mariana", "pe_manage_seed", dict(identity_dtype="fp32r"),
+                                                  dict(identity_dtype="fp32")),
+    "pe_manage_seed:BAD_SEED_OP:identity_mem_pattern.num_elem": (
+        "mariana", "pe_manage_seed", {}, dict(identity_mem_pattern=dict(start_addr=sbuf_addr(0, 0x400), step_elem=[1],
+                                                                        num_elem=[15]))),
+    "pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern.num_elem": (
+        "mariana", "pe_manage_seed", SEED_LOAD,
+        {**SEED_LOAD, "src_seed_mem_pattern": dict(start_addr=sbuf_addr(0, 0x800), step_elem=[1, 0], num_elem=[127, 1])}),
+    "pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern.start_addr": (
+        "mariana", "pe_manage_seed", SEED_LOAD,
+        {**SEED_LOAD, "src_seed_mem_pattern": dict(start_addr=sbuf_addr(1, 0x800), step_elem=[1, 0], num_elem=[128, 1])}),
+    "pe_manage_seed:BAD_SEED_OP:dst_seed_mem_pattern#1": (
+        "mariana", "pe_manage_seed", SEED_LOAD,
+        {**SEED_LOAD, "dst_seed_mem_pattern": dict(start_addr=0, step_elem=[0, 0], num_elem=[1, 0])}),
+    "pe_manage_seed:BAD_SEED_OP:dst_seed_mem_pattern#2": (
+        "mariana", "pe_manage_seed", {},
+        dict(dst_seed_mem_pattern=dict(start_addr=0x0200_0000, step_elem=[1, 256], num_elem=[2, 8]))),
+    "pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern": (
+        "mariana", "pe_manage_seed", {}, dict(src_seed_mem_pattern=dict(start_addr=4, step_elem=[0, 0], num_elem=[0, 0]))),
+    "mx_op:BAD_MX:flags": ("mariana", "ldweights_mx", dict(flags=dict(xpose_mode=0)), dict(flags=dict(xpose_mode=1))),
+    "mx_op:UNSUPPORTED_PATTERN:src_mem_pattern.index_addr": (
+        "mariana", "ldweights_mx", {},
+        dict(src_mem_pattern=dict(data_addr=0, scale_addr=0x8000, index_addr=0x100, step_elem=1, num_elem=512))),
+    "mx_op:BAD_PATTERN:src_mem_pattern.num_elem#1": (
+        "mariana", "ldweights_mx", {},
+        dict(src_mem_pattern=dict(data_addr=0, scale_addr=0x8000, step_elem=1, num_elem=0))),
+    "mx_op:BAD_PATTERN:src_mem_pattern.num_elem#2": (
+        "mariana", "matmul_mx", {},
+        dict(src_mem_pattern=dict(data_addr=0, scale_addr=0x8000, step_elem=1, num_elem=62))),
+    "mx_op:BAD_PATTERN:src_mem_pattern.num_elem#3": (
+        "mariana", "ldweights_mx", {},
+        dict(src_mem_pattern=dict(data_addr=0, scale_addr=0x8000, step_elem=1, num_elem=508))),
+    "pe_reg_write:BAD_REGISTER:reg": ("maverick", "pe_reg_write", dict(reg=0), dict(reg=1)),
+    "pe_reg_write:BAD_REGISTER:value": ("cayman", "pe_reg_write", dict(value=1), dict(value=2)),
+    "pe_reg_write:BAD_PATTERN:src_mem_pattern.num_elem": (
+        "mariana", "pe_reg_write", {}, dict(src_mem_pattern=dict(start_addr=sbuf_addr(5, 0x10), step_elem=[1], num_elem=[2]))),
+    "conv_lut_load:BAD_LUT:in_dtype": ("maverick", "conv_lut_load", dict(in_dtype="bf16"), dict(in_dtype="int8")),
+    "conv_lut_load:BAD_LUT:num_entries": (
+        "mariana", "conv_lut_load", dict(num_entries=256, src_mem_pattern=dict(start_addr=0, step_elem=[1], num_elem=[256])),
+        dict(num_entries=257, src_mem_pattern=dict(start_addr=0, step_elem=[1], num_elem=[257]))),
+    "conv_lut_load:BAD_LUT:src_mem_pattern.num_elem": (
+        "maverick", "conv_lut_load", LUT16, {**LUT16, "src_mem_pattern": dict(start_addr=0, step_elem=[1], num_elem=[15])}),
+}
+# the MX flags rule on each flag it refuses, and on MatmulMX
+EXTRA_OUTSIDE = [("mx_op:BAD_MX:flags", "mariana", "ldweights_mx", dict(flags=dict(seed_mode=1))),
+                 ("mx_op:BAD_MX:flags", "mariana", "ldweights_mx", dict(flags=dict(scalar_mode="lut"))),
+                 ("mx_op:BAD_MX:flags", "mariana", "matmul_mx", dict(flags=dict(xpose_mode=1)))]
+# inside descriptors next to a boundary that another rule refuses (the boundary value itself is dirty)
+DIRTY_INSIDE = {"_walk:BAD_DTYPE:name": "0x10 (FP4_EXP2) is MARIANA's, but no matmul input",
+                "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#1": "7 sets BEGIN and BEGIN_ACCUM"}
+RAW = {  # rules of check() itself, on bytes: (gen, inside bytes, outside bytes[, gen the outside is checked on])
+    "check:BAD_OPCODE:header.opcode": ("cayman", valid("ldweights", "cayman"), _opcode(valid("ldweights", "cayman"), 0x05)),
+    "check:OPCODE_NOT_IN_GEN:header.opcode": ("mariana", valid("matmul_mx", "mariana"), valid("matmul_mx", "mariana"),
+                                              "cayman"),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(FIXTURES))
+def test_rule_boundary(rule):
+    gen, op, inside, outside, *kw = FIXTURES[rule]
+    kw_in, kw_out = kw[0] if kw else ({}, {})
+    hits_in = fired(valid(op, gen, **inside), gen, **kw_in)
+    assert rule not in hits_in, f"inside fires {rule}"
+    if rule not in DIRTY_INSIDE:
+        assert not hits_in, f"inside is not clean: {sorted(hits_in)}"
+    assert rule in fired(valid(op, gen, **outside), gen, **kw_out), f"outside does not fire {rule}"
+
+
+@pytest.mark.parametrize("rule,gen,op,outside", EXTRA_OUTSIDE)
+def test_more_outside(rule, gen, op, outside):
+    assert rule in fired(valid(op, gen, **outside), gen)
+
+
+@pytest.mark.parametrize("rule", sorted(RAW))
+def test_raw_rule_boundary(rule):
+    gen, inside, outside, *out_gen = RAW[rule]
+    assert not fired(inside, gen)
+    assert rule in fired(outside, out_gen[0] if out_gen else gen)
+
+
+def test_every_rule_has_a_fixture():
+    """The rules read from check.py are exactly the rules with fixtures: a new rule needs one, a
+    dropped rule leaves a fixture naming a site that no longer exists."""
+    assert len(SITES) > 70
+    assert set(SITES) == set(FIXTURES) | set(RAW), (sorted(set(SITES) - set(FIXTURES) - set(RAW)),
+                                                    sorted(set(FIXTURES) | set(RAW) - set(SITES)))
