@@ -612,6 +612,24 @@ def cmd_run(args) -> int:
     return 1 if trace.stalled else 0
 
 
+def cmd_cost(args) -> int:
+    """Run a program in the golden engine and set each matmul's cycles beside the public cost model
+    (tensore/kernels/public_cost.py, D-T93)."""
+    from tensore.inputs import load_sbuf, read_program
+    from tensore.kernels.public_cost import compare, format_compare
+    from tensore.model.engine import Engine
+    gen = dt.Gen.parse(args.gen)
+    data = read_program(args.program, gen).data
+    engine = Engine(gen, rows=args.rows, cols=array_cols(gen, args.rows, args.cols),
+                    sbuf=load_sbuf(args.sbuf) if args.sbuf else None, sbuf_latency=args.sbuf_latency)
+    trace = engine.run(data)
+    print(trace.summary(per_op=False))
+    print(format_compare(compare(trace), limit=None if args.all else 16))
+    if refusal_error(trace, args.allow_refused):
+        return 1
+    return 1 if trace.stalled else 0
+
+
 def refusal_error(trace, allow: bool) -> bool:
     """True when a micro-op of the golden run was refused, or reported an error when executed, and
     `allow` (--allow-refused) is False, after printing the one-line error; the rule of `run` and
@@ -801,6 +819,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-refused", action="store_true",
                    help="exit 0 although micro-ops were refused (programs that test refusals)")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("cost", help="run a program in the golden engine and set each matmul's cycles beside the "
+                       "public Tensor Engine cost model (nki.isa.nc_matmul)",
+                       description="Run a program in the golden engine, as `tensore run` does, and print for each "
+                       "executed matmul the engine's cycles to the next matmul's issue beside the public estimate "
+                       "max(min(64, N_stationary), N_moving) (fp32 x4; transposes max(P, min(64, F)); tiles in "
+                       "parallel), and both totals. Exit codes as `tensore run`.")
+    p.add_argument("program", type=input_file, help=PROG_HELP)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
+    p.add_argument("--sbuf", metavar="FILE", type=input_file, help=sbuf_help + "; default all zeros")
+    p.add_argument("--rows", type=ROWS_TYPE, default=128, metavar="N", help="PE rows (default 128)")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, metavar="N",
+                   help="PE columns (default rows; MAVERICK: 2 x rows)")
+    p.add_argument("--sbuf-latency", type=int_at_least(1, "an SBUF read takes at least a cycle"), default=2,
+                   metavar="CYCLES", help="cycles from an SBUF read request to its data (default 2)")
+    p.add_argument("--all", action="store_true", help="a line for every matmul (default: the first 16)")
+    p.add_argument("--allow-refused", action="store_true",
+                   help="exit 0 although micro-ops were refused (programs that test refusals)")
+    p.set_defaults(func=cmd_cost)
     from tensore.regs import OUTPUT_DIR
     p = sub.add_parser("regs", help="generate the register artefacts from rtl/regs/arr_seq.rdl")
     where = p.add_mutually_exclusive_group()

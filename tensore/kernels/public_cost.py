@@ -1,0 +1,117 @@
+"""The public Tensor Engine cost model beside the engine's clock (docs/timing.md, "Against the
+public cost model"; D-T93).
+
+AWS publishes an estimated cost per Tensor Engine instruction (nki.isa.nc_matmul, "Estimated
+instruction cost", Neuron release 2.26.1; the Trainium / Inferentia2 architecture guide):
+
+    matmul     max(min(MM_INIT, N_stationary), N_moving) cycles, its stationary load included;
+               fp32 inputs FP32_FACTOR times that
+    transpose  max(P, min(MM_INIT, F))  (P partitions in, F elements of free size)
+
+and matmuls on disjoint row / column tiles run in parallel ("Tiling mode").  Here N_stationary is
+the micro-op's active columns (the stationary free size), N_moving its moving vectors, P its
+active rows.  `compare` schedules a program's executed matmuls by those costs (in order; one
+waits for the last earlier matmul whose PE block overlaps its own) and sets the golden engine's
+cycles beside them, matmul by matmul.  The public page covers nc_matmul; MatmulMX and
+MatmulSparse are costed by the same formula and marked so.  MAVERICK is unpublished: the
+formula is applied as for MARIANA."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensore.model.dtypes import Dtype
+from tensore.model.isa.enums import Opcode
+from tensore.model.isa.microop import microop
+
+MM_INIT = 64              # MM_INIT_LATENCY: the matmul initiation floor, cycles
+FP32_FACTOR = 4           # fp32 inputs: four passes of the array
+LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
+MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
+FORMULA_ONLY = {Opcode.MATMUL_SPARSE: "sparse", Opcode.MATMUL_MX: "mx"}   # no public figure of their own
+
+
+def matmul_cost(n_stationary: int, n_moving: int, fp32: bool = False) -> int:
+    """nc_matmul's estimated cycles: max(min(64, N_stationary), N_moving), x4 for fp32 inputs."""
+    return max(min(MM_INIT, n_stationary), n_moving) * (FP32_FACTOR if fp32 else 1)
+
+
+def transpose_cost(partitions: int, free: int) -> int:
+    """A transpose through the Tensor Engine: max(P, min(64, F)) cycles."""
+    return max(partitions, min(MM_INIT, free))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One executed matmul: its shape, the engine's cycles to the next matmul's issue (the last:
+    its stream, vectors x passes) and the public cost with its place in the tiled schedule."""
+    index: int
+    name: str
+    block: tuple            # (row0, rows, col0, cols)
+    vectors: int
+    passes: int
+    kind: str               # matmul, transpose, or the formula-only kinds
+    ours: int
+    public: int
+    public_start: int
+
+
+def _vectors(o, pack: int) -> int:
+    n = o.desc.fields["src_mem_pattern"]["num_elem"]
+    if isinstance(n, int):
+        return max(1, n // pack)
+    fmaps = n[3] if o.desc.op == Opcode.MATMUL_SPARSE else 1
+    total = 1
+    for x in n:
+        total *= x
+    return max(1, total // pack // fmaps)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[0] + b[1] and b[0] < a[0] + a[1] and a[2] < b[2] + b[3] and b[2] < a[2] + a[3]
+
+
+def compare(trace) -> dict:
+    """The executed matmuls of a golden trace against the public cost model: rows (Row), the
+    engine's cycles from the first weight load or matmul to the end of the last stream, the
+    public schedule's cycles, and their ratio."""
+    done = [o for o in trace.ops if o.t_issue is not None and not o.error]
+    mms = [o for o in done if o.desc.op in MATMULS]
+    rows, placed = [], []                       # placed: (block, public end)
+    start = 0
+    for i, o in enumerate(mms):
+        mo = microop(o.desc, trace.rows, trace.cols)
+        v = _vectors(o, mo.pack)
+        block = (mo.row0, mo.rows, mo.col0, mo.cols)
+        if mo.xpose:
+            kind, cost = "transpose", transpose_cost(mo.rows, v)
+        else:
+            kind = FORMULA_ONLY.get(o.desc.op, "matmul")
+            cost = matmul_cost(mo.cols, v, mo.dtype == Dtype.FP32)
+        start = max([start] + [end for b, end in placed if _overlap(b, block)])
+        placed.append((block, start + cost))
+        ours = (mms[i + 1].t_issue - o.t_issue) if i + 1 < len(mms) else v * mo.passes
+        rows.append(Row(o.index, o.name, block, v, mo.passes, kind, ours, cost, start))
+    first = min((o.t_issue for o in done if o.desc.op in LOADS + MATMULS), default=0)
+    ours_total = (mms[-1].t_issue + rows[-1].ours - first) if mms else 0
+    public_total = max((end for _, end in placed), default=0)
+    return {"rows": rows, "ours": ours_total, "public": public_total,
+            "ratio": ours_total / public_total if public_total else None}
+
+
+def format_compare(cmp: dict, limit: int | None = 16) -> str:
+    """The comparison as text: a line per matmul (the first `limit`; None: all) and the totals."""
+    rows = cmp["rows"]
+    if not rows:
+        return "public cost model: no matmul executed"
+    lines = ["matmul vs the public cost model (nki.isa.nc_matmul; tiles in parallel):",
+             "  #op   block (row0+rows, col0+cols)  vectors  passes  tensore  public  kind"]
+    for r in rows[:limit] if limit else rows:
+        b = r.block
+        lines.append(f"  #{r.index:<4} {f'{b[0]}+{b[1]}, {b[2]}+{b[3]}':<28} {r.vectors:>7}  {r.passes:>6}  "
+                     f"{r.ours:>7}  {r.public:>6}  {r.kind}")
+    if limit and len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more matmuls")
+    ratio = f", {cmp['ratio']:.2f}x the public model" if cmp["ratio"] else ""
+    lines.append(f"  total: tensore {cmp['ours']:,} cycles from the first load to the last stream's end; "
+                 f"public {cmp['public']:,}{ratio}")
+    return "\n".join(lines)
