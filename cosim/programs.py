@@ -866,7 +866,7 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     if gen >= Gen.MARIANA:
         progs += [specials(gen, "bf16", out_dtype="bf16", **kw), specials(gen, "fp8_e5m2", out_dtype="bf16", sr=True, **kw),
                   mx(gen, "fp8_e5m2", "quad_row", special=True, **kw), mx(gen, "fp8_e4m3", "oct_row", special=True, **kw)]
-    # the corners the RTL once refused (issue 20) that fit the library's array
+    # the corners the RTL once refused (D-T40) that fit the library's array
     if gen >= Gen.MARIANA:
         progs += [transposed_load_packed(gen, rows, cols), lut_sparse(gen, rows, cols)]
     if gen >= Gen.MARIANA and gen.layout != Gen.MAVERICK:
@@ -877,7 +877,7 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     return progs
 
 
-# --- the corners the RTL once refused (issue 20) --------------------------------------------------
+# --- the corners the RTL once refused (D-T40) ---------------------------------------------------
 
 def _xpose_flags(b) -> str:
     """The flags of a transposing matmul (MAVERICK: in its c128 tile, which writes partitions 0..C/2-1)."""

@@ -1,4 +1,4 @@
-"""A self-contained SystemVerilog testbench of the exported engine (issue 18, D-T72).
+"""A self-contained SystemVerilog testbench of the exported engine (D-T72).
 
     write(lk, exported, out_dir) -> dict        the testbench, its data files and the engine's Verilog
     run(tb, "icarus" | "verilator", waves)     builds (Verilator: cached) and runs it here

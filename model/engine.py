@@ -7,7 +7,7 @@ model.timing; PSUM writes are made in cycle order across micro-ops, as hardware 
 (Engine._flush).  The result is a Trace (model/trace.py): every architectural event with its cycle
 (PSUM writes with partition, address and bits; weight swaps; refusals; completions) plus the final
 state.  trace="aggregate" records each matmul's PSUM writes as one WriteBlock of arrays instead of
-an Event per write (same values, cycles and order; what a large kernel needs, issue 19)."""
+an Event per write (same values, cycles and order; what a large kernel needs, D-T77)."""
 from __future__ import annotations
 
 import bisect

@@ -235,7 +235,7 @@ def bench_pe_cells() -> list[dict]:
 def bench_golden_paths(repeat: int = 15) -> list[dict]:
     """Every model.array.matmul path on 128 x 128 x 512 against np.matmul float32 (same run), each
     the best of `repeat` calls: on a shared machine a few calls overstate the millisecond paths.
-    Target: 10x (issue 19); the fp32 modes run a compiled float32 FMA (D-T76)."""
+    Target: 10x; the fp32 modes run a compiled float32 FMA (D-T76)."""
     from tensore.kernels.bench import golden_ratios
     r = golden_ratios(repeat=repeat)
     base = r.pop("baseline")
@@ -246,7 +246,7 @@ def bench_golden_paths(repeat: int = 15) -> list[dict]:
 
 def bench_golden_gemm() -> list[dict]:
     """A 2048^3 bf16 GEMM end to end through the cycle-level golden engine against np.matmul float32
-    (tensore/kernels/bench.py; target 20x, issue 19)."""
+    (tensore/kernels/bench.py; target 20x)."""
     from tensore.kernels.bench import gemm_speed
     return [gemm_speed()]
 

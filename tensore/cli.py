@@ -316,9 +316,9 @@ def full_size_programs(gen, n: int, n_small: int, rows: int | None = None, cols:
     row, E8M0 block scales), where the generation has it (not MAVERICK) FP8 double row, and the GEMM
     kernel's program (kernel_gemm, M = gemm_m).  MAVERICK's MX program is K x 256 x 512 on both column
     halves (c256) in the tiled order, over MXTensorV2 patterns of 16 elements a row (at most 255 per
-    dimension), which split the order's tiles (issue 20: rows that are neither a tile nor a slot of
+    dimension), which split the order's tiles (D-T40: rows that are neither a tile nor a slot of
     one), and MAVERICK adds a c256 BF16 drain with stochastic rounding over both halves
-    (issue 20).  rows x cols: the engine (default the generation's full size); smaller engines run
+    (D-T40).  rows x cols: the engine (default the generation's full size); smaller engines run
     the same set (tests)."""
     from tensore.cosim import programs
     gen = dt.Gen.parse(gen)

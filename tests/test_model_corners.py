@@ -1,4 +1,4 @@
-"""Golden-model corners found by the RTL work (issue 20): transposes wider than one PSUM write slot on
+"""Golden-model corners found by the RTL work (D-T40): transposes wider than one PSUM write slot on
 scaled-down MAVERICK arrays, and FP32 MatmulSparse with its fp32_mode."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""PSUM write collisions (D-T40 (6), issue 20 item 4): several writes to one PSUM partition, or to one
+"""PSUM write collisions (D-T40 (6)): several writes to one PSUM partition, or to one
 word, in one cycle.  The golden engine applies a cycle's writes micro-op by micro-op in program order,
 a c256 micro-op's column half 0 before half 1; the engine RTL takes them through the partition's write
 ports in that order.  Each program is checked three ways: the collisions it is built for occur in the

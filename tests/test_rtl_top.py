@@ -65,7 +65,7 @@ def test_mismatch_report(tmp_path):
     assert (tmp_path / "single_bfloat16_mariana.vcd").stat().st_size > 1000
 
 
-# The corners the RTL once refused as `unsupported` (issue 20, D-T40): transposes of more elements than
+# The corners the RTL once refused as `unsupported` (D-T40): transposes of more elements than
 # rows, packed and 4-bit transposes and loads, packed transposing loads, MAVERICK MXTensorV2 data of
 # several rows (aligned to the element order or not), LUT-mode MatmulSparse, MatmulSparse of FP32
 # values (an engine built with `sparse32`), a MAVERICK seed_mode Ldweights; each group on one engine

@@ -76,7 +76,7 @@ def gemm_speed(n=2048, gen="mariana", seed=0, repeat=2) -> dict:
     trace (model/trace.py): gemm() from float32 A, B (quantise, tile, lay out SBUF), then run()
     (assemble, engine, C read from the trace); against np.matmul float32 of the same A, B in the
     same process.  Each side is the best of `repeat` runs (np.matmul: 3 before and 3 after), in
-    wall time and in CPU time, which a shared machine disturbs less.  Target: 20x (issue 19)."""
+    wall time and in CPU time, which a shared machine disturbs less.  Target: 20x."""
     import resource
 
     from tensore.kernels import gemm as G
