@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from tensore.model.dtypes import Gen
+from tensore.model.dtypes import Dtype, Gen
 
 GENS = [g.name.lower() for g in Gen]
 DTYPE_HELP = ("input dtype, a name or alias: bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp8_e2m5 (MAVERICK); "
@@ -171,6 +171,7 @@ def build_gemm(args):
     prog = gemm(A, B, mx=args.mx, sparse=args.sparse, **kw)
     if own:
         prog.operands = _operands_line(args, (("A", args.a, A, 1), ("B", args.b, B, 0)))
+    prog.split = (A, B, dict(mx=args.mx, sparse=args.sparse, **kw))       # --rtl --jobs: split_gemm's inputs
     return prog
 
 
@@ -243,20 +244,94 @@ def _run_and_report(prog, args) -> int:
     if prog.operands:
         print(prog.operands)
     print(format_estimate(estimate(prog, trace)))
+    from tensore.kernels.public_cost import compare
+    pub = compare(trace)
+    if pub["public"]:
+        print(f"  public cost model (nki.isa.nc_matmul, tiles in parallel): {pub['public']:,} cycles for the "
+              f"{len(pub['rows'])} matmuls; tensore {pub['ours']:,} ({pub['ratio']:.2f}x; `tensore cost` per matmul)")
     rep = report(prog, C)
     print(format_report(rep))
     status = 0 if rep["bit_exact"] else 1
     result: dict = {}
-    if args.rtl:                            # tensore cosim's path (D-T89): the same engines, summary, checks
+    jobs = _jobs(prog, args, trace.cycles)
+    if args.rtl and jobs > 1:               # independent programs side by side (D-T94)
+        status |= _rtl_split(prog, args, jobs, C, result)
+    elif args.rtl:                          # tensore cosim's path (D-T89): the same engines, summary, checks
         from tensore.cli import _cosim, cosim_opt
         status |= _cosim(prog, args.sim, None, psum_partitions=max(16, prog.half), verbose=args.verbose,
                          opt=cosim_opt("auto", prog.rows, prog.cols), result=result)
     if args.output:
-        _write_output(prog, args.output, C, trace, eng, result.get("rtl_writes"))
+        _write_output(prog, args.output, C, trace, eng, result.get("rtl_writes"), result.get("rtl_c"))
     if args.plot:
         from tensore import plot
         print(f"picture: {plot.dashboard(prog, trace, C, args.plot)}")
     return status
+
+
+SPLIT_CYCLES = 20_000     # --jobs auto: a GEMM whose golden run is at least this long splits over the cores
+
+
+def _jobs_arg(text: str):
+    """An argparse type for --jobs: auto, or an integer >= 1."""
+    if text.lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def _jobs(prog, args, cycles: int) -> int:
+    """How many programs --rtl runs side by side: --jobs, or (auto) the cores (at most 2) for a gemm
+    on Verilator of at least SPLIT_CYCLES cycles and 2 rows of A; 1 otherwise."""
+    import os
+    jobs = getattr(args, "jobs", 1)
+    if not args.rtl or not hasattr(prog, "split"):
+        return 1
+    if jobs == "auto":
+        if args.dask:
+            return 2
+        big = cycles >= SPLIT_CYCLES and prog.out_shape[0] >= 2 and args.sim == "verilator"
+        return min(2, os.cpu_count() or 1) if big else 1
+    if int(jobs) > 1 and args.sim != "verilator":
+        raise ValueError(f"--jobs {jobs}: the split runs on Verilator's compiled harness; --sim {args.sim} runs "
+                         "one program (--jobs 1)")
+    return int(jobs)
+
+
+def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
+    """--rtl as `jobs` programs of A's row ranges (tensore/kernels/split.py): one build, the parts at
+    once, each checked every cycle; their C merged from the RTL's writes and compared with the
+    whole GEMM's golden C (bit for bit unless stochastic rounding, whose state follows PSUM places)."""
+    from tensore.cli import cosim_opt
+    from tensore.kernels.split import merge, run_parts, split_gemm
+    A, B, kw = prog.split
+    parts = split_gemm(A, B, jobs, **kw)
+    where = f"dask {args.dask}" if args.dask else f"{len(parts)} harness processes"
+    print(f"RTL on verilator: {len(parts)} programs (rows " + ", ".join(f"{a}-{b}" for a, b, _ in parts)
+          + f" of C) on {where}, one engine build, every cycle checked")
+    res, wall, cfg = run_parts(parts, jobs=jobs, opt=cosim_opt("auto", prog.rows, prog.cols),
+                               psum_partitions=max(16, prog.half), dask=args.dask,
+                               log=lambda m: print(f"  {m}", flush=True))
+    for (m0, m1, _), r in zip(parts, res):
+        print(f"  rows {m0}-{m1}: {r['cycles']:,} cycles, {r['checks']:,} checks, {r['seconds']:.2f} s, "
+              f"lockstep vs golden engine: {'OK' if r['mismatch'] is None else r['mismatch']}")
+    cycles = sum(r["cycles"] for r in res)
+    print(f"  engine {cfg.label}; wall {wall:.2f} s for {cycles:,} cycles: {cycles / wall:,.0f} cycles/s, "
+          f"{prog.rows * prog.cols * cycles / wall:,.0f} PE-cycles/s over the parts")
+    rtl_c = merge(parts, res, C.shape)
+    result["rtl_c"] = rtl_c
+    same = np.array_equal(_bits(rtl_c, prog.out_dtype), _bits(C, prog.out_dtype))
+    sr = prog.rounding == "sr" and prog.out_dtype != Dtype.FP32
+    if sr:
+        print(f"  C merged from the RTL's writes: {'the same as' if same else 'differs from'} the whole GEMM's "
+              "golden C (stochastic rounding: each part draws from its own PSUM places)")
+    else:
+        print(f"  C merged from the RTL's writes: {'bit-exact to' if same else 'DIFFERS from'} the whole GEMM's golden C")
+    return int(any(r["mismatch"] is not None for r in res) or not (same or sr))
 
 
 def _bits(C: np.ndarray, out_dtype) -> np.ndarray:
@@ -266,14 +341,14 @@ def _bits(C: np.ndarray, out_dtype) -> np.ndarray:
     return (raw >> 16).astype(np.uint16) if Dtype.parse(out_dtype) == Dtype.BFLOAT16 else raw
 
 
-def _write_output(prog, path, C, trace, eng, rtl_writes) -> None:
+def _write_output(prog, path, C, trace, eng, rtl_writes, rtl_c=None) -> None:
     """-o: the result file of tensore/outputs.py, plus C (golden and, when the RTL ran, its own)."""
     from tensore.outputs import save_results
     arrays = {"c": C, "c_bits": _bits(C, prog.out_dtype)}
     if hasattr(prog, "to_image"):
         arrays["y"] = prog.to_image(C)
-    if rtl_writes is not None:
-        rc = prog.read(trace, rtl_writes=rtl_writes)
+    if rtl_writes is not None or rtl_c is not None:
+        rc = rtl_c if rtl_c is not None else prog.read(trace, rtl_writes=rtl_writes)
         arrays |= {"rtl_c": rc, "rtl_c_bits": _bits(rc, prog.out_dtype)}
     out = save_results(path, eng, trace, rtl_writes=rtl_writes, **arrays)
     print(f"wrote {out} ({', '.join(['psum', 'sr_state', 'psum_writes'] + (['rtl_psum_writes'] if rtl_writes is not None else []) + list(arrays))})")
@@ -347,12 +422,13 @@ def _sweep(args) -> int:
 
 
 def _gemm_sizes(p):
+    from tensore.cli import input_file
     for name, what in (("m", "rows of A and C (the moving vectors)"), ("k", "the contraction: columns of A, rows of B"),
                        ("n", "columns of B and C (the array columns)")):
         p.add_argument(f"--{name}", type=int, default=None,
                        help=f"{what} (default: {GEMM_SIZES[name]}, or the operands' shape)")
-    p.add_argument("--a", metavar="FILE", help="operand A [M, K]: " + OPERAND_HELP)
-    p.add_argument("--b", metavar="FILE", help="operand B [K, N]: " + OPERAND_HELP)
+    p.add_argument("--a", metavar="FILE", type=input_file, help="operand A [M, K]: " + OPERAND_HELP)
+    p.add_argument("--b", metavar="FILE", type=input_file, help="operand B [K, N]: " + OPERAND_HELP)
     _quantise_arg(p)
 
 
@@ -365,11 +441,19 @@ def _quantise_arg(p):
 def register(sub) -> None:
     """Add the kernel subcommands to tensore's subparsers (tensore.cli's help formatter: every
     option's help names its default)."""
+    from tensore.cli import input_file
     p = sub.add_parser("gemm", help="C = A @ B (random operands) as a micro-op program on the golden engine: "
                        "cycle estimate and numerics")
     _gemm_sizes(p)
     _engine_args(p)
     _run_args(p)
+    p.add_argument("--jobs", default="auto", type=_jobs_arg, metavar="N|auto",
+                   help="--rtl on Verilator: run the GEMM as N programs of A's row ranges side by side (one engine "
+                   f"build; C merged and checked as one); auto: both cores for a golden run of {SPLIT_CYCLES:,} "
+                   "cycles or more, else 1")
+    p.add_argument("--dask", metavar="ADDRESS", help="--rtl: run the parts as tasks on a dask.distributed scheduler "
+                   "(tcp://host:8786; workers with tensore installed and, to share the build, the same build "
+                   "directory), or 'local' for a LocalCluster of --jobs workers (default: not used)")
     p.set_defaults(func=cmd_gemm)
     p = sub.add_parser("conv", help="2-D convolution (groups 1) as a micro-op program on the golden engine")
     for name, default in CONV_SIZES.items():
@@ -377,9 +461,9 @@ def register(sub) -> None:
                        help=f"{CONV_HELP[name]} (default: {default}, or the operands' shape)")
     for name, default in (("stride", 1), ("pad", 1), ("dil", 1)):
         p.add_argument(f"--{name}", type=int, default=default, help=CONV_HELP[name])
-    p.add_argument("--x", metavar="FILE", help="input images X [N, C_in, H, W] (--layout nhwc: [N, H, W, C_in]): "
+    p.add_argument("--x", metavar="FILE", type=input_file, help="input images X [N, C_in, H, W] (--layout nhwc: [N, H, W, C_in]): "
                    + OPERAND_HELP)
-    p.add_argument("--w", metavar="FILE", help="filters W [C_out, C_in, kh, kw]: " + OPERAND_HELP)
+    p.add_argument("--w", metavar="FILE", type=input_file, help="filters W [C_out, C_in, kh, kw]: " + OPERAND_HELP)
     _quantise_arg(p)
     p.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"], type=str.lower,
                    help="memory layout of the input and output images")
