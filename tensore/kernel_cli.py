@@ -303,7 +303,7 @@ def _jobs(prog, args, cycles: int) -> int:
 
 
 def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
-    """--rtl as `jobs` programs of A's row ranges (tensore/kernels/split.py): one build, the parts at
+    """--rtl as `jobs` independent programs, blocks of C (tensore/kernels/split.py): one build, the parts at
     once, each checked every cycle; their C merged from the RTL's writes and compared with the
     whole GEMM's golden C (bit for bit unless stochastic rounding, whose state follows PSUM places)."""
     from tensore.cli import cosim_opt
@@ -311,13 +311,13 @@ def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
     A, B, kw = prog.split
     parts = split_gemm(A, B, jobs, **kw)
     where = f"dask {args.dask}" if args.dask else f"{len(parts)} harness processes"
-    print(f"RTL on verilator: {len(parts)} programs (rows " + ", ".join(f"{a}-{b}" for a, b, _ in parts)
+    print(f"RTL on verilator: {len(parts)} programs (" + "; ".join(p.where for p in parts)
           + f" of C) on {where}, one engine build, every cycle checked")
     res, wall, cfg = run_parts(parts, jobs=jobs, opt=cosim_opt("auto", prog.rows, prog.cols),
                                psum_partitions=max(16, prog.half), dask=args.dask,
                                log=lambda m: print(f"  {m}", flush=True))
-    for (m0, m1, _), r in zip(parts, res):
-        print(f"  rows {m0}-{m1}: {r['cycles']:,} cycles, {r['checks']:,} checks, {r['seconds']:.2f} s, "
+    for part, r in zip(parts, res):
+        print(f"  {part.where}: {r['cycles']:,} cycles, {r['checks']:,} checks, {r['seconds']:.2f} s, "
               f"lockstep vs golden engine: {'OK' if r['mismatch'] is None else r['mismatch']}")
     cycles = sum(r["cycles"] for r in res)
     print(f"  engine {cfg.label}; wall {wall:.2f} s for {cycles:,} cycles: {cycles / wall:,.0f} cycles/s, "
@@ -448,7 +448,8 @@ def register(sub) -> None:
     _engine_args(p)
     _run_args(p)
     p.add_argument("--jobs", default="auto", type=_jobs_arg, metavar="N|auto",
-                   help="--rtl on Verilator: run the GEMM as N programs of A's row ranges side by side (one engine "
+                   help="--rtl on Verilator: run the GEMM as N independent programs side by side, C split in whole column "
+                   "tiles (else in rows of A; one engine "
                    f"build; C merged and checked as one); auto: both cores for a golden run of {SPLIT_CYCLES:,} "
                    "cycles or more, else 1")
     p.add_argument("--dask", metavar="ADDRESS", help="--rtl: run the parts as tasks on a dask.distributed scheduler "

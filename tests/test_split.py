@@ -31,14 +31,20 @@ def test_split_rows_cover_every_row_once():
 @pytest.mark.parametrize("kw", [dict(dtype="bf16"), dict(dtype="bf16", out_dtype="bf16"),
                                 dict(dtype="fp8_e4m3", mx="quad_row"), dict(dtype="fp32", fp32_mode="high")],
                          ids=["bf16", "bf16-out", "mx", "fp32"])
-def test_parts_are_the_whole_gemm(kw):
-    """Each element of the parts' golden C is the whole GEMM's, bit for bit (RNE)."""
+@pytest.mark.parametrize("n,axis", [(20, "n"), (8, "m")])
+def test_parts_are_the_whole_gemm(kw, n, axis):
+    """Each element of the parts' golden C is the whole GEMM's, bit for bit (RNE): 3 column tiles
+    of 8 split along N, one tile along M."""
     rng = np.random.default_rng(SEED)
-    A, B = rng.standard_normal((45, 64)), rng.standard_normal((64, 20))
+    A, B = rng.standard_normal((45, 64)), rng.standard_normal((64, n))
     kw = dict(gen="mariana", rows=8, cols=8, **kw)
     parts = split.split_gemm(A, B, 3, **kw)
+    if axis == "n":
+        assert [p.cols for p in parts] == [(0, 8), (8, 16), (16, 20)] and {p.rows for p in parts} == {(0, 45)}
+    else:
+        assert [p.rows for p in parts] == [(0, 15), (15, 30), (30, 45)] and {p.cols for p in parts} == {(0, n)}
     whole = G.run(G.gemm(A, B, **kw), trace="aggregate")[0]
-    merged = split.merge(parts, [{"c_rtl": G.run(p, trace="aggregate")[0]} for _, _, p in parts], whole.shape)
+    merged = split.merge(parts, [{"c_rtl": G.run(p.prog, trace="aggregate")[0]} for p in parts], whole.shape)
     assert np.array_equal(merged.view(np.uint32), whole.view(np.uint32))
 
 
@@ -62,8 +68,8 @@ def test_jobs_follow_the_size_and_the_simulator():
 def test_a_differing_part_fails_the_run(monkeypatch, capsys):
     """The merged C is compared with the whole GEMM's: one flipped bit in a part's RTL C is exit 1."""
     def fake(parts, **kw):
-        res = [{"name": p.name, "mismatch": None, "cycles": 10, "checks": 1, "seconds": 0.1,
-                "c_rtl": G.run(p, trace="aggregate")[0]} for _, _, p in parts]
+        res = [{"name": p.prog.name, "mismatch": None, "cycles": 10, "checks": 1, "seconds": 0.1,
+                "c_rtl": G.run(p.prog, trace="aggregate")[0]} for p in parts]
         res[1]["c_rtl"].view(np.uint32)[0, 0] ^= 1
         return res, 0.1, argparse.Namespace(label="fake")
     monkeypatch.setattr(split, "run_parts", fake)
@@ -96,7 +102,7 @@ def test_gemm_jobs_2_on_verilator(capfd, tmp_path, library_build_opt):
     rc = main(["gemm", "--a", a, "--b", b, *MX_GEMM, "--rtl", "--jobs", "2", "-o", str(out_file)])
     out, err = capfd.readouterr()
     assert rc == 0, out + err
-    assert "2 programs (rows 0-4, 4-8 of C)" in out and out.count("lockstep vs golden engine: OK") == 2, out
+    assert "2 programs (rows 0-8, columns 0-16; rows 0-8, columns 16-24 of C)" in out and out.count("lockstep vs golden engine: OK") == 2, out
     assert "bit-exact to the whole GEMM's golden C" in out and "mariana_8x8_p8" in out, out
     res = np.load(out_file)
     assert np.array_equal(res["rtl_c_bits"], res["c_bits"]) and "rtl_psum_writes" not in res.files

@@ -1,14 +1,15 @@
 """A large GEMM on the RTL as independent programs run side by side (D-T94).
 
-C = A @ B splits along M (A's rows, the moving vectors) into `parts` programs: each multiplies its
-rows of A by all of B, starts from a clear PSUM and shares nothing with the others, so they run on
-separate engines at once.  Each part runs in lockstep with its own golden run, every cycle checked;
-the parts' C (read from the RTL's own writes) are stacked into one C and judged as one (the numerics
-report of the whole GEMM).  With RNE every element is the same as the single program's: a C element
-depends only on its row of A, all of B and the K order, which the split leaves alone; stochastic
+C = A @ B splits into `parts` programs that share nothing: along N in whole column tiles of the
+array when C has at least `parts` of them (each part loads only its own weight tiles), else along M
+(A's rows, the moving vectors: each part loads all of B).  Each starts from a clear PSUM, so the
+parts run on separate engines at once.  Each part runs in lockstep with its own golden run, every cycle checked;
+the parts' C (read from the RTL's own writes) are placed into one C and judged as one.  With RNE
+every element is the same as the single program's: a C element depends only on its row of A, its
+column of B and the K order, which the split leaves alone; stochastic
 rounding (D-08) draws from PSUM-location state, so a split SR run is its own valid run.
 
-    parts = split_gemm(A, B, 2, gen="mariana", ...)      # [(m0, m1, KernelProgram)]
+    parts = split_gemm(A, B, 2, gen="mariana", ...)      # [Part(rows, cols, KernelProgram)]
     results = run_parts(parts, jobs=2)                   # one engine build, two harness processes
     C = merge(parts, results, (M, N))
 
@@ -20,8 +21,21 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Part:
+    """One independent program: C[rows[0]:rows[1], cols[0]:cols[1]] = A[rows] @ B[:, cols]."""
+    rows: tuple
+    cols: tuple
+    prog: object
+
+    @property
+    def where(self) -> str:
+        return f"rows {self.rows[0]}-{self.rows[1]}, columns {self.cols[0]}-{self.cols[1]}"
 
 
 def split_rows(m: int, parts: int) -> list:
@@ -31,12 +45,22 @@ def split_rows(m: int, parts: int) -> list:
     return [(edges[i], edges[i + 1]) for i in range(parts)]
 
 
-def split_gemm(A, B, parts: int, **kw) -> list:
-    """[(m0, m1, KernelProgram)]: `tensore.kernels.gemm.gemm` of A[m0:m1] @ B for each range."""
-    from tensore.kernels.gemm import gemm
-    A = np.asarray(A)
-    name = kw.pop("name", "gemm")
-    return [(m0, m1, gemm(A[m0:m1], B, name=f"{name}_rows{m0}-{m1}", **kw)) for m0, m1 in split_rows(A.shape[0], parts)]
+def split_gemm(A, B, parts: int, *, axis: str = "auto", **kw) -> list:
+    """[Part]: `tensore.kernels.gemm.gemm` of each block of C.  `axis` "n": whole column tiles of
+    the array (its full width), "m": rows; "auto": "n" when C has at least `parts` column tiles."""
+    from tensore.kernels.gemm import geometry, gemm
+    A, B = np.asarray(A), np.asarray(B)
+    (m, n), name = (A.shape[0], B.shape[1]), kw.pop("name", "gemm")
+    width = geometry(kw.get("gen", "maverick"), kw.get("rows"), kw.get("cols")).cols
+    tiles = -(-n // width)
+    if axis == "auto":
+        axis = "n" if tiles >= parts else "m"
+    if axis == "n":
+        blocks = [((0, m), (t0 * width, min(n, t1 * width))) for t0, t1 in split_rows(tiles, parts)]
+    else:
+        blocks = [((m0, m1), (0, n)) for m0, m1 in split_rows(m, parts)]
+    return [Part(r, c, gemm(A[r[0]:r[1]], B[:, c[0]:c[1]], name=f"{name}_r{r[0]}-{r[1]}_c{c[0]}-{c[1]}", **kw))
+            for r, c in blocks]
 
 
 def _config(programs: list, psum_partitions: int):
@@ -82,7 +106,7 @@ def run_parts(parts: list, *, jobs: int = 2, opt: str = "-O1", psum_partitions: 
     from dataclasses import asdict
 
     from tensore.cosim import harness, hdl
-    programs = [p for _, _, p in parts]
+    programs = [p.prog for p in parts]
     config, _ = _config(programs, psum_partitions)
     cfg = asdict(config)
     harness.build(hdl.export_cached(config, log=log), opt=opt, log=log)        # once, before the workers
@@ -114,8 +138,8 @@ def _on_dask(groups: list, cfg: dict, opt: str, address: str, workers: int) -> l
 
 
 def merge(parts: list, results: list, shape: tuple, key: str = "c_rtl") -> np.ndarray:
-    """The parts' C stacked into C [M, N] float32 (`key` "c_golden": the golden runs')."""
+    """The parts' C placed into C [M, N] float32 (`key` "c_golden": the golden runs')."""
     out = np.full(shape, np.nan, np.float32)
-    for (m0, m1, _), r in zip(parts, results):
-        out[m0:m1] = r[key]
+    for p, r in zip(parts, results):
+        out[p.rows[0]:p.rows[1], p.cols[0]:p.cols[1]] = r[key]
     return out
