@@ -12,7 +12,6 @@ the same testbench runs in Amaranth's simulator (`run`, here) and on exported Ve
 Wide ports are read and written packed (one integer per port per cycle)."""
 from __future__ import annotations
 
-from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from tensore.cosim.progress import silent, simulation
 from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
+from tensore.model.trace import Event, WriteBlock
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
 from tensore.rtl.rowport import MV_REQUEST
@@ -107,6 +107,23 @@ def _field(packed: int, i: int, width: int, signed: bool = False) -> int:
     return x - (1 << width) if signed and x >> (width - 1) else x
 
 
+def write_rows(trace) -> np.ndarray:
+    """[n, 5] int64 (cycle, partition, byte offset, bits, bytes) of every PSUM write of a golden
+    trace, each write once, sorted: an aggregate trace's blocks as arrays, without an Event each."""
+    blocks, events = [], []
+    for x in trace.log:
+        if isinstance(x, WriteBlock):
+            cycle, part, off, bits = x.arrays()
+            blocks.append(np.stack([np.asarray(cycle, np.int64).ravel(), np.asarray(part, np.int64).ravel(),
+                                    np.asarray(off, np.int64).ravel(), np.asarray(bits, np.int64).ravel(),
+                                    np.full(np.size(bits), x.nbytes, np.int64)], axis=1))
+        elif isinstance(x, Event) and x.kind == "psum_write":
+            d = x.data
+            events.append((x.cycle, d["partition"], d["offset"], d["bits"], d["bytes"]))
+    rows = np.concatenate(blocks + [np.array(events, np.int64).reshape(-1, 5)])
+    return np.unique(rows, axis=0) if len(rows) else rows
+
+
 def needs_sparse32(trace) -> bool:
     """Whether a golden run executes a MatmulSparse of 32-bit values (FP32 data, or a LUT table of
     FP32 entries), which the engine runs only when built with `sparse32` (D-T40 (3))."""
@@ -138,15 +155,14 @@ class Lockstep:
         if self.trace.stalled:
             raise ValueError(f"the golden run stalls ({self.trace.stalled}); lockstep needs a program that finishes")
         self.descs = [int.from_bytes(code[i:i + 64], "little") for i in range(0, len(code), 64)]
-        self.writes: dict[int, set] = {}
-        for e in self.trace.events:
-            if e.kind == "psum_write":
-                self.writes.setdefault(e.cycle, set()).add(
-                    (e.data["partition"], e.data["offset"], e.data["bits"], e.data["bytes"]))
-        for p in {w[0] for ws in self.writes.values() for w in ws}:
-            if p >= psum_partitions:
-                raise ValueError(f"the program writes PSUM partition {p}; build the engine with more partitions")
-        self.refuse_at = min((e.cycle for e in self.trace.events if e.kind in ("refuse", "error")), default=None)
+        self.write_rows = write_rows(self.trace)
+        self._writes = None
+        rows = self.write_rows
+        if len(rows) and rows[:, 1].max() >= psum_partitions:
+            p = int(rows[rows[:, 1] >= psum_partitions, 1].min())
+            raise ValueError(f"the program writes PSUM partition {p}; build the engine with more partitions")
+        self.refuse_at = min((e.cycle for e in self.trace.log if isinstance(e, Event) and e.kind in ("refuse", "error")),
+                             default=None)
         self.trace_cycles = self.trace.cycles
         self.end = self.trace.cycles + 4 if stop_at is None else stop_at + 1
         self.final = stop_at is None
@@ -156,13 +172,13 @@ class Lockstep:
         self.regs = [(n, off, self.eng.read_reg(off)) for n, off in regs]     # (name, offset, expected)
         self.server = SbufServer(program.sbuf)
         # the PSUM write monitors: a partition's first, second, ... write of a cycle (D-T40 (6))
-        self.need_ports = max((Counter(w[0] for w in ws).most_common(1)[0][1] for ws in self.writes.values() if ws),
-                              default=1)
+        self.need_ports = int(np.unique(rows[:, 0] * (1 << 8) + rows[:, 1], return_counts=True)[1].max()) \
+            if len(rows) else 1
         self.psum_ports = psum_ports or max(PSUM_PORTS, self.need_ports)
         self.monitors = monitor_names(self.psum_ports)
         self.need_sparse32 = needs_sparse32(self.trace)
         # the PSUM read back at the end: every word the program writes, of every partition
-        self.final_words = sorted({o // 4 for ws in self.writes.values() for _, o, _, _ in ws})
+        self.final_words = np.unique(rows[:, 2] // 4).tolist()
         self.final_psum = self.eng.psum.cells(4)[:psum_partitions, self.final_words].T.astype(np.int64)
         self.checks = 0
         self.compare = True          # False: drive and serve only (measures the checking's cost)
@@ -170,14 +186,24 @@ class Lockstep:
 
     def __getstate__(self):
         """What a simulator process needs (cosim/hdl.py pickles it): not the golden engine and trace."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace", "progress")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace", "progress")} | {"_writes": None}
 
     @property
     def rows(self):
         return self.program.rows
 
+    @property
+    def writes(self) -> dict:
+        """{cycle: {(partition, offset, bits, bytes)}} of the golden writes, made on first use (the
+        per-cycle checks); the whole-run checks read `write_rows`."""
+        if self._writes is None:
+            self._writes = {}
+            for c, p, o, b, n in self.write_rows.tolist():
+                self._writes.setdefault(c, set()).add((p, o, b, n))
+        return self._writes
+
     def expected_writes(self) -> int:
-        return sum(len(w) for w in self.writes.values())
+        return len(self.write_rows)
 
     def check_cycle(self, cycle: int, got: set, error: int, unsupported: int) -> Mismatch | None:
         """Compare one cycle: the PSUM writes seen (partition, offset, bits, bytes: 2 for a bf16 half,

@@ -36,6 +36,7 @@ class Program:
     regs: dict = field(default_factory=dict)           # host register writes before the run
     pack: int = 0                                      # elements per PE the RTL engine needs (0: gen default)
     note: str = ""
+    golden_trace = "detailed"       # the golden run's trace (model/trace.py); kernels: "aggregate"
 
     def sbuf_model(self):
         from tensore.model.sbuf import Sbuf
@@ -55,7 +56,8 @@ class Program:
         memo = self.__dict__.get("_golden") if shared else None
         if memo is not None and memo[0] == key:
             return memo[1]
-        eng = Engine(self.gen, rows=self.rows, cols=self.cols, sbuf=self.sbuf_model(), sbuf_latency=sbuf_latency)
+        eng = Engine(self.gen, rows=self.rows, cols=self.cols, sbuf=self.sbuf_model(), sbuf_latency=sbuf_latency,
+                     trace=self.golden_trace)
         for reg, value in self.regs.items():
             eng.write_reg(reg, value)
         code = assemble(self.text, self.gen)

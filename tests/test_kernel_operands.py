@@ -161,7 +161,7 @@ def _bad_operands(tmp_path) -> dict:
     ("raw bf16 as fp8", ["--a", "{A}", "--b", "{B}", "--dtype", "fp8_e4m3"], ["raw 2-byte elements"]),
     ("not numpy", ["--a", "{text}", "--b", "{B}"], ["not a numpy .npy or .npz file"]),
     ("npz of two", ["--a", "{two}", "--b", "{B}"], ["more than one array", ":NAME"]),
-    ("missing", ["--a", "{A}.gone", "--b", "{B}"], ["A.npy.gone: cannot read"]),
+    ("missing", ["--a", "{A}.gone", "--b", "{B}"], ["A.npy.gone: no such file"]),
 ])
 def test_bad_operands_are_one_line_exit_2(capsys, tmp_path, case, args, needles):
     paths = _bad_operands(tmp_path)

@@ -61,6 +61,7 @@ class KernelProgram(Program):
     sparse_w: np.ndarray | None = None  # 2:4: kept weights [K / 2, N] (b_codes: the pruned dense B)
     sparse_tags: np.ndarray | None = None   # 2:4: their index in each group of 4 [K / 2, N]
     operands: str = ""                  # where the operands came from, when not random (tensore gemm, D-T88)
+    golden_trace = "aggregate"          # long kernels: PSUM writes as arrays (D-T77)
 
     def read(self, trace, rtl_writes=None) -> np.ndarray:
         """C [M, N] float32 from the trace: each tile's writes by its final matmul (the values a
