@@ -20,6 +20,10 @@ IDLE_INPUTS = ("desc_valid", "bus_we", "bus_addr", "bus_wdata", "event_set", "ho
                "host_wdata", "st_resp_data", "sc_resp_data", "mv_resp_data", "desc_data")
 
 
+# idle cycles after the last run, so the waveform holds the outcome of its last cycle at a rising edge
+TAIL_CYCLES = 2
+
+
 class CocotbPort:
     """The port adapter for cocotb: inputs change on the falling clock edge, outputs are read in
     the read-only phase after them, so every value seen is the settled value before the next
@@ -72,6 +76,7 @@ async def lockstep(dut):
     port = CocotbPort(dut)
     results = []
     for lk in job["locksteps"]:
+        lk.__dict__.setdefault("progress", None)        # not pickled (Lockstep.__getstate__): no progress here
         await reset(dut, port)
         t0 = time.perf_counter()
         print(f"[tensore] {lk.program.name}: {lk.end} cycles to run", flush=True)      # progress, in sim.log
@@ -80,5 +85,9 @@ async def lockstep(dut):
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         results.append({"mismatch": bad.to_json() if bad else None, "cycles": lk.end, "checks": lk.checks,
                         "seconds": time.perf_counter() - t0})
+    # the last PSUM word's data is on host_lanes after the edge that read it: one more cycle puts it
+    # before a rising edge in the waveform, where `tensore check-waves` samples it (cosim/waves.py)
+    for _ in range(TAIL_CYCLES):
+        await port.tick()
     with open(job["result"], "w") as f:
         json.dump(results, f)

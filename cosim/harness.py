@@ -118,7 +118,15 @@ def _compile(exported: dict, how: dict, log) -> None:
         verilate(cmd, out, how["opt"], logf, log, hierarchical=how["hier"])
 
 
-def _job(lks: list) -> bytes:
+def _tail_words(lk, traced: bool) -> list:
+    """The PSUM words the harness reads back after the run: the lockstep's, and in a traced run the
+    last of them once more, so that the waveform holds a rising edge after the one whose read put
+    the last word on host_lanes (where `tensore check-waves` samples it, cosim/waves.py); the extra
+    read's data is dropped (`_results`)."""
+    return lk.final_words + lk.final_words[-1:] if traced else lk.final_words
+
+
+def _job(lks: list, traced: bool = False) -> bytes:
     words = [len(lks)]
     blobs = []
     for lk in lks:
@@ -130,7 +138,8 @@ def _job(lks: list) -> bytes:
             w += [(d >> (64 * i)) & (2 ** 64 - 1) for i in range(8)]
         w.append(len(lk.regs))
         w += [off for _, off, _ in lk.regs]
-        w += [len(lk.final_words), *lk.final_words]
+        final = _tail_words(lk, traced)
+        w += [len(final), *final]
         mem = np.ascontiguousarray(lk.server.mem, np.uint8)
         w += [mem.shape[0], mem.shape[1]]
         raw = mem.tobytes()
@@ -139,7 +148,7 @@ def _job(lks: list) -> bytes:
     return head + b"".join(a + b for a, b in blobs)
 
 
-def _results(data: bytes, lks: list) -> list:
+def _results(data: bytes, lks: list, traced: bool = False) -> list:
     out, pos = [], 0
     for lk in lks:
         nw = int(np.frombuffer(data, np.int64, 1, pos)[0])
@@ -154,8 +163,10 @@ def _results(data: bytes, lks: list) -> list:
         pos += 8 * len(lk.regs)
         done = int(np.frombuffer(data, np.int64, 1, pos)[0])
         pos += 8
-        psum = np.frombuffer(data, np.uint32, len(lk.final_words) * lk.parts, pos).reshape(-1, lk.parts)
+        nread = len(_tail_words(lk, traced))
+        psum = np.frombuffer(data, np.uint32, nread * lk.parts, pos).reshape(-1, lk.parts)
         pos += 4 * psum.size
+        psum = psum[:len(lk.final_words)]
         seconds = float(np.frombuffer(data, np.float64, 1, pos)[0])
         pos += 8
         out.append((writes, err, unsup, regs, done, psum, seconds))
@@ -168,8 +179,7 @@ def _all_equal(lk, writes, err, unsup) -> bool:
     err_want = cycles > lk.refuse_at if lk.refuse_at is not None else np.zeros(lk.end, bool)
     if unsup.any() or not np.array_equal(err.astype(bool), err_want):
         return False
-    want = np.array(sorted((c, p, o, b, n) for c, ws in lk.writes.items() if c < lk.end for p, o, b, n in ws),
-                    np.int64).reshape(-1, 5)
+    want = lk.write_rows[lk.write_rows[:, 0] < lk.end]          # sorted (cycle, partition, offset, bits, bytes)
     got = writes[np.lexsort((writes[:, 3], writes[:, 2], writes[:, 0]))][:, [0, 2, 3, 4, 5]]
     nbytes = np.where(got[:, 4] == 1, 2, 4)
     if len(got) != len(want) or not np.array_equal(got[:, :3], want[:, :3]) or not np.array_equal(nbytes, want[:, 4]):
@@ -215,7 +225,7 @@ def _execute(lks: list, built: dict, waves: str | None = None, log=silent) -> li
         waves.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="run-", dir=built["dir"]) as tmp:
         job, result = Path(tmp) / "job.bin", Path(tmp) / "result.bin"
-        job.write_bytes(_job(lks))
+        job.write_bytes(_job(lks, traced=bool(waves)))
         cmd = [built["exe"], str(job), str(result)] + ([str(waves)] if waves else [])
         starts = np.cumsum([0] + [lk.end for lk in lks])
         other = []
@@ -234,7 +244,7 @@ def _execute(lks: list, built: dict, waves: str | None = None, log=silent) -> li
             raise RuntimeError(f"the harness wrote no waveform to {waves}")
         if code:
             raise RuntimeError(f"the harness failed (exit {code}): {''.join(other).strip()[-2000:]}")
-        return _results(result.read_bytes(), lks)
+        return _results(result.read_bytes(), lks, traced=bool(waves))
 
 
 def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=silent,

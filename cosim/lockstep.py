@@ -186,7 +186,7 @@ class Lockstep:
 
     def __getstate__(self):
         """What a simulator process needs (cosim/hdl.py pickles it): not the golden engine and trace."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace", "progress")} | {"_writes": None}
+        return {k: v for k, v in self.__dict__.items() if k not in ("eng", "trace", "progress")} | {"_writes": None, "progress": None}
 
     @property
     def rows(self):

@@ -103,11 +103,16 @@ class Dump:
         self._cache: dict[str, list] = {}
 
     def _find(self, names: list[str]):
-        """The first scope (outermost first) that holds every name in `names`."""
+        """The first scope (outermost first) that holds every name in `names`.  A name is found as
+        itself or as the signal its normalised name names (Amaranth's simulator writes the port
+        `host_word` of the signature member `host.word` as `host__word`)."""
         best = None
         for scope in self.wave.all_scopes():
             have = {v.name: v for v in scope.vars()}
-            if all(n in have for n in names):
+            for name, v in list(have.items()):
+                have.setdefault(_norm(name), v)
+            if all(n in have or _norm(n) in have for n in names):
+                have.update({n: have[_norm(n)] for n in names if n not in have})
                 depth = scope.full_name.count(".")
                 if best is None or depth < best[0]:
                     best = (depth, scope.full_name, have)

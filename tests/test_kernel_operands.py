@@ -343,8 +343,8 @@ def test_harness_progress_lines_are_parsed(tmp_path, monkeypatch):
     exe.chmod(0o755)
     seen = []
     monkeypatch.setattr(harness, "simulation", lambda *a: seen.append(_Recorder(*a)) or seen[-1])
-    monkeypatch.setattr(harness, "_job", lambda lks: b"")
-    monkeypatch.setattr(harness, "_results", lambda data, lks: ["parsed"])
+    monkeypatch.setattr(harness, "_job", lambda lks, **kw: b"")
+    monkeypatch.setattr(harness, "_results", lambda data, lks, **kw: ["parsed"])
     lks = [type("LK", (), {"end": end, "program": type("P", (), {"name": n})})() for n, end in (("a", 100), ("b", 50))]
     assert harness._execute(lks, {"exe": str(exe), "dir": str(tmp_path)}, log=print) == ["parsed"]
     assert seen[-1].total == 150 and seen[-1].stage == "a, b on Verilator"
