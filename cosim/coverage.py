@@ -19,6 +19,11 @@ codes, issue cycles and events) and names the coverage bins it hits, once per pr
     seed, events, config, values   seed moves, event set / wait / wait that stalled, host register
                       settings, classes of the values written to PSUM (NaN, Inf, -0, subnormal, ...)
 
+`unreachable(gen)` names the bins of the model that no program of `gen` can hit, each with its
+reason (D-T95): a cross the ISA check refuses (computed: `model.isa.check` of a descriptor of that
+cross) or an issue rule another rule always subsumes; they are ignore bins of the database, and the
+reports count "N / M reachable bins hit" and list them with their reasons.
+
 `Coverage` accumulates facts and writes them through cocotb-coverage (CoverPoint / CoverCross, one
 cross per group, illegal combinations as ignore bins) to its XML database; shards' databases merge
 with cocotb-coverage's `merge_coverage`; `report(xml)` lists every group's coverage and its holes,
@@ -28,6 +33,7 @@ so a micro-op whose cycle none of them explains is reported as `unexplained`."""
 from __future__ import annotations
 
 import ast
+import functools
 import html
 import threading
 from collections import Counter
@@ -149,6 +155,43 @@ def model(gen) -> dict:
         groups["rounding"] = ({"bf16_write": ["rne", "sr"]}, None)
         groups["seed"] = ({"move": ["save_seed", "load_seed"]}, None)
     return groups
+
+
+def _refusal(gen, text: str):
+    """The first violation `model.isa.check` finds in the descriptor `text` on `gen` (None: legal)."""
+    from tensore.model.isa.asm import assemble
+    from tensore.model.isa.check import check
+    v = check(assemble(text, gen), gen)
+    return min(v, key=lambda x: x.code) if v else None
+
+
+AFTER_LOAD = ("a micro-op decodes after the previous one issues (engine: t_decode >= issue(prev) + 1), so the "
+              "last load's issue + 1 <= t_decode: the decode rule (t_decode + 1) binds first (docs/timing.md)")
+
+
+@functools.lru_cache(maxsize=None)
+def _unreachable(gen) -> tuple:
+    gen = Gen.parse(gen)
+    out = {}
+    axes, load_ok = model(gen)["load"]
+    tile = "tile_size=(row_size_log2=r128, col_size_log2=c128) " if gen.layout == Gen.MAVERICK else ""
+    xp = "flags=(xpose_mode=enabled) " if gen >= Gen.MARIANA else "transpose_mode=enabled "
+    for d in axes["dtype"]:
+        if not any(load_ok(d, "xpose", o) for o in axes["order"]):
+            continue
+        mode = "fp32_mode=high " if d == "fp32" else ""
+        v = _refusal(gen, f"ldweights in_dtype={d} {mode}rows=1 cols=1 {tile}{xp}"
+                          "src=(start_addr=sbuf(0,0x0), step_elem=[1,0,0], num_elem=[1,1,1])")
+        if v is not None:                      # MAVERICK's 4-bit gate (dtypes.is_valid_dtype)
+            for o in axes["order"]:
+                out[("load", (d, "xpose", o))] = f"model.isa.check refuses a transposed {d} load: {v}"
+    out[("stall", ("after_load",))] = AFTER_LOAD
+    return tuple(out.items())
+
+
+def unreachable(gen) -> dict:
+    """{(group, bin tuple): reason} of the bins of `model(gen)` no program can hit (D-T95)."""
+    return dict(_unreachable(Gen.parse(gen)))
 
 
 def _error_bins(gen) -> list:
@@ -439,10 +482,13 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2) -> list:
 
 # --- the database (cocotb-coverage) ---------------------------------------------------------------
 
-def _group(cv, name: str, axes: dict, legal):
+def _group(cv, name: str, axes: dict, legal, unreach=frozenset()):
     """The cocotb-coverage items of one group: a CoverPoint per axis and, with two or more axes, their
-    CoverCross with the illegal combinations ignored; returns the sampling function (one bin tuple)."""
+    CoverCross with the illegal and the unreachable combinations ignored (one axis: the unreachable
+    bins left out); returns the sampling function (one bin tuple)."""
     points = [f"{name}.{a}" for a in axes]
+    if len(axes) == 1:
+        axes = {a: [b for b in bins if (b,) not in unreach] for a, bins in axes.items()}
 
     def sample(key):
         return None
@@ -450,7 +496,7 @@ def _group(cv, name: str, axes: dict, legal):
               for i, (point, bins) in enumerate(zip(points, axes.values()))]
     f = sample
     if len(axes) > 1:                   # innermost: it reads the points' hits of this sample
-        ign = [combo for combo in product(*axes.values()) if legal and not legal(*combo)]
+        ign = [combo for combo in product(*axes.values()) if (legal and not legal(*combo)) or combo in unreach]
         f = cv.CoverCross(f"{name}.cross", items=points, ign_bins=ign)(f)
     for cover in reversed(covers):
         f = cover(f)
@@ -484,7 +530,8 @@ class Coverage:
         path.parent.mkdir(parents=True, exist_ok=True)
         with _LOCK:
             cv.coverage_db.clear()
-            samplers = {(g.name, name): _group(cv, f"{PREFIX}.{g.name}.{name}", axes, legal)
+            samplers = {(g.name, name): _group(cv, f"{PREFIX}.{g.name}.{name}", axes, legal,
+                                               frozenset(k for (grp, k) in unreachable(g) if grp == name))
                         for g in self.gens for name, (axes, legal) in model(g).items()}
             for (g, name, key), n in sorted(self.hits.items()):
                 if (g, name) in samplers:
@@ -536,11 +583,23 @@ def holes(xml) -> dict:
     return {g: [b for b, h in item["bins"].items() if not h] for g, item in read(xml).items()}
 
 
-def text_report(xml, *, max_holes: int = 40) -> str:
-    groups = read(xml)
+def unreachable_of(xml) -> list:
+    """[(generation.group, bin label, reason)] of the unreachable bins of the generations in a database."""
+    gens = sorted({name.split(".", 1)[0] for name in read(xml)}, key=lambda g: Gen[g])
+    return [(f"{g}.{grp}", " x ".join(key), why) for g in gens for (grp, key), why in unreachable(g).items()]
+
+
+def _summary(groups) -> tuple:
     size = sum(g["size"] for g in groups.values())
     covered = sum(g["covered"] for g in groups.values())
-    lines = [f"functional coverage: {covered} of {size} bins ({100 * covered / max(size, 1):.1f}%)", ""]
+    return covered, size, f"{covered} / {size} reachable bins hit ({100 * covered / max(size, 1):.1f}%)"
+
+
+def text_report(xml, *, max_holes: int = 40) -> str:
+    groups = read(xml)
+    _, _, summary = _summary(groups)
+    dead = unreachable_of(xml)
+    lines = [f"functional coverage: {summary}; {len(dead)} unreachable bins (below, with reasons)", ""]
     for name, g in groups.items():
         missing = [b for b, h in g["bins"].items() if not h]
         lines.append(f"{name:<28} {g['covered']:>4}/{g['size']:<4} {100 * g['covered'] / max(g['size'], 1):5.1f}%")
@@ -548,6 +607,9 @@ def text_report(xml, *, max_holes: int = 40) -> str:
             shown = ", ".join(missing[:max_holes]) + (f", ... ({len(missing) - max_holes} more)"
                                                       if len(missing) > max_holes else "")
             lines.append(f"    holes: {shown}")
+    if dead:
+        lines += ["", "unreachable bins (not counted):"]
+        lines += [f"  {group} {label}: {why}" for group, label, why in dead]
     return "\n".join(lines) + "\n"
 
 
@@ -561,14 +623,16 @@ def html_report(xml, title: str = "tensore functional coverage") -> str:
                         for b, h in g["bins"].items())
         rows.append(f'<tr><td>{html.escape(name)}</td><td style="background:{colour}">{g["covered"]}/{g["size"]} '
                     f'({pct:.1f}%)</td><td>{cells}</td></tr>')
-    size = sum(g["size"] for g in groups.values())
-    covered = sum(g["covered"] for g in groups.values())
+    _, _, summary = _summary(groups)
+    dead = "".join(f"<tr><td>{html.escape(g)}</td><td>{html.escape(b)}</td><td>{html.escape(why)}</td></tr>"
+                   for g, b, why in unreachable_of(xml))
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
             "body{font-family:sans-serif} td{vertical-align:top;padding:4px;border-bottom:1px solid #ddd}"
             ".hit{color:#206020} .hole{color:#fff;background:#c03030;padding:0 3px}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>{covered} of {size} bins "
-            f"({100 * covered / max(size, 1):.1f}%); holes in red.</p>"
-            "<table><tr><th>group</th><th>covered</th><th>bins</th></tr>" + "".join(rows) + "</table></body></html>")
+            f"<h1>{html.escape(title)}</h1><p>{html.escape(summary)}; holes in red.</p>"
+            "<table><tr><th>group</th><th>covered</th><th>bins</th></tr>" + "".join(rows) + "</table>"
+            + (f"<h2>Unreachable bins (not counted)</h2><table><tr><th>group</th><th>bin</th><th>reason</th></tr>{dead}"
+               "</table>" if dead else "") + "</body></html>")
 
 
 def write_report(xml, out) -> str:

@@ -36,7 +36,7 @@ from tensore.cosim.programs import (COLUMN_KINDS, VECTOR_KINDS, Program, _Builde
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, check, error_code, opcodes_of
+from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_code, opcodes_of
 from tensore.model.isa.asm import assemble, disassemble
 from tensore.model.isa.check import matmul_input_dtypes
 
@@ -44,6 +44,9 @@ FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
 BLOCKS = ("dense", "dense", "dense", "tiles", "transpose", "sparse", "mx", "lut", "round", "illegal")
 EXTRA_BLOCKS = ("seed", "xload", "tagw", "pattern", "groups", "transpose", "lut", "illegal_any", "dense", "mx", "round")
+# the third stream (D-T95): blocks aimed at the coverage bins the first two reach rarely or never
+CLOSURE_BLOCKS = ("xload_any", "lut_more", "mixed_any", "transpose", "burst", "tiles_any", "seed", "illegal_code",
+                  "mx", "groups")
 
 
 class _Gen:
@@ -56,6 +59,7 @@ class _Gen:
         self.mav = self.gen.layout == Gen.MAVERICK
         self.events: list = []                 # events set by earlier micro-ops, not yet waited for
         self.extended = False                  # drawing the extra blocks (wider domains)
+        self.closure = False                   # drawing the closure blocks (wider still, D-T95)
 
     # -- data ------------------------------------------------------------------------------------
     def codes(self, dtype, k, count):
@@ -158,7 +162,9 @@ class _Gen:
         width = int(rng.choice([8, 16, 32] if self.extended else [8, 16]))
         dtype = "fp8_e4m3" if width == 8 else "bf16"
         if self.extended:
-            dtype = str(rng.choice({8: ["fp8_e4m3", "fp8_e5m2", "fp8_e3m4"], 16: ["bf16", "fp16"], 32: ["fp32"]}[width]))
+            eights = ["fp8_e4m3", "fp8_e5m2", "fp8_e3m4"] + \
+                (["fp8_exp2"] if self.closure and dt.is_in_enum(Dtype.FP8_EXP2, self.gen) else [])
+            dtype = str(rng.choice({8: eights, 16: ["bf16", "fp16"], 32: ["fp32"]}[width]))
         oa = self.put(rng.integers(0, 1 << width, (r, n), dtype=np.uint64), width // 8)
         flags = "flags=(xpose_mode=enabled, accumulate_flag=overwrite)" if self.mav else \
             ("flags=(xpose_mode=enabled) acc=single" if self.gen >= Gen.MARIANA else "transpose_mode=enabled acc=single")
@@ -303,7 +309,8 @@ class _Gen:
         mode = str(rng.choice(["save_seed", "load_seed"]))
         states = rng.integers(0, 1 << 32, (16, 128), dtype=np.uint64)
         if self.mav:            # SaveSeed only: a LoadSeed pattern holds one seed per column of the array,
-            mode = "save_seed"  # which the size-free check refuses on a small array (the library loads them)
+            if not self.closure:  # which the size-free check refuses on a small array (the library loads
+                mode = "save_seed"  # them; the closure stream too: the engine checks on the program's array)
             o = self.put(states[:1, :2 * self.cols], 4)
             bank = int(rng.integers(0, addrmap.PSUM_BANKS))
             off = 4 * int(rng.integers(0, addrmap.PSUM_BANK_CELLS - 1))
@@ -405,6 +412,172 @@ class _Gen:
                f"dst=(start_addr=psum(0,{bank},{off:#x}), step_elem=[1,{d1},0], num_elem=[{n0},{n1},1])")
 
 
+    # -- closure blocks (the third random stream, D-T95) -----------------------------------------
+    def _mm_line(self, dtype, r, c, where, first, mode=""):
+        n = int(self.rng.integers(1, 17))
+        out = "bf16" if self.gen >= Gen.MARIANA and self.rng.random() < 0.3 else "fp32"
+        oa = self.put(self.codes(dtype, r, n), max(1, dt.format_of(dtype, self.gen).width // 8))
+        self.b.line(f"matmul in_dtype={Dtype.parse(dtype).name.lower()} {mode}out_dtype={out} rows={r} cols={c} "
+                    f"{where or self.b.tile()}{self.acc(first)} {self.event_fields()}"
+                    f"src={_t3(f'sbuf(0,{oa:#x})', n)} dst={self.dst(n, out)}")
+
+    def xload_any(self):
+        """A transposed weight load of any element dtype the ISA transposes on this generation (the
+        rule of model.isa.check: a valid 8/16/32-bit or MARIANA 4-bit code), then matmuls of it where
+        it is a matmul input (4-bit codes: a plain bf16 load of the same block instead)."""
+        b, rng = self.b, self.rng
+        dtypes = [d for d in sorted(matmul_input_dtypes(self.gen) | set(dt.dtypes_of(self.gen)))
+                  if (d in matmul_input_dtypes(self.gen) or dt.is_valid_mx_dtype(d, self.gen))
+                  and dt.is_valid_dtype(d, self.gen) and not dt.is_cptc(d)]
+        dtype = Dtype(rng.choice([int(d) for d in dtypes]))
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        width = dt.format_of(dtype, self.gen).width
+        esize, step = max(1, width // 8), int(rng.choice([1, 2]))
+        ow = self.put(rng.integers(0, 1 << width, (c, step * r), dtype=np.uint64) if width < 8 or rng.random() < 0.3
+                      else self.codes(dtype, c, step * r), esize)
+        lo = str(rng.choice(["first_col_first", "last_col_first"]))
+        mode = f"fp32_mode={rng.choice(['low', 'high', 'low_high'])} " if dtype == Dtype.FP32 else ""
+        flags = f"flags=(xpose_mode=enabled, load_order={lo}) " if self.gen >= Gen.MARIANA else \
+            f"transpose_mode=enabled load_order={lo} "
+        name = dtype.name.lower()
+        b.line(f"ldweights in_dtype={name} {mode}rows={r} cols={c} {b.tile()}{flags}{self.event_fields()}"
+               f"src={_t3(f'sbuf(0,{ow:#x})', r, step)}")
+        if dtype in matmul_input_dtypes(self.gen):
+            for i in range(int(rng.integers(1, 3))):
+                self._mm_line(name, r, c, "", i == 0, mode)
+        else:
+            ob = self.put(self.codes("bf16", r, c), 2)
+            b.line(f"ldweights in_dtype=bf16 rows={r} cols={c} {b.tile()}{self.order()[1]}src={_t3(f'sbuf(0,{ob:#x})', c)}")
+            self._mm_line("bf16", r, c, "", True)
+
+    def lut_more(self):
+        """ConvLutLoad of a BF16 / FP16 / FP32 table, a LUT weight load in either load order, then a
+        BF16 / FP16 matmul on the table's weights or a LUT-mode MatmulSparse (UINT8 moving codes)."""
+        b, rng = self.b, self.rng
+        if self.gen < Gen.MARIANA:
+            return self.dense()
+        r, c, n = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1)), int(rng.integers(1, 9))
+        tdt = str(rng.choice(["bf16", "fp16", "fp32"]))
+        ot = self.put(self.codes(tdt, 1, 32), 4 if tdt == "fp32" else 2)
+        b.line(f"conv_lut_load in_dtype={tdt} num_entries=32 src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[32])")
+        lo = str(rng.choice(["first_col_first", "last_col_first"]))
+        if rng.random() < 0.5:
+            oi = self.put(rng.integers(0, 32, (r, c)), 1)
+            b.line(f"ldweights in_dtype=uint8 rows={r} cols={c} {b.tile()}flags=(scalar_mode=lut, load_order={lo}) "
+                   f"src={_t3(f'sbuf(0,{oi:#x})', c)}")
+            self._mm_line(str(rng.choice(["bf16", "fp16"])), r, c, "", True)
+            return
+        fmaps, dtype = int(rng.integers(2, 5)), str(rng.choice(["fp16", "bf16"]))
+        tags = rng.integers(0, fmaps, (r, c))
+        words = np.zeros((r, (c + 3) // 4), np.uint64)
+        for m in range(c):
+            words[:, m // 4] |= tags[:, m].astype(np.uint64) << np.uint64(4 * (3 - m % 4))
+        ot, ow = self.put(words, 2), self.put(self.codes(dtype, r, c), 2)
+        oa = self.put(rng.integers(0, 32, (r, fmaps * n)), 1)
+        b.line(f"ldtags in_dtype=uint16 force_tag_bits={int(rng.choice([0, 4, 8, 12]))} rows={r} cols={c} {b.tile()}"
+               f"src={_t3(f'sbuf(0,{ot:#x})', (c + 3) // 4)}")
+        b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {b.tile()}flags=(load_order={lo}) "
+               f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        mode = "flags=(scalar_mode=lut, accumulate_flag=overwrite)" if self.mav else f"flags=(scalar_mode=lut) {self.acc(True)}"
+        b.line(f"matmul_sparse in_dtype=uint8 out_dtype=fp32 rows={r} cols={c} {b.tile()}{mode} "
+               f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0,{n}], num_elem=[{n},1,1,{fmaps}]) "
+               f"dst={self.dst(n, 'fp32')}")
+
+    def mixed_any(self):
+        """A weight load and matmuls of another mixable dtype (FP8_EXP2 too where it exists)."""
+        b, rng = self.b, self.rng
+        kinds = [d for d in MIXABLE + (Dtype.FP8_EXP2,) if dt.is_in_enum(d, self.gen)]
+        st, mv = (Dtype(x) for x in rng.choice([int(d) for d in kinds], 2, replace=False))
+        r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
+        ow = self.put(self.codes(st, r, c), dt.format_of(st, self.gen).width // 8)
+        b.line(f"ldweights in_dtype={st.name.lower()} rows={r} cols={c} {b.tile()}{self.order()[1]}"
+               f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        for i in range(int(rng.integers(1, 3))):
+            self._mm_line(str(rng.choice([mv.name.lower(), st.name.lower()])), r, c, "", i == 0)
+
+    def burst(self):
+        """A run of one-vector 4-pass FP32 matmuls (more than MAX_IN_FLIGHT in flight) with an FP32
+        load of other rows in the middle (the next 4-pass matmul waits for the array's rhythm)."""
+        b, rng = self.b, self.rng
+        mode = f"fp32_mode={rng.choice(['high', 'low_high'])} "
+        r, c = self.rows, int(rng.integers(1, self.cols + 1))
+        for part in range(2):
+            rr = r if part == 0 else int(rng.integers(1, r + 1))
+            ow = self.put(self.codes("fp32", rr, c), 4)
+            b.line(f"ldweights in_dtype=fp32 {mode}rows={rr} cols={c} {b.tile()}{self.order()[1]}"
+                   f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+            oa = self.put(self.codes("fp32", rr, 1), 4)
+            for i in range(int(rng.integers(18, 22)) if part == 0 else int(rng.integers(1, 4))):
+                b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={rr} cols={c} {b.tile()}{self.acc(i == 0)} "
+                       f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
+
+    def tiles_any(self):
+        """MAVERICK: a weight load and matmuls in any tile (r128 / r64 x c128 / c256, either select);
+        CAYMAN / MARIANA: a row / column group."""
+        b, rng = self.b, self.rng
+        if not self.mav:
+            return self.groups()
+        tile = str(rng.choice(["r128_c128", "r128_c128_col1", "r128_c256", "r64_c128", "r64_c256"]))
+        rsel = int(rng.integers(0, 2)) if tile.startswith("r64") else 0
+        csel = int(tile == "r128_c128_col1" or (tile == "r64_c128" and rng.random() < 0.5))
+        rs, cs = tile.split("_")[:2]
+        where = f"tile_size=(row_size_log2={rs}, col_size_log2={cs}) tile_sel=(row_sel={rsel}, col_sel={csel}) "
+        r = int(rng.integers(1, (self.rows // 2 if rs == "r64" else self.rows) + 1))
+        c = int(rng.integers(1, self.cols + 1))
+        dtype = str(rng.choice(["bf16", "fp16", "fp8_e4m3"]))
+        ow = self.put(self.codes(dtype, r, c), dt.format_of(dtype, self.gen).width // 8)
+        b.line(f"ldweights in_dtype={dtype} rows={r} cols={c} {where}{self.order()[1]}src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        self._matmuls(dtype, r, c, where)
+
+    def illegal_code(self):
+        """A descriptor refused with a code random mutations seldom give (the smallest code wins):
+        fp32_mode on a BF16 matmul, a bad force_tag_bits, a LUT table of FP8, a seed micro-op of the
+        wrong shape, a PE opcode the generation lacks, FP8 double-row weights under a plain matmul
+        (the engine's pump rule, BAD_MX) or a MAVERICK pump without an MXTensorV2 source."""
+        b, rng = self.b, self.rng
+        r, c, n = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1)), int(rng.integers(1, 9))
+        acc = "flags=(accumulate_flag=overwrite)" if self.mav else "acc=single"
+        oa = self.put(self.codes("bf16", r, 2 * n), 2)
+        mm = f"rows={r} cols={c} {b.tile()}{acc} src={_t3(f'sbuf(0,{oa:#x})', 2 * n)} dst={self.dst(2 * n, 'fp32')}"
+        kinds = ["fp32_mode", "tags", "pump"] + (["lut", "seed"] if self.gen >= Gen.MARIANA else [])
+        if {int(o) for o in Opcode} - {int(o) for o in opcodes_of(self.gen)}:
+            kinds.append("opcode")
+        kind = str(rng.choice(kinds))
+        if kind == "fp32_mode":
+            b.line(f"matmul in_dtype=bf16 fp32_mode={rng.choice(['low', 'high', 'low_high'])} out_dtype=fp32 {mm}")
+        elif kind == "tags":
+            ot = self.put(np.zeros((r, (c + 3) // 4)), 2)
+            b.line(f"ldtags in_dtype=uint16 force_tag_bits={int(rng.choice([1, 2, 3, 5, 15]))} rows={r} cols={c} "
+                   f"{b.tile()}src={_t3(f'sbuf(0,{ot:#x})', (c + 3) // 4)}")
+        elif kind == "lut":
+            ot = self.put(self.codes("fp8_e4m3", 1, 32), 1)
+            b.line(f"conv_lut_load in_dtype={rng.choice(['fp8_e4m3', 'fp8_e5m2'])} num_entries=32 "
+                   f"src=(start_addr=sbuf(0,{ot:#x}), step_elem=[1], num_elem=[32])")
+        elif kind == "seed" and self.mav:
+            o = self.put(np.zeros((1, 2 * self.cols)), 4)
+            b.line("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=2 cols=0 "
+                   "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode=save_seed) "
+                   f"src=(start_addr=sbuf(0,{o:#x}), step_elem=[1,0,0], num_elem=[{2 * self.cols},1,1]) "
+                   "dst=(start_addr=psum(0,0,0x0), step_elem=[1,0,1], num_elem=[1,1,2])")
+        elif kind == "seed":
+            ident = self.put(np.array([[0x3F80] * 16]), 2)
+            b.line(f"pe_manage_seed mode=save_seed rows=8 cols=128 identity_dtype=bf16 identity_mem_pattern="
+                   f"(start_addr=sbuf(0,{ident:#x}), step_elem=[1], num_elem=[16]) "
+                   "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])")
+        elif kind == "opcode":
+            missing = sorted({int(o) for o in Opcode} - {int(o) for o in opcodes_of(self.gen)})
+            b.line(".raw 0x" + f"{int(rng.choice(missing)):02x}" + "00" * (DESCRIPTOR_BYTES - 1))
+        elif self.mav:                      # a pump of a plain source
+            b.line(f"matmul in_dtype=fp8_e4m3 out_dtype=fp32 perf_mode={rng.choice(['quad_row', 'oct_row'])} {mm}")
+        else:                               # double-row weights, a single-row matmul: the engine's pump rule
+            ow = self.put(self.codes("fp8_e4m3", r, 2 * c), 1)
+            oa8 = self.put(self.codes("fp8_e4m3", r, n), 1)
+            b.line(f"ldweights in_dtype=fp8_e4m3 perf_opt=double_row rows={r} cols={c} {b.tile()}"
+                   f"src={_t3(f'sbuf(0,{ow:#x})', 2 * c)}")
+            b.line(f"matmul in_dtype=fp8_e4m3 out_dtype=fp32 rows={r} cols={c} {b.tile()}{acc} "
+                   f"src={_t3(f'sbuf(0,{oa8:#x})', n)} dst={self.dst(n, 'fp32')}")
+
+
 def _first_regs(rng) -> tuple:
     """The first stream's register fields: (queue_cfg, arr_cluster_cfg)."""
     queue, cluster = {}, {}
@@ -433,10 +606,12 @@ def _extra_regs(xr, queue: dict, cluster: dict) -> dict:
     return regs
 
 
-def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8, extras: int | None = None) -> Program:
+def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8, extras: int | None = None,
+             closure: int | None = None) -> Program:
     """A random program of `blocks` blocks for `gen` on a rows x cols array (MAVERICK: rows x 2 cols,
     working in the left half like the library), then `extras` blocks from the second stream (default
-    blocks // 3; 0: none), with the golden engine's expectations."""
+    blocks // 3; 0: none), then `closure` blocks from a third (default blocks // 4, none without extras; 0: none, D-T95),
+    with the golden engine's expectations."""
     g = _Gen(gen, seed, rows, cols)
     kinds = [k for k in BLOCKS if not (k in ("mx", "lut") and g.gen < Gen.MARIANA)]
     for _ in range(blocks):
@@ -451,6 +626,13 @@ def generate(gen, seed: int, *, rows: int = 8, cols: int = 8, blocks: int = 8, e
                   if not (k in ("mx", "lut") and g.gen < Gen.MARIANA)]
         for _ in range(extras):
             getattr(g, str(xr.choice(xkinds)))()
+    closure = (blocks // 4 if extras else 0) if closure is None else closure
+    if closure:                                # the third stream: the first two streams' blocks stay as they were
+        cr = np.random.default_rng([seed, 0xC105])
+        g.rng = g.b.rng = cr
+        g.extended = g.closure = True
+        for _ in range(closure):
+            getattr(g, str(cr.choice(CLOSURE_BLOCKS)))()
     g.b.p.regs = _extra_regs(xr, queue, cluster)
     program = g.b.done()
     try:
