@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup test cosim cosim-full demo bench verilog lint icarus clean distclean
+.PHONY: setup test cosim cosim-full demo bench bench-workload verilog lint icarus clean distclean
 
 setup: $(STAMP)
 
@@ -84,6 +84,11 @@ regress: $(REGRESS_STAMP)
 bench: $(STAMP)
 	mkdir -p build
 	$(PY) -m tensore.bench -o build/bench.json $(BENCH_ARGS)
+
+# the weight GEMMs of a TinyLlama-1.1B block on the full-size MARIANA RTL, checked every cycle (D-T94)
+bench-workload: $(STAMP)
+	mkdir -p build
+	$(PY) -m tensore.kernels.workload -o build/bench_workload.json $(WORKLOAD_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -310,7 +310,7 @@ def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
     from tensore.kernels.split import merge, run_parts, split_gemm
     A, B, kw = prog.split
     parts = split_gemm(A, B, jobs, **kw)
-    where = f"dask {args.dask}" if args.dask else f"{len(parts)} harness processes"
+    where = f"dask {args.dask}" if args.dask else f"{min(jobs, len(parts))} worker processes"
     print(f"RTL on verilator: {len(parts)} programs (" + "; ".join(p.where for p in parts)
           + f" of C) on {where}, one engine build, every cycle checked")
     res, wall, cfg = run_parts(parts, jobs=jobs, opt=cosim_opt("auto", prog.rows, prog.cols),

@@ -13,14 +13,16 @@ rounding (D-08) draws from PSUM-location state, so a split SR run is its own val
     results = run_parts(parts, jobs=2)                   # one engine build, two harness processes
     C = merge(parts, results, (M, N))
 
-The engine is built once (the build cache is shared); `jobs` groups of parts run as that many
-harness processes (threads wait on them), or as tasks on a dask.distributed cluster (`dask`: a
-scheduler address, "local" for a LocalCluster; workers that share the build cache directory reuse
-the build, others build once each)."""
+The engine is built once (the build cache is shared); the parts run as tasks of a pool of `jobs`
+worker processes, each part's golden run, harness process and checks in one worker (the next part
+goes to the first worker free), or as tasks on a dask.distributed cluster (`dask`: a scheduler
+address, "local" for a LocalCluster; workers that share the build cache directory reuse the build,
+others build once each)."""
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,66 +65,69 @@ def split_gemm(A, B, parts: int, *, axis: str = "auto", **kw) -> list:
             for r, c in blocks]
 
 
-def _config(programs: list, psum_partitions: int):
-    """The one engine configuration every part fits (cosim/hdl.py's fits over all the parts)."""
+def fit_config(programs: list, psum_partitions: int = 16, dtypes=None):
+    """The one engine configuration every part fits (cosim/hdl.py's fits), each part's golden run
+    made and dropped in turn; `dtypes`: a specialised build (D-T62)."""
     from tensore.cosim import hdl
-    from tensore.cosim.lockstep import Lockstep, fit_ports
-    lks = [Lockstep(p, psum_partitions=psum_partitions) for p in programs]
-    pack = hdl.fit_pack(lks)
-    for lk in lks:
-        lk.pack = pack
-    return hdl.Config.of(programs[0], pack=pack, psum_partitions=psum_partitions, psum_ports=fit_ports(lks),
-                         sparse32=hdl.fit_sparse32(lks)), lks
+    from tensore.cosim.lockstep import Lockstep
+    pack, ports, sparse32 = 1, 1, False
+    for p in programs:
+        lk = Lockstep(p, psum_partitions=psum_partitions)
+        # a specialised build without 8-bit dtypes has one element per PE (rtl/fp/pe_mac.py)
+        pack = max(pack, hdl.needed_pack(lk)[0] if dtypes else hdl.fit_pack([lk]))
+        ports, sparse32 = max(ports, lk.psum_ports), sparse32 or hdl.fit_sparse32([lk])
+        p.__dict__.pop("_golden", None)
+    return hdl.Config.of(programs[0], pack=pack, psum_partitions=psum_partitions, psum_ports=ports,
+                         sparse32=sparse32, dtypes=dtypes)
 
 
-def run_group(programs: list, cfg: dict, opt: str) -> list:
-    """Run parts one after another in one compiled-harness process (building the engine when the
-    cache lacks it); a result dict per part: mismatch (text or None), cycles, checks, seconds, the
-    C read from the RTL's writes and from the golden run.  Picklable both ways (a dask task)."""
+def run_one(prog, cfg: dict, opt: str) -> dict:
+    """One part in lockstep on the compiled harness (built when the cache lacks it): mismatch (text
+    or None), cycles, checks, seconds, and C read from the RTL's writes and from the golden run.
+    Picklable both ways (a pool or dask task)."""
     from tensore.cosim import harness, hdl
     from tensore.cosim.lockstep import Lockstep
     from tensore.outputs import harness_write_rows
     config = hdl.Config(**cfg)
-    lks = []
-    for p in programs:
-        lk = Lockstep(p, psum_partitions=config.psum_partitions, psum_ports=config.psum_ports)
-        lk.pack = config.pack
-        lks.append(lk)
+    lk = Lockstep(prog, psum_partitions=config.psum_partitions, psum_ports=config.psum_ports)
+    lk.pack = config.pack
+    hdl.check_dtypes([lk], config)
     built = harness.build(hdl.export_cached(config, log=lambda m: None), opt=opt, log=lambda m: None)
-    out = []
-    for p, lk, res in zip(programs, lks, harness.simulate_many(lks, built, mismatch_waves=False)):
-        rows = harness_write_rows(lk.rtl_writes)
-        out.append({"name": p.name, "mismatch": None if res.mismatch is None else str(res.mismatch),
-                    "cycles": res.cycles, "checks": res.checks, "seconds": res.seconds,
-                    "c_rtl": p.read(lk.trace, rtl_writes=rows), "c_golden": p.read(lk.trace)})
-    return out
+    res = harness.simulate_many([lk], built, mismatch_waves=False)[0]
+    rows = harness_write_rows(lk.rtl_writes)
+    return {"name": prog.name, "mismatch": None if res.mismatch is None else str(res.mismatch),
+            "cycles": res.cycles, "checks": res.checks, "seconds": res.seconds,
+            "c_rtl": prog.read(lk.trace, rtl_writes=rows), "c_golden": prog.read(lk.trace)}
 
 
 def run_parts(parts: list, *, jobs: int = 2, opt: str = "-O1", psum_partitions: int = 16, dask: str | None = None,
-              log=print) -> tuple:
-    """Run the parts of split_gemm on Verilator: (results in the parts' order, wall seconds, cfg).
-    The build happens once here first; then `jobs` groups run at once (threads over harness
-    processes), or on a dask.distributed cluster when `dask` names one."""
+              config=None, log=print, done=None) -> tuple:
+    """Run the parts of split_gemm on Verilator: (results in the parts' order, wall seconds, config).
+    The build happens once here first (`config`: the engine, else fit_config); then the parts run
+    on a pool of `jobs` processes, or on a dask.distributed cluster when `dask` names one;
+    `done(result)` is called as each part finishes."""
     from dataclasses import asdict
 
     from tensore.cosim import harness, hdl
     programs = [p.prog for p in parts]
-    config, _ = _config(programs, psum_partitions)
+    config = config or fit_config(programs, psum_partitions)
     cfg = asdict(config)
     harness.build(hdl.export_cached(config, log=log), opt=opt, log=log)        # once, before the workers
-    groups = [programs[i::jobs] for i in range(min(jobs, len(programs)))]
     t0 = time.perf_counter()
     if dask:
-        grouped = _on_dask(groups, cfg, opt, dask, jobs)
+        results = _on_dask(programs, cfg, opt, dask, jobs, done)
     else:
-        with ThreadPoolExecutor(len(groups)) as pool:
-            grouped = list(pool.map(lambda g: run_group(g, cfg, opt), groups))
-    wall = time.perf_counter() - t0
-    by_name = {r["name"]: r for g in grouped for r in g}
-    return [by_name[p.name] for p in programs], wall, config
+        with ProcessPoolExecutor(min(jobs, len(programs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(run_one, p, cfg, opt) for p in programs]
+            results = []
+            for f in futures:
+                results.append(f.result())
+                if done:
+                    done(results[-1])
+    return results, time.perf_counter() - t0, config
 
 
-def _on_dask(groups: list, cfg: dict, opt: str, address: str, workers: int) -> list:
+def _on_dask(programs: list, cfg: dict, opt: str, address: str, workers: int, done=None) -> list:
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
@@ -131,7 +136,13 @@ def _on_dask(groups: list, cfg: dict, opt: str, address: str, workers: int) -> l
         if address == "local" else None
     try:
         with Client(cluster or address) as client:
-            return client.gather([client.submit(run_group, g, cfg, opt, pure=False) for g in groups])
+            futures = [client.submit(run_one, p, cfg, opt, pure=False) for p in programs]
+            results = []
+            for f in futures:
+                results.append(f.result())
+                if done:
+                    done(results[-1])
+            return results
     finally:
         if cluster is not None:
             cluster.close()

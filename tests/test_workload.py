@@ -1,0 +1,26 @@
+"""The workload benchmark (tensore/kernels/workload.py, D-T94): the TinyLlama-1.1B block's weight
+GEMMs, and the whole path at 1/16 size on an 8 x 8 engine."""
+import json
+
+import pytest
+
+from tensore.kernels import workload
+
+
+def test_the_block_has_2688_weight_tiles():
+    tiles = sum(-(-k // 128) * -(-n // 128) for _, _, k, n in workload.shapes())
+    assert tiles == 2688
+    assert [s[0] for s in workload.shapes()] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                 "down_proj"]
+    assert {s[1] for s in workload.shapes()} == {128} and workload.shapes()[1][3] == 4 * 64
+
+
+@pytest.mark.slow
+@pytest.mark.cosim                       # a bf16-only 8 x 8 build of its own (about 40 s)
+@pytest.mark.verilator
+def test_sixteenth_size_block_on_the_rtl(tmp_path):
+    out = tmp_path / "w.json"
+    assert workload.main(["--scale", "16", "--opt=-O0", "-o", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["ok"] and rep["programs"] == 36 and len(rep["gemms"]) == 7
+    assert all(g["bit_exact_to_single_program"] and g["bit_exact_to_contract"] for g in rep["gemms"])
