@@ -594,15 +594,7 @@ def array_cols(gen, rows: int, cols: int | None) -> int:
 
 def cmd_run(args) -> int:
     """Run a program in the golden engine: print the summary, optionally write PSUM and the trace."""
-    from tensore.inputs import load_sbuf, read_program
-    from tensore.model.engine import Engine
-    gen = dt.Gen.parse(args.gen)
-    data = read_program(args.program, gen).data
-    sbuf = load_sbuf(args.sbuf) if args.sbuf else None
-    engine = Engine(gen, rows=args.rows, cols=array_cols(gen, args.rows, args.cols), sbuf=sbuf,
-                    sbuf_latency=args.sbuf_latency)
-    engine.write_reg("perf_cntr_cfg", 1)
-    trace = engine.run(data)
+    engine, trace = _golden_run(args)
     print(run_summary(engine, trace))
     if args.output:
         from tensore.outputs import RUN_ARRAYS, save_results
@@ -612,17 +604,23 @@ def cmd_run(args) -> int:
     return 1 if trace.stalled else 0
 
 
-def cmd_cost(args) -> int:
-    """Run a program in the golden engine and set each matmul's cycles beside the public cost model
-    (tensore/kernels/public_cost.py, D-T93)."""
+def _golden_run(args) -> tuple:
+    """(engine, trace) of `run` / `cost`'s program on the golden engine, perf counters on."""
     from tensore.inputs import load_sbuf, read_program
-    from tensore.kernels.public_cost import compare, format_compare
     from tensore.model.engine import Engine
     gen = dt.Gen.parse(args.gen)
     data = read_program(args.program, gen).data
     engine = Engine(gen, rows=args.rows, cols=array_cols(gen, args.rows, args.cols),
                     sbuf=load_sbuf(args.sbuf) if args.sbuf else None, sbuf_latency=args.sbuf_latency)
-    trace = engine.run(data)
+    engine.write_reg("perf_cntr_cfg", 1)
+    return engine, engine.run(data)
+
+
+def cmd_cost(args) -> int:
+    """Run a program in the golden engine and set each matmul's cycles beside the public cost model
+    (tensore/kernels/public_cost.py, D-T93)."""
+    from tensore.kernels.public_cost import compare, format_compare
+    _, trace = _golden_run(args)
     print(trace.summary(per_op=False))
     print(format_compare(compare(trace), limit=None if args.all else 16))
     if refusal_error(trace, args.allow_refused):
@@ -689,6 +687,22 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):
         """A usage error: one line on stderr and exit 2 (SPEC section 9); --help shows the usage."""
         self.exit(2, f"{self.prog}: error: {message} (--help: usage)\n")
+
+
+def _golden_run_args(p, sbuf_help: str) -> None:
+    """The program and engine options of `run` and `cost` (a golden run)."""
+    p.add_argument("program", type=input_file, help=PROG_HELP)
+    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
+    p.add_argument("--sbuf", metavar="FILE", type=input_file, help=sbuf_help + "; default all zeros")
+    p.add_argument("--rows", type=ROWS_TYPE, default=128, metavar="N",
+                   help="PE rows: a multiple of 4 up to 128 (default 128)")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, metavar="N",
+                   help="PE columns: a multiple of 4 (MAVERICK: 8) up to 128 (MAVERICK: 256); default rows "
+                   "(MAVERICK: 2 x rows)")
+    p.add_argument("--sbuf-latency", type=int_at_least(1, "an SBUF read takes at least a cycle"), default=2, metavar="CYCLES",
+                   help="cycles from an SBUF read request to its data (>= 1; the RTL builds >= 2; default 2)")
+    p.add_argument("--allow-refused", action="store_true",
+                   help="exit 0 although micro-ops were refused (programs that test refusals)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -805,19 +819,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "--cols it has as many columns as rows (2 x rows on MAVERICK), the same rule as `tensore cosim`, "
                        "so the defaults are the full 128 x 128 (MAVERICK 128 x 256) array. Exit 1 if a micro-op is "
                        "refused (unless --allow-refused) or the program waits for an event nothing sets; 2 on bad input.")
-    p.add_argument("program", type=input_file, help=PROG_HELP)
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
-    p.add_argument("--sbuf", metavar="FILE", type=input_file, help=sbuf_help + "; default all zeros")
+    _golden_run_args(p, sbuf_help)
     p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to (.npz added when missing)")
-    p.add_argument("--rows", type=ROWS_TYPE, default=128, metavar="N",
-                   help="PE rows: a multiple of 4 up to 128 (default 128)")
-    p.add_argument("--cols", type=COLS_TYPE, default=None, metavar="N",
-                   help="PE columns: a multiple of 4 (MAVERICK: 8) up to 128 (MAVERICK: 256); default rows "
-                   "(MAVERICK: 2 x rows)")
-    p.add_argument("--sbuf-latency", type=int_at_least(1, "an SBUF read takes at least a cycle"), default=2, metavar="CYCLES",
-                   help="cycles from an SBUF read request to its data (>= 1; the RTL builds >= 2; default 2)")
-    p.add_argument("--allow-refused", action="store_true",
-                   help="exit 0 although micro-ops were refused (programs that test refusals)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("cost", help="run a program in the golden engine and set each matmul's cycles beside the "
                        "public Tensor Engine cost model (nki.isa.nc_matmul)",
@@ -825,17 +828,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "executed matmul the engine's cycles to the next matmul's issue beside the public estimate "
                        "max(min(64, N_stationary), N_moving) (fp32 x4; transposes max(P, min(64, F)); tiles in "
                        "parallel), and both totals. Exit codes as `tensore run`.")
-    p.add_argument("program", type=input_file, help=PROG_HELP)
-    p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
-    p.add_argument("--sbuf", metavar="FILE", type=input_file, help=sbuf_help + "; default all zeros")
-    p.add_argument("--rows", type=ROWS_TYPE, default=128, metavar="N", help="PE rows (default 128)")
-    p.add_argument("--cols", type=COLS_TYPE, default=None, metavar="N",
-                   help="PE columns (default rows; MAVERICK: 2 x rows)")
-    p.add_argument("--sbuf-latency", type=int_at_least(1, "an SBUF read takes at least a cycle"), default=2,
-                   metavar="CYCLES", help="cycles from an SBUF read request to its data (default 2)")
+    _golden_run_args(p, sbuf_help)
     p.add_argument("--all", action="store_true", help="a line for every matmul (default: the first 16)")
-    p.add_argument("--allow-refused", action="store_true",
-                   help="exit 0 although micro-ops were refused (programs that test refusals)")
     p.set_defaults(func=cmd_cost)
     from tensore.regs import OUTPUT_DIR
     p = sub.add_parser("regs", help="generate the register artefacts from rtl/regs/arr_seq.rdl")
