@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensore.kernels.estimate import LOADS, MATMULS, _vectors
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.isa.microop import microop
 
 MM_INIT = 64              # MM_INIT_LATENCY: the matmul initiation floor, cycles
 FP32_FACTOR = 4           # fp32 inputs: four passes of the array
-LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
-MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
 FORMULA_ONLY = {Opcode.MATMUL_SPARSE: "sparse", Opcode.MATMUL_MX: "mx"}   # no public figure of their own
 
 
@@ -55,17 +54,6 @@ class Row:
     public_start: int
 
 
-def _vectors(o, pack: int) -> int:
-    n = o.desc.fields["src_mem_pattern"]["num_elem"]
-    if isinstance(n, int):
-        return max(1, n // pack)
-    fmaps = n[3] if o.desc.op == Opcode.MATMUL_SPARSE else 1
-    total = 1
-    for x in n:
-        total *= x
-    return max(1, total // pack // fmaps)
-
-
 def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] < b[0] + b[1] and b[0] < a[0] + a[1] and a[2] < b[2] + b[3] and b[2] < a[2] + a[3]
 
@@ -80,7 +68,7 @@ def compare(trace) -> dict:
     start = 0
     for i, o in enumerate(mms):
         mo = microop(o.desc, trace.rows, trace.cols)
-        v = _vectors(o, mo.pack)
+        v = max(1, _vectors(o.desc, mo.pack))
         block = (mo.row0, mo.rows, mo.col0, mo.cols)
         if mo.xpose:
             kind, cost = "transpose", transpose_cost(mo.rows, v)
