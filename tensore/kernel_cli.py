@@ -103,13 +103,18 @@ def _load(args, spec: str, role: str, ndim: int):
                         exact=not (args.quantise or getattr(args, "mx", None)))
 
 
+def _mx_back(args, x: np.ndarray, axis: int) -> np.ndarray:
+    """x through its MX blocks' OCP quantisation along `axis` (D-21) and back to values, x's shape."""
+    from tensore.kernels import mx as mxq
+    codes, scales = mxq.quantise(x, args.dtype, args.gen, axis=axis)
+    return np.moveaxis(np.moveaxis(mxq.values(codes, scales, args.dtype, args.gen, axis=axis), axis, 0)
+                       [:x.shape[axis]], 0, axis)
+
+
 def _exact_mx(args, spec: str, role: str, x: np.ndarray, axis: int) -> None:
     """MX operands: every value must be element x 2^scale of its block's OCP quantisation (D-21)."""
     from tensore.inputs import InputError
-    from tensore.kernels import mx as mxq
-    codes, scales = mxq.quantise(x, args.dtype, args.gen, axis=axis)
-    back = np.moveaxis(np.moveaxis(mxq.values(codes, scales, args.dtype, args.gen, axis=axis), axis, 0)
-                       [:x.shape[axis]], 0, axis)
+    back = _mx_back(args, x, axis)
     bad = back != x
     if bad.any():
         i = tuple(int(v) for v in np.argwhere(bad)[0])
@@ -137,11 +142,8 @@ def _exact_2of4(spec: str, b: np.ndarray) -> None:
 def _rounded(args, what: str, x: np.ndarray, axis: int = 0) -> str:
     """--quantise: how many of an operand's values the kernel's rounding changes."""
     from tensore.kernels import gemm as G
-    from tensore.kernels import mx as mxq
     if getattr(args, "mx", None):
-        codes, scales = mxq.quantise(x, args.dtype, args.gen, axis=axis)
-        back = np.moveaxis(np.moveaxis(mxq.values(codes, scales, args.dtype, args.gen, axis=axis), axis, 0)
-                           [:x.shape[axis]], 0, axis)
+        back = _mx_back(args, x, axis)
     else:
         back = G.values(G.quantise(x, args.dtype, args.gen), args.dtype, args.gen)
     return f"{what} {int((back != x).sum())} of {x.size}"
