@@ -25,7 +25,7 @@ from tensore.cosim.progress import silent, simulation
 from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
-from tensore.model.trace import Event, WriteBlock
+from tensore.model.trace import Event
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
 from tensore.rtl.rowport import MV_REQUEST
@@ -109,18 +109,8 @@ def _field(packed: int, i: int, width: int, signed: bool = False) -> int:
 
 def write_rows(trace) -> np.ndarray:
     """[n, 5] int64 (cycle, partition, byte offset, bits, bytes) of every PSUM write of a golden
-    trace, each write once, sorted: an aggregate trace's blocks as arrays, without an Event each."""
-    blocks, events = [], []
-    for x in trace.log:
-        if isinstance(x, WriteBlock):
-            cycle, part, off, bits = x.arrays()
-            blocks.append(np.stack([np.asarray(cycle, np.int64).ravel(), np.asarray(part, np.int64).ravel(),
-                                    np.asarray(off, np.int64).ravel(), np.asarray(bits, np.int64).ravel(),
-                                    np.full(np.size(bits), x.nbytes, np.int64)], axis=1))
-        elif isinstance(x, Event) and x.kind == "psum_write":
-            d = x.data
-            events.append((x.cycle, d["partition"], d["offset"], d["bits"], d["bytes"]))
-    rows = np.concatenate(blocks + [np.array(events, np.int64).reshape(-1, 5)])
+    trace (Trace.write_rows), each write once, sorted."""
+    rows = trace.write_rows()
     return np.unique(rows, axis=0) if len(rows) else rows
 
 

@@ -212,6 +212,26 @@ class Trace:
                 psum.cells(d["bytes"])[d["partition"], d["offset"] // d["bytes"]] = d["bits"]
         return psum
 
+    def write_rows(self) -> np.ndarray:
+        """[n, 5] int64 (cycle, partition, byte offset, bits, bytes) of every PSUM write, in the
+        order of `events` (cycle, then the engine's order), an aggregate trace's blocks as arrays
+        without an Event per write."""
+        parts, keys, events, at = [], [], [], []
+        for i, x in enumerate(self.log):
+            if isinstance(x, WriteBlock):
+                a = np.stack([np.asarray(v, np.int64) for v in x.arrays(ordered=True)]
+                             + [np.full(x.bits.size, x.nbytes, np.int64)], axis=1)
+                parts.append(a)
+                keys.append(np.stack([np.full(len(a), i), np.arange(len(a))], axis=1))
+            elif isinstance(x, Event) and x.kind == "psum_write":
+                d = x.data
+                events.append((x.cycle, d["partition"], d["offset"], d["bits"], d["bytes"]))
+                at.append((i, 0))
+        parts.append(np.array(events, np.int64).reshape(-1, 5))
+        keys.append(np.array(at, np.int64).reshape(-1, 2))
+        rows, key = np.concatenate(parts), np.concatenate(keys)
+        return rows[np.lexsort((key[:, 1], key[:, 0], rows[:, 0]))]
+
     def summary(self, per_op: bool = True) -> str:
         """Ops, cycles and PSUM writes, then a line per micro-op (`per_op` False: only the refused and
         faulting ones)."""

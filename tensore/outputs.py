@@ -32,24 +32,8 @@ def npz_path(path) -> Path:
 
 def psum_write_rows(trace) -> np.ndarray:
     """[n, 4] int64 (cycle, partition, offset, bits) of every PSUM write of a golden trace, in the
-    order of `Trace.events` (cycle, then the engine's order), without making an Event per write of
-    an aggregate trace's blocks."""
-    from tensore.model.trace import Event, WriteBlock
-    parts, keys = [], []
-    for i, x in enumerate(trace.log):
-        if isinstance(x, WriteBlock):
-            a = np.stack([np.asarray(v, np.int64) for v in x.arrays(ordered=True)], axis=1)
-        elif isinstance(x, Event) and x.kind == "psum_write":
-            d = x.data
-            a = np.array([[x.cycle, d["partition"], d["offset"], d["bits"]]], np.int64)
-        else:
-            continue
-        parts.append(a)
-        keys.append(np.stack([np.full(len(a), i), np.arange(len(a))], axis=1))
-    if not parts:
-        return np.zeros((0, 4), np.int64)
-    rows, key = np.concatenate(parts), np.concatenate(keys)
-    return rows[np.lexsort((key[:, 1], key[:, 0], rows[:, 0]))]
+    order of `Trace.events` (Trace.write_rows without its bytes column)."""
+    return trace.write_rows()[:, :4]
 
 
 def harness_write_rows(writes: np.ndarray) -> np.ndarray:
