@@ -49,7 +49,7 @@ from tensore.model.isa import ErrorCode, Opcode, opcodes_of
 from tensore.model.isa.check import matmul_input_dtypes
 from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE
-from tensore.model.isa.microop import DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind
+from tensore.model.isa.microop import DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind
 from tensore.model.timing import MAX_IN_FLIGHT
 
 PREFIX = "tensore"
@@ -88,7 +88,9 @@ def model(gen) -> dict:
     mxd = _mx_dtypes(gen) if mx else []
     fp8 = {_name(d) for d in FP8}
     sixteen = {"bfloat16", "fp16"}
-    load_modes = ["plain", "xpose"] + ([] if mav else ["tag_weight", "double_row"]) + (["lut"] if mx else []) + \
+    dr = not mav and gen >= DOUBLE_ROW_FROM        # FP8 double row (D-T97)
+    load_modes = ["plain", "xpose"] + ([] if mav else ["tag_weight"]) + (["double_row"] if dr else []) + \
+        (["lut"] if mx else []) + \
         (["mx_quad", "mx_oct"] if mx else [])
 
     def load_ok(d, mode, order):
@@ -104,7 +106,7 @@ def model(gen) -> dict:
 
     mm_ops = ["matmul", "matmul_sparse"] + (["matmul_mx"] if mx and not mav else [])
     mm_modes = ["plain", "mixed", "fp32_low", "fp32_high", "fp32_low_high", "xpose"] + \
-        ([] if mav else ["double_row"]) + (["lut", "lut_weights", "mx"] if mx else []) + (["seed"] if mav else [])
+        (["double_row"] if dr else []) + (["lut", "lut_weights", "mx"] if mx else []) + (["seed"] if mav else [])
 
     def mm_ok(op, d, mode):
         if op == "matmul_mx" or mode == "mx":
@@ -197,7 +199,8 @@ def unreachable(gen) -> dict:
 def _error_bins(gen) -> list:
     """The refusal codes a descriptor of `gen` can draw: not OPCODE_NOT_IN_GEN where every PE opcode
     exists, no seed / LUT / indirect-pattern codes before MARIANA, no accumulate-flag code on
-    MAVERICK (its accumulate_flag is one bit)."""
+    MAVERICK (its accumulate_flag is one bit), no BAD_MX without double row (its only source there is
+    the pump rule, D-T97)."""
     never = set()
     if {int(o) for o in Opcode} <= {int(o) for o in opcodes_of(gen)}:
         never.add(ErrorCode.OPCODE_NOT_IN_GEN)
@@ -205,6 +208,8 @@ def _error_bins(gen) -> list:
         never |= {ErrorCode.BAD_SEED_OP, ErrorCode.BAD_LUT, ErrorCode.UNSUPPORTED_PATTERN}
     if gen.layout == Gen.MAVERICK:
         never.add(ErrorCode.BAD_ACCUMULATE)
+    elif gen < DOUBLE_ROW_FROM:
+        never.add(ErrorCode.BAD_MX)
     return [_name(e) for e in ErrorCode if e != ErrorCode.NONE and e not in never]
 
 

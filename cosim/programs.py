@@ -17,6 +17,7 @@ from tensore.model import dtypes as dt
 from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import ErrorCode
+from tensore.model.isa.microop import DOUBLE_ROW_FROM
 from tensore.model.psum import SR_STATE_BASE
 
 SBUF_BYTES = 0x4000          # bytes per partition the library uses (the model is not limited to it)
@@ -842,7 +843,7 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     progs += [sparse(gen, **kw), sparse_mixed(gen, **kw), tiles(gen, **kw), reg_write_bypass(gen, **kw),
               backpressure(gen, **kw)]
     if gen.layout != Gen.MAVERICK:
-        progs += [zero_region(gen, **kw), double_row(gen, **kw)]
+        progs += [zero_region(gen, **kw)] + ([double_row(gen, **kw)] if gen >= DOUBLE_ROW_FROM else [])
     if gen >= Gen.MARIANA:
         progs += [bf16_drain(gen, **kw), bf16_drain(gen, sr=True, **kw), lut(gen, **kw),
                   mx(gen, "fp8_e4m3", "quad_row", **kw), mx(gen, "fp4_e2m1", "oct_row", **kw),
@@ -861,8 +862,8 @@ def library(gen, rows: int = 8, cols: int = 8, n: int | None = None) -> list:
     progs += [specials(gen, "bf16", **kw), specials(gen, "fp16", **kw),
               specials(gen, "fp32", fp32_mode="low_high", **kw), specials(gen, "fp32", fp32_mode="high", **kw),
               all_codes(gen, "fp8_e4m3", rows, cols), all_codes(gen, "fp8_e5m2", rows, cols)]
-    if gen.layout != Gen.MAVERICK:
-        progs.append(all_codes(gen, "fp8_e3m4", rows, cols, perf_mode="double_row"))
+    if gen.layout != Gen.MAVERICK:       # double row from CAYMAN (D-T97)
+        progs.append(all_codes(gen, "fp8_e3m4", rows, cols, perf_mode="double_row" if gen >= DOUBLE_ROW_FROM else None))
     if gen == Gen.MAVERICK:
         progs.append(all_codes(gen, "fp8_exp2", rows, cols))
     if gen >= Gen.MARIANA:

@@ -39,6 +39,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_code, opcodes_of
 from tensore.model.isa.asm import assemble, disassemble
 from tensore.model.isa.check import matmul_input_dtypes
+from tensore.model.isa.microop import DOUBLE_ROW_FROM
 
 FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
@@ -113,7 +114,7 @@ class _Gen:
         dtype = Dtype(rng.choice(sorted(matmul_input_dtypes(self.gen))))
         r, c = int(rng.integers(1, self.rows + 1)), int(rng.integers(1, self.cols + 1))
         mode = f"fp32_mode={rng.choice(['low', 'high', 'low_high'])} " if dtype == Dtype.FP32 else ""
-        pack = 2 if dtype in FP8 and not self.mav and rng.random() < 0.3 else 1
+        pack = 2 if dtype in FP8 and not self.mav and self.gen >= DOUBLE_ROW_FROM and rng.random() < 0.3 else 1
         po = "perf_opt=double_row " if pack == 2 else ""
         esize = dt.format_of(dtype, self.gen).width // 8
         step = int(rng.choice([1, 1, 2]))
@@ -539,7 +540,8 @@ class _Gen:
         acc = "flags=(accumulate_flag=overwrite)" if self.mav else "acc=single"
         oa = self.put(self.codes("bf16", r, 2 * n), 2)
         mm = f"rows={r} cols={c} {b.tile()}{acc} src={_t3(f'sbuf(0,{oa:#x})', 2 * n)} dst={self.dst(2 * n, 'fp32')}"
-        kinds = ["fp32_mode", "tags", "pump"] + (["lut", "seed"] if self.gen >= Gen.MARIANA else [])
+        kinds = ["fp32_mode", "tags"] + (["pump"] if self.mav or self.gen >= DOUBLE_ROW_FROM else []) + \
+            (["lut", "seed"] if self.gen >= Gen.MARIANA else [])
         if {int(o) for o in Opcode} - {int(o) for o in opcodes_of(self.gen)}:
             kinds.append("opcode")
         kind = str(rng.choice(kinds))

@@ -3,10 +3,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensore.model.dtypes import Gen
+
 PARTITIONS = 128
 SBUF_BASE = 0x0000_0000
 SBUF_PARTITION_BYTES = 0x4_0000            # 256 KiB window per partition: partition = addr >> 18
 SBUF_END = SBUF_BASE + PARTITIONS * SBUF_PARTITION_BYTES        # 0x0200_0000
+# SBUF bytes a partition holds, per generation (D-T97): AWS Neuron architecture guides (NeuronCore-v2
+# 24 MiB, v3 28 MiB, v4 32 MiB over 128 partitions); MAVERICK (unpublished) keeps the whole window
+SBUF_BYTES = {Gen.SUNDA: 192 << 10, Gen.CAYMAN: 224 << 10, Gen.MARIANA: 256 << 10, Gen.MARIANA_PLUS: 256 << 10,
+              Gen.MAVERICK: 256 << 10}
+assert max(SBUF_BYTES.values()) <= SBUF_PARTITION_BYTES
 PSUM_BASE = 0x0200_0000
 PSUM_PARTITION_BYTES = 0x4000              # 16 KiB per partition: partition = (addr >> 14) & 0x7F
 PSUM_END = PSUM_BASE + PARTITIONS * PSUM_PARTITION_BYTES        # 0x0220_0000
@@ -37,6 +44,11 @@ class Location:
     def cell(self) -> int:
         """fp32 cell index inside the bank (PSUM)."""
         return (self.offset % PSUM_BANK_BYTES) // 4
+
+
+def sbuf_bytes(gen) -> int:
+    """SBUF bytes per partition on `gen` (D-T97); offsets from there to the 256 KiB window's end are a hole."""
+    return SBUF_BYTES[Gen.parse(gen)]
 
 
 def split(addr, memory: str) -> tuple:

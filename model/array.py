@@ -160,7 +160,7 @@ def _fast_multi(w, a, scales):
     if scales is not None:
         if not (np.isfinite(scales[0]).all() and np.isfinite(scales[1]).all()):
             return None
-        ws, as_ = w * np.exp2(scales[0])[:, None, :], a * np.exp2(scales[1])[:, None, :]
+        ws, as_ = fast.block_scaled(w, scales[0]), fast.block_scaled(a, scales[1])
     else:
         ws, as_ = w, a
     if _exact_f64(ws, as_):
@@ -240,13 +240,12 @@ def column_chain(w, a, *, sig_bits: int = 48, fp32_mode=None, scales=None, parti
                 result = chain(partials)
     if result is not None:
         return _finish(result, partials)
+    if scales is not None:                              # exact products of the scaled values, or NaN
+        w, a = fast.block_scaled(w, scales[0]), fast.block_scaled(a, scales[1])
     psum, steps = np.zeros((m, n), np.float32), []
     for r in range(rows):
         with np.errstate(invalid="ignore", over="ignore"):
             terms = [np.multiply.outer(w[r, j], a[r, j]) for j in range(pack)]
-            if scales is not None:
-                scale = np.exp2(scales[0][r][:, None] + scales[1][r][None, :])   # exact, or NaN
-                terms = [t * scale for t in terms]
         psum = fused_sum(psum, terms)
         if partials:
             steps.append(psum)

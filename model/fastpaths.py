@@ -122,6 +122,14 @@ def sparse_chain(w32: np.ndarray, a32: np.ndarray, tags: np.ndarray, partials: b
     return p.T, steps
 
 
+def block_scaled(x: np.ndarray, exponents) -> np.ndarray:
+    """x [rows, pack, M] with each row's values times 2^e, e [rows, M] the E8M0 exponents of their MX
+    blocks (D-21): float64, exact (powers of two, far inside float64's range), NaN for a NaN scale.
+    The one place the MX scales are applied: folded into both operands, each product carries the
+    scales of both its blocks."""
+    return x * np.exp2(exponents)[:, None, :]
+
+
 def multi_chain(w: np.ndarray, a: np.ndarray, scales, partials: bool):
     """Multi-term rows (D-11: FP8 double row, MX with scales, D-21) as float32 row sums, or None.
 
@@ -150,8 +158,7 @@ def multi_chain(w: np.ndarray, a: np.ndarray, scales, partials: bool):
         np.divide(ma, la, out=ma)
         ci, cj = _dirty_cells(w32, a32, mw, ma, 2.0 ** 24 / pack)
     if scales is not None:
-        w32 = (w * np.exp2(sw)[:, None, :]).astype(np.float32)
-        a32 = (a * np.exp2(sa)[:, None, :]).astype(np.float32)
+        w32, a32 = block_scaled(w, sw).astype(np.float32), block_scaled(a, sa).astype(np.float32)
     p = np.zeros((n, m), np.float32, order="F")
     t = _scratch("t", (n, m), np.float32)
     steps = _steps_buffer(rows, m, n, partials)

@@ -32,9 +32,9 @@ from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOr
 from tensore.model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
                                layout_of, opcodes_of)
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUP, GROUPS, KIND_OF,
-                                       MX_OPS, PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols,
-                                       psum_half)
+from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, FP32_PASSES,
+                                       GROUP, GROUPS, KIND_OF, MX_OPS, PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES,
+                                       MxOrder, full_cols, max_moving, psum_half)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -152,7 +152,7 @@ class _Op:
     def window(self, cond, addr, memory, esize, steps, nums, rows, name):
         if memory == "sbuf":
             in_mem = addr < addrmap.SBUF_END
-            size = addrmap.SBUF_PARTITION_BYTES
+            size = addrmap.sbuf_bytes(self.gen)
         else:
             in_mem = (addr >= addrmap.PSUM_BASE) & (addr < addrmap.PSUM_END)
             size = addrmap.PSUM_PARTITION_BYTES
@@ -292,8 +292,14 @@ class _Op:
         self.bad(E.BAD_DTYPE, in_enum & plain & ~self.table(lambda x: x in inputs, d))
 
     def perf(self):
-        if self.has("perf_opt"):
-            self.bad(E.BAD_DTYPE, (self.f.perf_opt == PerfOpt.DOUBLE_ROW) & ~_in(FP8, self.f.in_dtype))
+        """_Checker.perf."""
+        if not self.has("perf_opt"):
+            return
+        dr = self.f.perf_opt == PerfOpt.DOUBLE_ROW
+        self.bad(E.BAD_ENUM, dr & Const(int(self.gen < DOUBLE_ROW_FROM), 1))
+        self.bad(E.BAD_DTYPE, dr & ~_in(FP8, self.f.in_dtype))
+        if self.has("col_grp"):
+            self.bad(E.BAD_TILE, dr & (self.f.col_grp != 0))
 
     def out_dtype(self):
         ok = {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if self.gen >= Gen.MARIANA else set())
@@ -348,6 +354,9 @@ class _Op:
 
     def destination(self, cond, n):
         f = self.f
+        most = max_moving(self.gen)
+        if most is not None:
+            self.bad(E.BAD_PATTERN, cond & (n > most))
         out_bf16 = f.out_dtype == Dtype.BFLOAT16
         esize = Mux(out_bf16, 2, 4)
         half = psum_half(self.gen, self.dec.cols) if self.maverick else addrmap.PARTITIONS

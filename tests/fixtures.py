@@ -136,6 +136,23 @@ BOUNDARIES = [
     ("double row fp8", "cayman", "matmul", dict(perf_opt="double_row", in_dtype="fp8_exp4",
      dst_mem_pattern=dict(start_addr=psum_addr(0, 1), step_elem=[1, 0, 0], num_elem=[32, 1, 1])), None),
     ("double row dst count", "cayman", "matmul", dict(perf_opt="double_row", in_dtype="fp8_exp4"), E.BAD_PATTERN),
+    # per-generation limits (D-T97)
+    *[(f"double row {name}", gen, "matmul", dict(perf_opt="double_row", in_dtype="fp8_exp4", **over,
+       dst_mem_pattern=dict(start_addr=psum_addr(0, 1), step_elem=[1, 0, 0], num_elem=[32, 1, 1])), code)
+      for name, gen, over, code in [("on sunda", "sunda", {}, E.BAD_ENUM), ("on mariana", "mariana", {}, None),
+                                    ("col_grp 1", "cayman", dict(col_grp=1, num_active_cols=96), E.BAD_TILE),
+                                    ("col_grp 0, 96 cols", "cayman", dict(num_active_cols=96), None)]],
+    *[(f"{n} moving on {gen}", gen, "matmul", dict(src_mem_pattern=dict(start_addr=sbuf_addr(0, 0x100), step_elem=[1, 0, 0],
+                                                                       num_elem=[n, 1, 1]),
+                                                  dst_mem_pattern=dict(start_addr=psum_addr(0, 0), step_elem=[1, 0, 0],
+                                                                       num_elem=[n, 1, 1])), code)
+      for n, gen, code in [(512, "sunda", None), (513, "sunda", E.BAD_PATTERN), (513, "cayman", E.BAD_PATTERN),
+                           (513, "mariana", None), (4096, "mariana", None), (4096, "maverick", None)]],
+    *[(f"src at {gen}'s sbuf end{' + 1' if past else ''}", gen, "matmul",
+       dict(src_mem_pattern=dict(start_addr=sbuf_addr(0, end - 128 + past), step_elem=[1, 0, 0], num_elem=[64, 1, 1])),
+       E.BAD_ADDRESS if past else None)
+      for gen, end in [("sunda", 192 << 10), ("cayman", 224 << 10), ("mariana", 256 << 10)] for past in (0, 2)
+      if end - 128 + past < 256 << 10],
     ("quad row without MX", "maverick", "matmul", dict(perf_mode="quad_row"), E.BAD_MX),
     ("transpose int32", "maverick", "matmul", dict(in_dtype="int32", flags=dict(xpose_mode=1),
      dst_mem_pattern=dict(start_addr=psum_addr(0, 1), step_elem=[1, 0, 0], num_elem=[128, 1, 1])), None),

@@ -12,10 +12,10 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import ErrorCode
 from tensore.model.isa.microop import Kind
 
-# Greedy set covers over seeds 0..345 of `R.generate(gen, seed)` (8 x 8, default blocks): re-derive
+# Greedy set covers over seeds 0..464 of `R.generate(gen, seed)` (8 x 8, default blocks): re-derive
 # them with `closure_seeds(gen)` after a change to the generator.
 SEEDS = {
-    Gen.SUNDA: [4, 6, 8, 10, 11, 17, 27, 39, 55, 75, 88, 95, 104, 110, 129, 156, 169, 225, 232, 265, 286, 295],
+    Gen.SUNDA: [8, 11, 19, 27, 28, 34, 48, 92, 104, 113, 119, 121, 162, 176, 190, 192, 216, 254, 302, 455, 464],
     Gen.CAYMAN: [4, 6, 8, 10, 11, 17, 27, 39, 55, 75, 88, 95, 104, 110, 129, 156, 169, 225, 232, 265, 286, 295],
     Gen.MARIANA: [6, 7, 9, 11, 18, 19, 26, 27, 29, 30, 47, 61, 73, 75, 79, 101, 105, 114, 119, 124, 184, 186, 246,
                   263, 270, 272, 288, 294, 295, 299, 316, 332],

@@ -13,8 +13,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
                              PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
                              XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from tensore.model.isa.microop import (ARRAY_ROWS, GROUP, GROUPS, MX_BLOCK, PUMP_PACK, SEED_COLS, SEED_STATES,
-                                       active_cols, is_mx, pack_of, psum_half, transposes)
+from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, MX_BLOCK, PUMP_PACK, SEED_COLS,
+                                       SEED_STATES, active_cols, is_mx, max_moving, pack_of, psum_half, transposes)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -129,14 +129,14 @@ class _Checker:
             where = loc.memory.upper() if loc else "no memory"
             self.bad(E.BAD_ADDRESS, f"{name}.start_addr", f"{addr:#010x} is in {where}; must be in {memory.upper()}")
             return
-        size = addrmap.SBUF_PARTITION_BYTES if memory == "sbuf" else addrmap.PSUM_PARTITION_BYTES
+        size = addrmap.sbuf_bytes(self.gen) if memory == "sbuf" else addrmap.PSUM_PARTITION_BYTES
         lo = hi = 0
         for s, n in zip(steps, nums):
             span = s * (n - 1) * esize
             lo, hi = lo + min(0, span), hi + max(0, span)
         if loc.offset + lo < 0 or loc.offset + hi + esize > size:
             self.bad(E.BAD_ADDRESS, name, f"pattern bytes {loc.offset + lo:#x}..{loc.offset + hi + esize - 1:#x}"
-                     f" leave the {memory.upper()} partition window (0..{size - 1:#x})")
+                     f" leave the {memory.upper()} partition (0..{size - 1:#x} on {self.gen.name})")
         if rows is not None and loc.partition + rows > addrmap.PARTITIONS:
             self.bad(E.BAD_ADDRESS, f"{name}.start_addr", f"partitions {loc.partition}..{loc.partition + rows - 1}"
                      f" run past partition {addrmap.PARTITIONS - 1}")
@@ -220,8 +220,17 @@ class _Checker:
                          "(tf32) operands cannot mix with low precision")
 
     def perf(self):
-        if "perf_opt" in self.f and self.f["perf_opt"] == PerfOpt.DOUBLE_ROW and self.f["in_dtype"] not in FP8:
+        """FP8 double row (D-11, D-T14) within its public limits (D-T97): CAYMAN and later, FP8 input,
+        no column tiling (col_grp 0)."""
+        if "perf_opt" not in self.f or self.f["perf_opt"] != PerfOpt.DOUBLE_ROW:
+            return
+        if self.gen < DOUBLE_ROW_FROM:
+            self.bad(E.BAD_ENUM, "perf_opt", f"DOUBLE_ROW does not exist on {self.gen.name} "
+                     f"(NeuronCore-v3 and later)")
+        if self.f["in_dtype"] not in FP8:
             self.bad(E.BAD_DTYPE, "perf_opt", "DOUBLE_ROW needs FP8 input")
+        if self.f.get("col_grp", 0):
+            self.bad(E.BAD_TILE, "col_grp", "DOUBLE_ROW cannot be combined with column tiling; col_grp must be 0")
 
     def out_dtype(self):
         o = self.f["out_dtype"]
@@ -356,6 +365,10 @@ class _Checker:
 
     def destination(self, n):
         f = self.f
+        most = max_moving(self.gen)
+        if most is not None and n > most:
+            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} moving vectors; one matmul on {self.gen.name} streams "
+                     f"at most {most} (D-T97)")
         out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
         half = self.slot_cols()
         cols = min(active_cols(self.d, self.array_cols), half)

@@ -63,6 +63,16 @@ class MxOrder(enum.IntEnum):
 MX_BLOCK = 32                      # contraction elements sharing one E8M0 scale (D-21)
 MX_TILE = 32                       # vectors per tile of the *_TILED orders (D-T25)
 DOUBLE_ROW_PACK = 2                # FP8 double row: two products per PE step (D-T14)
+DOUBLE_ROW_FROM = Gen.CAYMAN       # double row exists on NeuronCore-v3 and v4 (nc_matmul "Performance mode", D-T97)
+MAX_MOVING_BEFORE_V4 = 512         # moving vectors of one matmul on NeuronCore-v2 / v3 (nc_matmul, D-T97)
+
+
+def max_moving(gen) -> int | None:
+    """Moving vectors one matmul may stream: 512 before MARIANA; from MARIANA only the PSUM window
+    bounds it (4096 fp32 / 8192 bf16 cells, the public NeuronCore-v4 figure) (D-T97)."""
+    return MAX_MOVING_BEFORE_V4 if Gen.parse(gen) < Gen.MARIANA else None
+
+
 PUMPS = {                          # MX_PERF_MODE -> (elements per PE step, element order)
     MXPerfMode.NONE: (1, MxOrder.PACKED),
     MXPerfMode.QUAD_ROW: (4, MxOrder.PACKED),

@@ -142,7 +142,7 @@ def _direct_refusal(s: ConvShape, g, es: int) -> str:
         return f"an output row of {s.out_hw[1]} pixels is more than a PSUM bank ({g.m_tile})"
     if s.stride * wp > STEP_MAX:
         return f"the row step {s.stride * wp} does not fit int16"
-    if -(-s.cin // g.rows) * s.batch * hp * wp * es + s.kh * s.kw * s.cout * es > addrmap.SBUF_PARTITION_BYTES - 0x100:
+    if -(-s.cin // g.rows) * s.batch * hp * wp * es + s.kh * s.kw * s.cout * es > addrmap.sbuf_bytes(g.gen) - 0x100:
         return "the padded images do not fit one SBUF partition"
     return ""
 
@@ -182,7 +182,7 @@ def _direct(xc, wc, s: ConvShape, g, *, dtype, out_dtype, gen, rows, cols, fp32_
         x_blk[t, :min(g.rows, s.cin - t * g.rows)] = xs[t * g.rows:(t + 1) * g.rows]
         w_blk[t, :min(g.rows, s.cin - t * g.rows)] = ws[t * g.rows:(t + 1) * g.rows]
     blocks = [np.ascontiguousarray(b.astype(G._UINT[es])).view(np.uint8) for b in (w_blk, x_blk)]
-    sbuf, (w_off, x_off) = G._sbuf_image(blocks)
+    sbuf, (w_off, x_off) = G._sbuf_image(blocks, gen)
     mode = G._fp32_mode(dtype, fp32_mode)
     out = Dtype.parse(out_dtype)
     txt = G._Text(g, dtype, mode, out)

@@ -18,7 +18,7 @@ from tensore.model import dtypes as dt
 from tensore.model.array import FP32_PASSES
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import FP32Mode, MXPerfMode
-from tensore.model.isa.microop import PUMP_PACK, full_cols
+from tensore.model.isa.microop import DOUBLE_ROW_FROM, PUMP_PACK, full_cols
 
 FP8 = (Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 _UINT = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -149,8 +149,8 @@ def geometry(gen, rows=None, cols=None, *, dtype="bf16", out_dtype="fp32", doubl
     out = Dtype.parse(out_dtype)
     if out not in (Dtype.FP32, Dtype.BFLOAT16) or (out == Dtype.BFLOAT16 and gen < Gen.MARIANA):
         raise ValueError(f"out dtype {out.name}: FP32, or BFLOAT16 from MARIANA on (D-18)")
-    if double_row and (gen.layout == Gen.MAVERICK or Dtype.parse(dtype) not in FP8):
-        raise ValueError("double row needs FP8 inputs on CAYMAN / MARIANA (D-11, D-T14)")
+    if double_row and (gen.layout == Gen.MAVERICK or gen < DOUBLE_ROW_FROM or Dtype.parse(dtype) not in FP8):
+        raise ValueError("double row needs FP8 inputs on CAYMAN / MARIANA (D-11, D-T14, D-T97)")
     pack = 2 if double_row else 1
     if mx is not None:
         if mx not in MX_PACK or gen.layout != Gen.MARIANA or Dtype.parse(dtype) not in FP8[1:] or double_row:
@@ -304,7 +304,7 @@ def gemm_codes(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", row
     es = dt.format_of(dtype, gen).width // 8
     bt, at = _tile_bytes(b_codes, g, es), _tile_bytes(np.asarray(a_codes).T, g, es)
     blocks = [bt, at] + ([_scale_bytes(b_scales, g), _scale_bytes(a_scales, g)] if mx else [])
-    sbuf, offs = _sbuf_image(blocks)
+    sbuf, offs = _sbuf_image(blocks, gen)
     b_off = offs[0]
     txt = _Text(g, dtype, mode, out, mx)
     if rounding == "sr":
@@ -331,18 +331,18 @@ def _scale_bytes(scales, g: Geometry) -> np.ndarray:
     return out
 
 
-def _sbuf_layout(shapes: list) -> tuple:
+def _sbuf_layout(shapes: list, gen) -> tuple:
     """(offsets per block per tile, bytes used) of blocks of (tiles, bytes per tile) laid out one
     after another in every partition (64-byte aligned, after a 64-byte word area); refuses a layout
-    bigger than an SBUF partition."""
+    bigger than an SBUF partition of `gen` (D-T97)."""
     offsets, at = [], 0x40
     for tiles, nbytes in shapes:
         width = (nbytes + 0x3F) & ~0x3F
         offsets.append([at + t * width for t in range(tiles)])
         at += tiles * width
-    if at > addrmap.SBUF_PARTITION_BYTES:
+    if at > addrmap.sbuf_bytes(gen):
         raise ValueError(f"the operands need {at:,} bytes per SBUF partition, more than its "
-                         f"{addrmap.SBUF_PARTITION_BYTES:,}: split the problem")
+                         f"{addrmap.sbuf_bytes(gen):,} on {Gen.parse(gen).name}: split the problem")
     return offsets, at
 
 
@@ -359,18 +359,18 @@ def check_size(m: int, k: int, n: int, *, dtype="bf16", out_dtype="fp32", gen="m
         kp = -(-k // sp.GROUP) * sp.GROUP
         t = -(-(kp // 2) // g.rows)
         tags = 2 * (-(-n // 4) + -(-n // g.half))
-        return _sbuf_layout([(t, n * es), (t, 4 * m * es), (t, tags)])[1]
+        return _sbuf_layout([(t, n * es), (t, 4 * m * es), (t, tags)], gen)[1]
     if mx is not None:
         k = -(-k // 32) * 32                                       # K padded to whole blocks
     t = -(-k // g.k_tile)
     shapes = [(t, n * g.pack * es), (t, m * g.pack * es)] + ([(t, n), (t, m)] if mx else [])
-    return _sbuf_layout(shapes)[1]
+    return _sbuf_layout(shapes, gen)[1]
 
 
-def _sbuf_image(blocks: list) -> tuple:
+def _sbuf_image(blocks: list, gen) -> tuple:
     """Lay [tiles, R, bytes] blocks out by _sbuf_layout; returns (sbuf [128, bytes] uint8, offsets
     per block per tile)."""
-    offsets, at = _sbuf_layout([(blk.shape[0], blk.shape[2]) for blk in blocks])
+    offsets, at = _sbuf_layout([(blk.shape[0], blk.shape[2]) for blk in blocks], gen)
     sbuf = np.zeros((addrmap.PARTITIONS, (at + 0xFF) & ~0xFF), np.uint8)
     for blk, offs in zip(blocks, offsets):
         for t, off in enumerate(offs):
@@ -449,7 +449,7 @@ def sparse_gemm(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", ro
     blocks = [_tile_bytes(wc, half, es), _tile_bytes(mv.reshape(kp // 2, 4 * m), half, es)]
     t_count = blocks[0].shape[0]
     tag_bytes = 2 * (-(-n // 4) + -(-n // g.half))                     # u16 words of every N tile
-    sbuf, offs = _sbuf_image(blocks + [np.zeros((t_count, g.rows, tag_bytes), np.uint8)])
+    sbuf, offs = _sbuf_image(blocks + [np.zeros((t_count, g.rows, tag_bytes), np.uint8)], gen)
     txt = _Text(g, dtype, mode, out)
     if rounding == "sr":
         sr_setup(sbuf, txt)
