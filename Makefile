@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup test cosim cosim-full demo bench bench-workload verilog lint icarus clean distclean
+.PHONY: setup test cosim cosim-full demo bench bench-workload mutate verilog lint icarus clean distclean
 
 setup: $(STAMP)
 
@@ -89,6 +89,13 @@ bench: $(STAMP)
 bench-workload: $(STAMP)
 	mkdir -p build
 	$(PY) -m tensore.kernels.workload -o build/bench_workload.json $(WORKLOAD_ARGS)
+
+# Mutation testing of the golden model (D-T96): a sample of single mutations of model/, each run against
+# make test's fast model tests; report in build/mutate/model.{json,html}.  The whole run (some 2,700
+# mutants, hours on 2 cores) is `make mutate MUTATE_ARGS="--jobs 2"`.
+MUTATE_ARGS ?= --sample 40 --seed 0 --jobs $(JOBS)
+mutate: $(STAMP)
+	$(PY) -m tensore.cli mutate $(MUTATE_ARGS)
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -497,9 +497,10 @@ def format_report(report: dict) -> str:
 
 # --- dask.distributed ------------------------------------------------------------------------------
 
-def run_dask(cfg: Config, n: int, address: str | None = None, *, workers: int = 2) -> list:
+def run_dask(cfg: Config, n: int, address: str | None = None, *, workers: int = 2, run=None) -> list:
     """The n shards as tasks on a dask.distributed cluster: the scheduler at `address`
-    (tcp://host:8786; its workers need tensore installed) or a LocalCluster of `workers` processes."""
+    (tcp://host:8786; its workers need tensore installed) or a LocalCluster of `workers` processes.
+    `run(cfg_dict, i, n)` runs a shard (default run_shard; cosim/mutate.py passes its own)."""
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
@@ -510,7 +511,7 @@ def run_dask(cfg: Config, n: int, address: str | None = None, *, workers: int = 
         address = cluster
     try:
         with Client(address) as client:
-            futures = [client.submit(run_shard, asdict(cfg), i, n, pure=False) for i in range(n)]
+            futures = [client.submit(run or run_shard, asdict(cfg), i, n, pure=False) for i in range(n)]
             return client.gather(futures)
     finally:
         if cluster is not None:

@@ -847,6 +847,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_waves(sub)
     from tensore.random_cli import register as register_verification
     register_verification(sub)
+    from tensore.mutate_cli import register as register_mutate
+    register_mutate(sub)
     return parser
 
 

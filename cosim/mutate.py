@@ -1,0 +1,611 @@
+"""Mutation testing of the golden model (D-T96): how much of a wrong model the tests catch.
+
+    enumerate_mutants(root, targets)    every single mutation of the target files, in source order
+    select(mutants, sample, seed)       a reproducible sample of them
+    run_shard(cfg, i, n)                shard i of n of the selection run: a shard result (JSON-ready dict)
+    merge(results, out_dir, name)       <name>.json and <name>.html under out_dir
+
+A mutant is one change to one node of a file's syntax tree (`ast`): an arithmetic, shift, bitwise,
+comparison or boolean operator swapped, a shift amount or an integer constant moved by one, a
+`True` / `False` flipped, a `not`, `-` or `~` removed, a returned value replaced by `None`.  Its id
+is `file:line:col:operator`, stable while the file is.  A mutant whose module compiles to the
+original's bytecode is equivalent without a run; so is one listed with a reason in
+tests/mutants_equivalent.txt.  The others are run: the test set in a fresh `pytest -x` process whose
+`sitecustomize` (a PYTHONPATH overlay) puts the mutated module's code in front of the installed
+one, so the repository's files are never written; the caches a run writes (bytecode, Hypothesis's
+database, numba's) go to a private directory.  A test failure kills the mutant; so, counted apart,
+does a crash of the run (an import error, a collection error) or a timeout.
+
+Shards, their files and the dask path are cosim/regress.py's (parse_shard, write_shard, read_shards,
+run_dask): shard i of n takes every n-th mutant of the selection."""
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import html
+import json
+import marshal
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import CodeType
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TARGETS = ["model/dtypes.py", "model/psum.py", "model/mac.py", "model/fp.py", "model/timing.py",
+                   "model/isa/check.py", "model/fastpaths.py"]
+# `fast`: pure-Python tests of make test, those that name numbers first (about 20 s on one core)
+FAST_TESTS = ["tests/test_constants_literal.py", "tests/test_dtypes.py", "tests/test_mac.py", "tests/test_fp32_fast.py",
+              "tests/test_model_corners.py", "tests/test_microop.py", "tests/test_isa.py", "tests/test_check_rules.py",
+              "tests/test_engine.py", "tests/test_array.py", "tests/test_psum_collisions.py",
+              "tests/test_array_paths.py", "tests/test_oracle.py", "tests/test_aggregate_trace.py"]
+TEST_SETS = {"fast": FAST_TESTS}
+MARKS = "not cosim and not verilator"          # make test's selection, less what needs a C++ build
+EQUIVALENT_FILE = "tests/mutants_equivalent.txt"
+MUTANT_ENV = "TENSORE_MUTANT"                  # module=code file, read by the overlay's sitecustomize
+
+KILLED, CRASHED, TIMEOUT, SURVIVED, EQUIVALENT = "killed", "crashed", "timeout", "survived", "equivalent"
+STATUSES = (SURVIVED, KILLED, CRASHED, TIMEOUT, EQUIVALENT)
+
+_BINOPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult, ast.Div: ast.Mult,
+           ast.Mod: ast.FloorDiv, ast.LShift: ast.RShift, ast.RShift: ast.LShift, ast.BitAnd: ast.BitOr,
+           ast.BitOr: ast.BitAnd, ast.BitXor: ast.BitOr, ast.Pow: ast.Mult}
+_CMPOPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+           ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/", ast.Mod: "%",
+           ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.Pow: "**",
+           ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
+           ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or"}
+NO_MUTATE = "pragma: no mutate"                # a line with this comment is left alone
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutation: `node` (type, line, col, end line, end col) is the node replaced, `op` the
+    change (e.g. `Add->Sub`, `const-1`, `Lt->LtE@0` for a comparison's first operator)."""
+    id: str
+    file: str
+    line: int
+    col: int
+    op: str
+    desc: str
+    node: tuple
+    original: str = ""                          # the source line
+    mutated: str = ""                           # the line as mutated (a one-line node; else empty)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Mutant:
+        return cls(**{k: (tuple(v) if k == "node" else v) for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Config:
+    targets: list = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    tests: list = field(default_factory=lambda: ["fast"])
+    marks: str = MARKS
+    sample: int | None = None
+    seed: int = 0
+    timeout: float | None = None                # seconds per mutant (None: 4 x the baseline run + 30 s)
+    jobs: int = 1                               # mutants run side by side in a shard
+    root: str = str(ROOT)
+    equivalent: str = EQUIVALENT_FILE
+    ids: list | None = None                     # only these mutants (before the sample)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Config:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# --- enumeration ----------------------------------------------------------------------------------
+
+def _key(node) -> tuple:
+    return (type(node).__name__, node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+
+
+def _skipped(tree) -> set:
+    """Nodes not mutated: docstrings, annotations and `if __name__ == "__main__"` / TYPE_CHECKING blocks."""
+    out = set()
+
+    def skip(node):
+        out.update(id(n) for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs, node.args.vararg, node.args.kwarg]:
+                if a is not None and a.annotation is not None:
+                    skip(a.annotation)
+            if node.returns is not None:
+                skip(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            skip(node.annotation)
+        elif isinstance(node, ast.If) and ("__main__" in ast.unparse(node.test) or "TYPE_CHECKING" in ast.unparse(node.test)):
+            skip(node)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip(node.body[0])
+    return out
+
+
+def _int_text(value: int, like: str) -> str:
+    return (f"{'-' if value < 0 else ''}0x{abs(value):X}" if like.lower().startswith("0x") else
+            f"0b{value:b}" if like.lower().startswith("0b") and value >= 0 else str(value))
+
+
+def _with(node, **fields):
+    """A deep copy of `node` with `fields` replaced (built only when a mutant is applied or shown)."""
+    def make():
+        out = copy.deepcopy(node)
+        for k, v in fields.items():
+            if k == "ops":
+                out.ops[v[0]] = v[1]()
+            else:
+                setattr(out, k, v() if callable(v) else v)
+        return out
+    return make
+
+
+def _segment(lines: list, node) -> str:
+    if node.lineno != node.end_lineno:
+        return ""
+    return lines[node.lineno - 1].encode()[node.col_offset:node.end_col_offset].decode()
+
+
+def _variants(node, lines: list) -> list:
+    """[(op, a function making the replacement node, description)] of one node."""
+    out = []
+    if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _BINOPS:
+        to = _BINOPS[type(node.op)]
+        out.append((f"{type(node.op).__name__}->{to.__name__}", _with(node, op=to),
+                    f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[to]}"))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.LShift, ast.RShift)) and \
+                not (isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)):
+            amount = ast.unparse(node.right)
+            for sign, op in (("+", ast.Add), ("-", ast.Sub)):
+                out.append((f"shift{sign}1", _with(node, right=lambda op=op: ast.BinOp(copy.deepcopy(node.right), op(),
+                                                                                      ast.Constant(1))),
+                            f"shift amount {amount} -> {amount} {sign} 1"))
+    elif isinstance(node, ast.Compare):
+        for k, op in enumerate(node.ops):
+            if type(op) in _CMPOPS:
+                to = _CMPOPS[type(op)]
+                out.append((f"{type(op).__name__}->{to.__name__}@{k}", _with(node, ops=(k, to)),
+                            f"{_SYMBOL[type(op)]} -> {_SYMBOL[to]}"))
+    elif isinstance(node, ast.BoolOp):
+        to = ast.Or if isinstance(node.op, ast.And) else ast.And
+        out.append((f"{type(node.op).__name__}->{to.__name__}", _with(node, op=to),
+                    f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[to]}"))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.Invert)):
+        what = {ast.Not: "not", ast.USub: "-", ast.Invert: "~"}[type(node.op)]
+        out.append((f"{type(node.op).__name__}-removed", lambda: copy.deepcopy(node.operand), f"{what} removed"))
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        out.append((f"{node.value}->{not node.value}", lambda: ast.Constant(not node.value),
+                    f"{node.value} -> {not node.value}"))
+    elif isinstance(node, ast.Constant) and isinstance(node.value, int):
+        seg = _segment(lines, node) or str(node.value)
+        for sign, value in (("+", node.value + 1), ("-", node.value - 1)):    # the lowest bit flipped is one of them
+            out.append((f"const{sign}1", lambda value=value: ast.Constant(value), f"{seg} -> {_int_text(value, seg)}"))
+    elif isinstance(node, ast.Return) and node.value is not None and \
+            not (isinstance(node.value, ast.Constant) and node.value.value is None):
+        value = _segment(lines, node.value) or "..."
+        value = value if len(value) <= 40 else value[:37] + "..."
+        out.append(("return->None", lambda: ast.Return(ast.Constant(None)), f"return {value} -> return None"))
+    return out
+
+
+def _shown(lines: list, node, new, desc: str) -> str:
+    """The source line with the mutant applied, for the report (a one-line node; else empty)."""
+    if node.end_lineno != node.lineno:
+        return ""
+    line = lines[node.lineno - 1]
+    raw = line.encode()
+    if isinstance(node, ast.Constant) and isinstance(new, ast.Constant) and not isinstance(new.value, bool):
+        text = desc.rsplit(" -> ", 1)[1]
+    else:
+        text = ast.unparse(new)
+    return (raw[:node.col_offset] + text.encode() + raw[node.end_col_offset:]).decode()
+
+
+def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) -> list:
+    """Every mutant of one file (path `rel` under `root`), in source order; `shown`: with the
+    mutated line (the report's; --list needs none)."""
+    path = Path(root) / rel
+    source = path.read_text() if source is None else source
+    tree = ast.parse(source, filename=str(path))
+    skipped, lines = _skipped(tree), source.splitlines()
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped or not hasattr(node, "lineno") or NO_MUTATE in lines[node.lineno - 1]:
+            continue
+        for op, make, desc in _variants(node, lines):
+            line = lines[node.lineno - 1]
+            mutated = _shown(lines, node, make(), desc) if shown else ""
+            found.append((node.lineno, node.col_offset, op, Mutant(
+                id=f"{rel}:{node.lineno}:{node.col_offset}:{op}", file=rel, line=node.lineno, col=node.col_offset,
+                op=op, desc=f"{rel}:{node.lineno} {desc}", node=_key(node), original=line, mutated=mutated)))
+    found.sort(key=lambda t: t[:3])
+    seen: dict = {}
+    out = []
+    for *_, m in found:                             # two nodes at one place (a call and its name): number them
+        n = seen.get(m.id, 0)
+        seen[m.id] = n + 1
+        out.append(m if not n else Mutant(**{**asdict(m), "id": f"{m.id}#{n}", "node": m.node}))
+    return out
+
+
+def check_targets(root, targets: list) -> list:
+    """The target files as paths relative to root: each an existing .py file under model/."""
+    if not targets:
+        raise ValueError("no target files")
+    out = []
+    for t in targets:
+        rel = Path(t)
+        rel = rel.relative_to(Path(root).resolve()) if rel.is_absolute() and rel.is_relative_to(Path(root).resolve()) else rel
+        if rel.parts[:1] != ("model",) or rel.suffix != ".py" or ".." in rel.parts:
+            raise ValueError(f"--target {t}: a target is a .py file under model/")
+        if not (Path(root) / rel).is_file():
+            raise ValueError(f"--target {t}: no such file under {root}")
+        out.append(rel.as_posix())
+    return out
+
+
+def enumerate_mutants(root, targets: list, sources: dict | None = None) -> list:
+    """Every mutant of the target files, file by file in the order given, each in source order."""
+    sources = sources or {}
+    return [m for rel in check_targets(root, targets) for m in file_mutants(root, rel, sources.get(rel))]
+
+
+def select(mutants: list, sample: int | None, seed: int = 0) -> list:
+    """`sample` mutants drawn with random.Random(seed) (all of them if None or more), in source order."""
+    if sample is None or sample >= len(mutants):
+        return list(mutants)
+    picked = set(random.Random(seed).sample(range(len(mutants)), sample))
+    return [m for k, m in enumerate(mutants) if k in picked]
+
+
+# --- applying a mutant ----------------------------------------------------------------------------
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, key: tuple, new):
+        self.key, self.new, self.done = key, new, False
+
+    def generic_visit(self, node):
+        if not self.done and hasattr(node, "lineno") and _key(node) == self.key:
+            self.done = True
+            return ast.copy_location(self.new, node)
+        return super().generic_visit(node)
+
+
+def mutated_tree(root, mutant: Mutant, source: str | None = None):
+    """The file's syntax tree with the mutant applied; ValueError if the file no longer has it."""
+    path = Path(root) / mutant.file
+    source = path.read_text() if source is None else source
+    tree = ast.parse(source, filename=str(path))
+    for node in ast.walk(tree):
+        if hasattr(node, "lineno") and _key(node) == mutant.node:
+            for op, make, _ in _variants(node, source.splitlines()):
+                if op == mutant.op:
+                    rep = _Replace(mutant.node, make())
+                    tree = ast.fix_missing_locations(rep.visit(tree))
+                    if rep.done:
+                        return tree
+    raise ValueError(f"mutant {mutant.id}: {mutant.file} has changed since it was enumerated")
+
+
+def _shape(code: CodeType) -> tuple:
+    """A code object without its positions: what it does."""
+    return (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_flags,
+            code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount, code.co_name,
+            tuple(_shape(c) if isinstance(c, CodeType) else (type(c).__name__, repr(c)) for c in code.co_consts))
+
+
+def same_bytecode(root, mutant: Mutant, source: str | None = None) -> bool:
+    """Whether the mutated file compiles to the original's bytecode (an equivalent mutant)."""
+    path = Path(root) / mutant.file
+    source = path.read_text() if source is None else source
+    return _shape(compile(source, str(path), "exec")) == \
+        _shape(compile(mutated_tree(root, mutant, source), str(path), "exec"))
+
+
+def module_name(rel: str) -> str:
+    """model/isa/check.py -> tensore.model.isa.check (the installed name, pyproject.toml)."""
+    parts = list(Path(rel).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["tensore", *parts])
+
+
+def read_equivalent(path) -> dict:
+    """{mutant id: reason} from an equivalence file: `ID  reason` per line, `#` comments."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    out = {}
+    for k, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        ident, _, reason = line.partition(" ")
+        if not reason.strip():
+            raise ValueError(f"{path}:{k}: {ident} has no reason (a line is `ID  reason`)")
+        out[ident] = reason.strip()
+    return out
+
+
+# --- running a mutant -----------------------------------------------------------------------------
+
+_SITECUSTOMIZE = '''\
+"""tensore mutate's overlay (cosim/mutate.py): the module named in $TENSORE_MUTANT runs the code of its mutant."""
+import os as _os
+
+_spec = _os.environ.get("TENSORE_MUTANT")
+if _spec:
+    import importlib.abc as _abc
+    import importlib.util as _util
+    import marshal as _marshal
+    import sys as _sys
+
+    _name, _origin, _code = _spec.split("=", 2)
+
+    class _Loader(_abc.Loader):
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            with open(_code, "rb") as f:
+                exec(_marshal.load(f), module.__dict__)
+
+    class _Finder(_abc.MetaPathFinder):
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname != _name:
+                return None
+            package = _os.path.basename(_origin) == "__init__.py"
+            return _util.spec_from_file_location(fullname, _origin, loader=_Loader(),
+                                                 submodule_search_locations=[_os.path.dirname(_origin)] if package else None)
+
+    _sys.meta_path.insert(0, _Finder())
+'''
+
+
+def test_files(root, tests: list) -> list:
+    """The pytest arguments of a test set: named sets (`fast`) expanded, each file checked."""
+    out = []
+    for t in tests:
+        for item in TEST_SETS.get(t, [t]):
+            if not (Path(root) / item.split("::")[0]).exists():
+                raise ValueError(f"--tests {item}: no such test file under {root}")
+            out.append(item)
+    if not out:
+        raise ValueError("empty test set (--tests names no test)")
+    return out
+
+
+class Runner:
+    """Runs the test set on the original and on mutants, in a private directory for the caches."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.root = (Path(cfg.root) if Path(cfg.root).is_dir() else ROOT).resolve()   # a dask worker's own checkout
+        self.tests = test_files(self.root, cfg.tests)
+        self.dir = Path(tempfile.mkdtemp(prefix="tensore-mutate-"))
+        (self.dir / "site").mkdir()
+        (self.dir / "site" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+        self.sources = {rel: (self.root / rel).read_text() for rel in check_targets(self.root, cfg.targets)}
+        self.timeout = cfg.timeout
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _env(self, mutant_spec: str | None = None, private: str | None = None) -> dict:
+        env = {k: v for k, v in os.environ.items() if k != MUTANT_ENV}
+        env["PYTHONPATH"] = os.pathsep.join([str(self.dir / "site"), *filter(None, [env.get("PYTHONPATH")])])
+        env["PYTHONPYCACHEPREFIX"] = str(self.dir / "pycache")
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(self.dir / (private or "") / "hypothesis")
+        env["NUMBA_CACHE_DIR"] = str(self.dir / (private or "") / "numba")
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        if mutant_spec:
+            env[MUTANT_ENV] = mutant_spec
+        return env
+
+    def _pytest(self, env: dict, timeout: float | None) -> tuple:
+        """(status, seconds, first failing test or crash line)."""
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+               "-m", self.cfg.marks, "-o", "addopts=", "-rfE", *self.tests]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return TIMEOUT, time.perf_counter() - t0, f"no result in {timeout:.0f} s"
+        seconds = time.perf_counter() - t0
+        lines = out.splitlines()
+        first = next((ln for ln in lines if ln.startswith(("FAILED ", "ERROR "))), "")
+        if proc.returncode == 0:
+            return SURVIVED, seconds, ""
+        if proc.returncode == 1:
+            return KILLED, seconds, first[:300]
+        why = first or next((ln for ln in reversed(lines) if ln.strip()), f"exit {proc.returncode}")
+        return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300]
+
+    def baseline(self) -> float:
+        """The test set on the unmutated model: its seconds (and the timeout, unless given);
+        ValueError if it does not pass."""
+        status, seconds, why = self._pytest(self._env(), None)
+        if status != SURVIVED:
+            raise ValueError(f"the test set does not pass on the unmutated model ({why or status})")
+        if self.timeout is None:
+            self.timeout = 4 * seconds + 30
+        return seconds
+
+    def run(self, mutant: Mutant, equivalent: dict) -> dict:
+        """One mutant's result: its fields with status, seconds and detail."""
+        res = asdict(mutant)
+        src = self.sources.get(mutant.file)
+        if mutant.id in equivalent:
+            return {**res, "status": EQUIVALENT, "seconds": 0.0, "detail": f"listed: {equivalent[mutant.id]}"}
+        try:
+            tree = mutated_tree(self.root, mutant, src)
+        except ValueError as exc:
+            return {**res, "status": CRASHED, "seconds": 0.0, "detail": str(exc)}
+        origin = str(self.root / mutant.file)
+        code = compile(tree, origin, "exec")
+        if _shape(code) == _shape(compile(src, origin, "exec")):
+            return {**res, "status": EQUIVALENT, "seconds": 0.0, "detail": "same bytecode as the original"}
+        tag = hashlib.sha1(mutant.id.encode()).hexdigest()[:12]
+        path = self.dir / f"{tag}.code"
+        path.write_bytes(marshal.dumps(code))
+        private = tag if "numba" in src else None       # numba's cache knows a function by its file
+        status, seconds, detail = self._pytest(self._env(f"{module_name(mutant.file)}={origin}={path}", private),
+                                               self.timeout)
+        path.unlink(missing_ok=True)
+        return {**res, "status": status, "seconds": round(seconds, 2), "detail": detail}
+
+
+# --- shards ---------------------------------------------------------------------------------------
+
+def selection(cfg: Config, sources: dict | None = None) -> list:
+    """The mutants a configuration runs: enumerated, then sampled."""
+    mutants = enumerate_mutants(cfg.root, cfg.targets, sources)
+    if cfg.ids:
+        known = {m.id for m in mutants}
+        unknown = [i for i in cfg.ids if i not in known]
+        if unknown:
+            raise ValueError(f"--mutant {unknown[0]}: no such mutant of the targets (--list names them)")
+        mutants = [m for m in mutants if m.id in set(cfg.ids)]
+    return select(mutants, cfg.sample, cfg.seed)
+
+
+def shard_of(items: list, i: int, n: int) -> list:
+    """Shard i of n: every n-th item from the i-th (each shard a spread over the files)."""
+    return items[i::n]
+
+
+def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, checkpoint=None) -> dict:
+    """Shard i of n of the configuration's mutants: {"config", "shard", "mutants", "baseline_seconds",
+    "seconds", "complete", "sources"}; `checkpoint(result)` after every mutant."""
+    cfg = Config.from_json(cfg) if isinstance(cfg, dict) else cfg
+    t0 = time.perf_counter()
+    runner = Runner(cfg)
+    try:
+        equivalent = read_equivalent(Path(cfg.root) / cfg.equivalent)
+        mutants = shard_of(selection(cfg, runner.sources), i, n)
+        results: list = []
+        sources = {rel: hashlib.sha256(s.encode()).hexdigest()[:16] for rel, s in runner.sources.items()}
+
+        def result(complete: bool) -> dict:
+            return {"config": asdict(cfg), "shard": [i, n], "mutants": sorted(results, key=lambda r: r["id"]),
+                    "baseline_seconds": round(base, 2), "timeout": runner.timeout, "complete": complete,
+                    "seconds": round(time.perf_counter() - t0, 1), "sources": sources}
+        base = runner.baseline()
+        log(f"shard {i}/{n}: {len(mutants)} mutants; the test set takes {base:.1f} s unmutated "
+            f"(timeout {runner.timeout:.0f} s per mutant)")
+
+        def one(m):
+            r = runner.run(m, equivalent)
+            results.append(r)
+            log(f"  [{len(results)}/{len(mutants)}] {r['status']:<10} {r['seconds']:>6.1f} s  {m.desc}")
+            if checkpoint is not None:
+                checkpoint(result(False))
+            return r
+        with ThreadPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
+            list(pool.map(one, mutants))
+        return result(True)
+    finally:
+        runner.close()
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+def counts(results: list) -> dict:
+    c = {s: sum(1 for r in results if r["status"] == s) for s in STATUSES}
+    run = len(results) - c[EQUIVALENT]
+    c["mutants"] = len(results)
+    c["score"] = round(100.0 * (c[KILLED] + c[CRASHED] + c[TIMEOUT]) / run, 1) if run else None
+    return c
+
+
+def merge(results: list, out_dir, name: str) -> dict:
+    """Shard results joined: out_dir/<name>.json (summary, per file, survivors, every mutant) and
+    out_dir/<name>.html; returns the JSON."""
+    cfgs = {json.dumps({k: v for k, v in r["config"].items() if k not in ("jobs", "root")}, sort_keys=True)
+            for r in results}
+    if len(cfgs) != 1:
+        raise ValueError("the shards ran different configurations; clear the shard directory first")
+    if len({json.dumps(r.get("sources"), sort_keys=True) for r in results}) != 1:
+        raise ValueError("the shards saw different sources of the target files; run them again")
+    shards = sorted(results, key=lambda r: r["shard"])
+    mutants = sorted((m for r in shards for m in r["mutants"]), key=lambda m: (m["file"], m["line"], m["col"], m["id"]))
+    ran = [m for m in mutants if m["status"] != EQUIVALENT]
+    summary = {**counts(mutants), "shards": len(shards),
+               "incomplete": [r["shard"] for r in shards if not r.get("complete", True)],
+               "seconds": round(sum(r["seconds"] for r in shards), 1),
+               "seconds_per_mutant": round(sum(m["seconds"] for m in ran) / len(ran), 2) if ran else None,
+               "baseline_seconds": [r["baseline_seconds"] for r in shards],
+               "timeout_seconds": [r["timeout"] for r in shards]}
+    files = sorted({m["file"] for m in mutants})
+    report = {"config": shards[0]["config"], "summary": summary,
+              "files": {f: counts([m for m in mutants if m["file"] == f]) for f in files},
+              "survivors": [m for m in mutants if m["status"] == SURVIVED], "mutants": mutants}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{name}.html").write_text(to_html(report, name))
+    return report
+
+
+def to_html(report: dict, name: str) -> str:
+    """One static page: the summary and one table of the mutants, survivors first."""
+    order = {s: k for k, s in enumerate(STATUSES)}
+    rows = []
+    for m in sorted(report["mutants"], key=lambda m: (order[m["status"]], m["file"], m["line"], m["col"])):
+        rows.append(f'<tr class="{m["status"]}"><td>{m["status"]}</td><td><code>{html.escape(m["id"])}</code></td>'
+                    f'<td>{html.escape(m["desc"].split(" ", 1)[1])}</td>'
+                    f'<td><pre>- {html.escape(m["original"].strip())}\n+ {html.escape(m["mutated"].strip())}</pre></td>'
+                    f'<td>{m["seconds"]:.1f}</td><td>{html.escape(m.get("detail") or "")}</td></tr>')
+    s = report["summary"]
+    head = (f"{s['mutants']} mutants: {s[KILLED]} killed, {s[CRASHED]} crashed, {s[TIMEOUT]} timed out, "
+            f"{s[SURVIVED]} survived, {s[EQUIVALENT]} equivalent; score {s['score']}%")
+    tests = " ".join(report["config"]["tests"])
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>tensore mutate: {html.escape(name)}</title>
+<style>body{{font-family:sans-serif}} table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:2px 6px;
+vertical-align:top}} pre{{margin:0}} tr.survived{{background:#fdd}} tr.equivalent{{background:#eee}}</style></head>
+<body><h1>tensore mutate: {html.escape(name)}</h1>
+<p>{html.escape(head)}</p><p>targets: {html.escape(" ".join(report["config"]["targets"]))}; tests: {html.escape(tests)};
+sample {report["config"]["sample"]} seed {report["config"]["seed"]}; {s["seconds_per_mutant"]} s per mutant run</p>
+<table><tr><th>status</th><th>id</th><th>mutation</th><th>line</th><th>s</th><th>detail</th></tr>
+{chr(10).join(rows)}
+</table></body></html>
+"""
+
+
+def format_report(report: dict) -> str:
+    s = report["summary"]
+    lines = [f"mutate: {s['mutants']} mutants: {s[KILLED]} killed, {s[CRASHED]} crashed, {s[TIMEOUT]} timed out, "
+             f"{s[SURVIVED]} survived, {s[EQUIVALENT]} equivalent; score {s['score']}% "
+             f"({s['seconds_per_mutant']} s per mutant run, {s['seconds']} s in {s['shards']} shard(s))"]
+    if s["incomplete"]:
+        lines.append(f"  incomplete shards (stopped before their last mutant): {s['incomplete']}")
+    for f, c in report["files"].items():
+        lines.append(f"  {f:<24} {c['mutants']:>5} mutants {c[KILLED] + c[CRASHED] + c[TIMEOUT]:>5} killed "
+                     f"{c[SURVIVED]:>4} survived {c[EQUIVALENT]:>3} equivalent  score {c['score']}%")
+    for m in report["survivors"]:
+        lines.append(f"  SURVIVED {m['id']}: {m['desc'].split(' ', 1)[1]}")
+    return "\n".join(lines)
+
+
+def report_name(targets: list) -> str:
+    """The report's name: `model` for the default targets, else the targets' stems joined by `+`."""
+    if list(targets) == DEFAULT_TARGETS:
+        return "model"
+    return "+".join(Path(t).with_suffix("").as_posix().removeprefix("model/").replace("/", "_") for t in targets)

@@ -1,0 +1,113 @@
+"""`tensore mutate`: mutation testing of the golden model (cosim/mutate.py, D-T96), sharded as the
+regression is (cosim/regress.py's shards and dask path)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _config(args):
+    from tensore.cosim import mutate as M
+    targets = [t for t in args.target.replace(",", " ").split() if t] if args.target else list(M.DEFAULT_TARGETS)
+    tests = args.tests.split() if args.tests is not None else ["fast"]
+    cfg = M.Config(targets=M.check_targets(M.ROOT, targets), tests=tests, sample=args.sample, seed=args.seed,
+                   timeout=args.timeout, jobs=args.jobs, marks=args.marks, equivalent=args.equivalent,
+                   ids=[i for i in args.mutant.replace(",", " ").split() if i] if args.mutant else None)
+    M.test_files(M.ROOT, cfg.tests)                  # an unknown or empty test set: exit 2 before any run
+    M.read_equivalent(Path(cfg.root) / cfg.equivalent)
+    if cfg.ids:
+        M.selection(cfg)                              # an unknown mutant id: exit 2
+    return cfg
+
+
+def cmd_mutate(args) -> int:
+    from tensore.cosim import mutate as M
+    from tensore.cosim import regress
+    cfg = _config(args)
+    name = args.name or M.report_name(cfg.targets)
+    shard_dir = Path(args.output) / name
+    if args.list:
+        mutants = M.selection(cfg)
+        equivalent = M.read_equivalent(Path(cfg.root) / cfg.equivalent)
+        for m in mutants:
+            print(f"{m.id}  {m.desc.split(' ', 1)[1]}" + ("  [equivalent: listed]" if m.id in equivalent else ""))
+        total = len(M.enumerate_mutants(cfg.root, cfg.targets))
+        print(f"{len(mutants)} of {total} mutants" + (f" (--sample {cfg.sample} --seed {cfg.seed})" if cfg.sample else ""))
+        return 0
+    log = (lambda m: print(m, file=sys.stderr, flush=True))
+    if args.merge:
+        results = regress.read_shards(shard_dir)
+    elif args.dask:
+        address = None if args.dask == "local" else args.dask
+        results = regress.run_dask(cfg, args.workers, address, workers=args.workers, run=M.run_shard)
+    elif args.shard:
+        i, n = regress.parse_shard(args.shard)
+        result = M.run_shard(cfg, i, n, log, lambda r: regress.write_shard(r, shard_dir))
+        path = regress.write_shard(result, shard_dir)
+        print(f"shard {i}/{n}: {path} (merge with: tensore mutate --merge {_same(args)})")
+        return 0
+    else:
+        results = [M.run_shard(cfg, 0, 1, log)]
+    if not args.merge:
+        for old in shard_dir.glob("shard-*-of-*.json"):
+            old.unlink()
+        for r in results:
+            regress.write_shard(r, shard_dir)
+    report = M.merge(results, args.output, name)
+    print(M.format_report(report))
+    print(f"reports: {Path(args.output) / name}.json, {Path(args.output) / name}.html")
+    score = report["summary"]["score"]
+    return 1 if args.fail_under is not None and score is not None and score < args.fail_under else 0
+
+
+def _same(args) -> str:
+    """The options that name the report, for the --merge hint."""
+    out = [f"--target {args.target}"] if args.target else []
+    out += [f"--name {args.name}"] if args.name else []
+    return " ".join(out + [f"-o {args.output}"])
+
+
+def _shard_text(text: str) -> str:
+    """An argparse type: i/n with 0 <= i < n (regress.parse_shard's rule)."""
+    import argparse
+
+    from tensore.cosim.regress import parse_shard
+    try:
+        parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
+    return text
+
+
+def register(sub) -> None:
+    """Add `tensore mutate` to tensore's subparsers."""
+    from tensore.cli import COUNT_TYPE, SEED_TYPE, int_at_least
+    from tensore.cosim import mutate as M
+    p = sub.add_parser("mutate", help="mutation testing: single mutations of the golden model's source, each run "
+                       "against a test set; killed / survived / timeout / equivalent, JSON and HTML report")
+    p.add_argument("--target", metavar="FILES", help="model files to mutate, comma- or space-separated (default: "
+                   + ",".join(M.DEFAULT_TARGETS) + ")")
+    p.add_argument("--tests", metavar="TESTS", help="the test set: test files or node ids, space-separated, or a named "
+                   f"set ({', '.join(M.TEST_SETS)}); default fast ({len(M.FAST_TESTS)} files of make test)")
+    p.add_argument("--marks", default=M.MARKS, help="pytest -m expression the test set runs with")
+    p.add_argument("--sample", type=COUNT_TYPE, default=None, help="run this many mutants, drawn with --seed "
+                   "(default: all)")
+    p.add_argument("--seed", type=SEED_TYPE, default=0, help="the sample's seed")
+    p.add_argument("--mutant", metavar="IDS", help="only these mutants (ids as --list prints them, comma-separated)")
+    p.add_argument("--list", action="store_true", help="only list the mutants (id and change)")
+    p.add_argument("--timeout", type=int_at_least(1, "seconds"), default=None,
+                   help="seconds per mutant run (default 4 x the unmutated run + 30)")
+    p.add_argument("--jobs", type=COUNT_TYPE, default=1, help="mutants run side by side (processes) per shard")
+    p.add_argument("--equivalent", default=M.EQUIVALENT_FILE, metavar="FILE",
+                   help="mutants known to be equivalent: `ID  reason` per line")
+    p.add_argument("--shard", type=_shard_text, help="run shard i of n (i/n, 0-based) and write its result; then --merge")
+    p.add_argument("--merge", action="store_true", help="merge the shard results in -o/NAME into the report")
+    p.add_argument("--dask", metavar="ADDRESS", help="run the shards on a dask.distributed scheduler "
+                   "(tcp://host:8786), or 'local' for a LocalCluster")
+    p.add_argument("--workers", type=COUNT_TYPE, default=2, help="--dask: shards (and LocalCluster workers)")
+    p.add_argument("--fail-under", type=int_at_least(0, "a percentage", hi=100), default=None, metavar="PCT",
+                   help="exit 1 if the score is below PCT")
+    p.add_argument("--name", help="the report's name (default: model for the default targets, else the targets' stems)")
+    p.add_argument("-o", "--output", default="build/mutate", help="directory of the reports (NAME.json, NAME.html) "
+                   "and shard results (NAME/)")
+    p.set_defaults(func=cmd_mutate)
