@@ -145,13 +145,15 @@ def load_sbuf(path, name: str | None = None) -> np.ndarray:
         raise InputError(str(exc)) from None
 
 
-def load_operand(spec, *, role: str, ndim: int, dtype, gen, exact: bool = True) -> np.ndarray:
+def load_operand(spec, *, role: str, ndim: int, dtype, gen, exact: bool = True,
+                 raw_bits: bool = False) -> np.ndarray:
     """A kernel operand (D-T88) as float64 values: an array of rank `ndim` from a .npy / .npz file
-    (one array, or `FILE.npz:NAME`), every value finite.  Float arrays are values; with `exact`
-    every one must be a value of `dtype` on `gen` (dtypes.codes_of: an array of the format itself,
-    e.g. ml_dtypes bfloat16, gives its bits).  Raw void elements of the format's width (what np.save
-    writes for an ml_dtypes array) are its bit patterns.  Integer arrays are refused (codes or
-    values: neither is a guess to make), as is any other element type."""
+    (one array, or `FILE.npz:NAME`), every value finite.  Float arrays are values, whatever their
+    format (numpy float16 / 32 / 64, ml_dtypes bfloat16, float8_*): with `exact` every one must be a
+    value of `dtype` on `gen` (dtypes.codes_of takes the bits of the format itself only).  Raw void
+    elements (what np.save writes for an ml_dtypes array) do not say their format: they are refused
+    unless `raw_bits` says they are bit patterns of `dtype`, and then must be of its width.  Integer
+    arrays are refused (codes or values: neither is a guess to make), as is any other element type."""
     from tensore.model import dtypes as dt
     arr, what = read_array(spec, what=f"operand {role}")
     name = f"{what}: operand {role}"
@@ -161,6 +163,11 @@ def load_operand(spec, *, role: str, ndim: int, dtype, gen, exact: bool = True) 
     if 0 in arr.shape:
         raise InputError(f"{name} is empty (shape {list(arr.shape)})")
     raw = d.kind == "V" and d.names is None and not dt._is_float_values(d)
+    if raw and not raw_bits:
+        raise InputError(f"{name} holds raw {d.itemsize}-byte elements (np.save of an ml_dtypes array?), whose "
+                         f"format the file cannot tell; --raw-bits if they are bit patterns of "
+                         f"{dt.Dtype.parse(dtype).name} ({fmt.name}), else save the values as float32: "
+                         "np.save(f, a.astype(np.float32))")
     if raw and d.itemsize * 8 != fmt.width:
         raise InputError(f"{name} has raw {d.itemsize}-byte elements; as bit patterns of "
                          f"{dt.Dtype.parse(dtype).name} they would be {fmt.width // 8}-byte")

@@ -18,8 +18,9 @@ CONV_HELP = {"batch": "images N", "cin": "input channels C_in", "height": "input
              "pad": "zero padding on every side", "dil": "dilation (both axes)"}
 GEMM_SIZES = {"m": 256, "k": 256, "n": 128}             # random operands' sizes without flags
 CONV_SIZES = {"batch": 1, "cin": 16, "height": 16, "width": 16, "cout": 32, "kh": 3, "kw": 3}
-OPERAND_HELP = ("a .npy, or a .npz of one array (or FILE.npz:NAME), of float values (ml_dtypes arrays give "
-                "their bits); every value must be one of --dtype's unless --quantise (default: random N(0, 1))")
+OPERAND_HELP = ("a .npy, or a .npz of one array (or FILE.npz:NAME), of float values (raw void elements, np.save of "
+                "an ml_dtypes array, only with --raw-bits); every value must be one of --dtype's unless --quantise "
+                "(default: random N(0, 1))")
 
 
 def _engine_args(p, fp32_mode=None):
@@ -100,7 +101,7 @@ def _load(args, spec: str, role: str, ndim: int):
     values to round."""
     from tensore.inputs import load_operand
     return load_operand(spec, role=role, ndim=ndim, dtype=args.dtype, gen=args.gen,
-                        exact=not (args.quantise or getattr(args, "mx", None)))
+                        exact=not (args.quantise or getattr(args, "mx", None)), raw_bits=args.raw_bits)
 
 
 def _mx_back(args, x: np.ndarray, axis: int) -> np.ndarray:
@@ -435,6 +436,9 @@ def _gemm_sizes(p):
 
 
 def _quantise_arg(p):
+    """The options of how own operands are read: --quantise, --raw-bits."""
+    p.add_argument("--raw-bits", action="store_true", help="operand files of raw void elements (np.save of an "
+                   "ml_dtypes array) hold bit patterns of --dtype; without it such files are refused")
     p.add_argument("--quantise", action="store_true", help="own operands: round them to --dtype (RNE; MX: the OCP "
                    "block quantisation; --sparse: B pruned to 2:4) instead of refusing a value it cannot hold; "
                    "the run says how many values changed")

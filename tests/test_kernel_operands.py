@@ -62,19 +62,21 @@ def _rows(a) -> set:
 
 @pytest.mark.parametrize("kind", ["bfloat16", "float32", "npz"])
 def test_own_bf16_operands_are_the_python_api_bit_for_bit(capsys, tmp_path, kind):
-    """ml_dtypes bfloat16 arrays (their bits), float32 arrays of bf16 values and a .npz of one array
-    (B as FILE.npz:NAME) give C equal bit for bit to gemm() on the same values; sizes come from the
-    shapes (no --m / --k / --n)."""
+    """ml_dtypes bfloat16 arrays (raw void elements in the file, their bits with --raw-bits), float32
+    arrays of bf16 values and a .npz of one array (B as FILE.npz:NAME) give C equal bit for bit to
+    gemm() on the same values; sizes come from the shapes (no --m / --k / --n)."""
     A, B = _bf16_pair(m=13, k=21, n=11)
+    extra = []
     if kind == "bfloat16":
         a, b = _save(tmp_path / "A.npy", A), _save(tmp_path / "B.npy", B)
+        extra = ["--raw-bits"]
     elif kind == "float32":
         a, b = _save(tmp_path / "A.npy", A.astype(np.float32)), _save(tmp_path / "B.npy", B.astype(np.float32))
     else:
         np.savez(tmp_path / "ops.npz", a=A.astype(np.float32), b=B.astype(np.float32))
         np.savez(tmp_path / "a.npz", A.astype(np.float32))
         a, b = str(tmp_path / "a.npz"), f"{tmp_path / 'ops.npz'}:b"
-    rc = main(["gemm", "--a", a, "--b", b, *ENGINE, "-o", str(tmp_path / "out.npz")])
+    rc = main(["gemm", "--a", a, "--b", b, *ENGINE, *extra, "-o", str(tmp_path / "out.npz")])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "gemm: 13x21x11 bfloat16" in out and "every value exact in bfloat16" in out and "bit-exact" in out
@@ -86,13 +88,15 @@ def test_own_bf16_operands_are_the_python_api_bit_for_bit(capsys, tmp_path, kind
 
 
 def test_fp8_operands_are_the_python_api_bit_for_bit(capsys, tmp_path):
-    """--dtype fp8_e4m3 on MARIANA from ml_dtypes float8_e4m3fn arrays (also as FP8 double row)."""
+    """--dtype fp8_e4m3 --raw-bits on MARIANA (OCP E4M3FN) from np.save of ml_dtypes float8_e4m3fn
+    arrays (also as FP8 double row)."""
     rng = np.random.default_rng(SEED + 1)
     A = rng.standard_normal((12, 20)).astype(ml_dtypes.float8_e4m3fn)
     B = rng.standard_normal((20, 10)).astype(ml_dtypes.float8_e4m3fn)
     a, b = _save(tmp_path / "A.npy", A), _save(tmp_path / "B.npy", B)
     for extra, kw in (([], {}), (["--double-row"], {"double_row": True})):
-        rc = main(["gemm", "--a", a, "--b", b, "--dtype", "fp8_e4m3", *ENGINE, *extra, "-o", str(tmp_path / "o.npz")])
+        rc = main(["gemm", "--a", a, "--b", b, "--dtype", "fp8_e4m3", "--raw-bits", *ENGINE, *extra,
+                   "-o", str(tmp_path / "o.npz")])
         out = capsys.readouterr().out
         assert rc == 0 and "every value exact in fp8_exp4" in out, out
         want = _api_c(A, B, dtype="fp8_e4m3", **kw)
@@ -102,7 +106,7 @@ def test_fp8_operands_are_the_python_api_bit_for_bit(capsys, tmp_path):
 def test_explicit_size_must_agree_with_the_operands(capsys, tmp_path):
     """--m that disagrees with A's rows: exit 2, one line naming both; one that agrees runs."""
     A, B = _bf16_pair()
-    a, b = _save(tmp_path / "A.npy", A), _save(tmp_path / "B.npy", B)
+    a, b = _save(tmp_path / "A.npy", A.astype(np.float32)), _save(tmp_path / "B.npy", B.astype(np.float32))
     _one_line_error(capsys, ["gemm", "--a", a, "--b", b, "--m", "13", *ENGINE], "--m 13 disagrees", "m = 12")
     _one_line_error(capsys, ["gemm", "--a", a, "--b", b, "--n", "9", *ENGINE], "--n 9 disagrees")
     assert main(["gemm", "--a", a, "--b", b, "--m", "12", "--k", "20", *ENGINE]) == 0
@@ -113,7 +117,7 @@ def test_inexact_values_are_refused_naming_quantise(capsys, tmp_path):
     rng = np.random.default_rng(SEED)
     a = _save(tmp_path / "A.npy", rng.standard_normal((12, 20)))
     _, B = _bf16_pair()
-    b = _save(tmp_path / "B.npy", B)
+    b = _save(tmp_path / "B.npy", B.astype(np.float32))
     _one_line_error(capsys, ["gemm", "--a", a, "--b", b, *ENGINE], "A.npy: operand A", "not bf16 values", "--quantise")
 
 
@@ -134,13 +138,14 @@ def test_quantise_rounds_and_says_how_many_values_changed(capsys, tmp_path):
 
 
 def _bad_operands(tmp_path) -> dict:
-    A, B = _bf16_pair()
-    f32 = A.astype(np.float32)
+    raw, B = _bf16_pair()
+    f32 = raw.astype(np.float32)
     nan = f32.copy()
     nan[1, 2] = np.nan
     inf = f32.copy()
     inf[0, 0] = np.inf
-    files = {"A": A, "B": B, "int": np.ones((12, 20), np.int32), "nan": nan, "inf": inf,
+    B = B.astype(np.float32)
+    files = {"A": f32, "B": B, "raw": raw, "int": np.ones((12, 20), np.int32), "nan": nan, "inf": inf,
              "rank3": np.ones((2, 12, 20), np.float32), "short": B[:15], "empty": np.zeros((0, 20), np.float32)}
     paths = {k: _save(tmp_path / f"{k}.npy", v) for k, v in files.items()}
     (tmp_path / "text.npy").write_text("not numpy\n")
@@ -158,7 +163,10 @@ def _bad_operands(tmp_path) -> dict:
     ("only --a", ["--a", "{A}"], ["--a and --b: both operands from files, or neither"]),
     ("only --b", ["--b", "{B}"], ["--a and --b: both operands from files, or neither"]),
     ("inner mismatch", ["--a", "{A}", "--b", "{short}"], ["do not agree", "[12, 20]", "[15, 10]"]),
-    ("raw bf16 as fp8", ["--a", "{A}", "--b", "{B}", "--dtype", "fp8_e4m3"], ["raw 2-byte elements"]),
+    ("raw bf16", ["--a", "{raw}", "--b", "{B}"], ["raw 2-byte elements", "--raw-bits", "BFLOAT16", "float32"]),
+    ("raw bf16 as fp16", ["--a", "{raw}", "--b", "{B}", "--dtype", "fp16"], ["raw 2-byte elements", "--raw-bits"]),
+    ("raw bf16 as fp8", ["--a", "{raw}", "--b", "{B}", "--dtype", "fp8_e4m3", "--raw-bits"],
+     ["raw 2-byte elements", "would be 1-byte"]),
     ("not numpy", ["--a", "{text}", "--b", "{B}"], ["not a numpy .npy or .npz file"]),
     ("npz of two", ["--a", "{two}", "--b", "{B}"], ["more than one array", ":NAME"]),
     ("missing", ["--a", "{A}.gone", "--b", "{B}"], ["A.npy.gone: no such file"]),
@@ -166,6 +174,83 @@ def _bad_operands(tmp_path) -> dict:
 def test_bad_operands_are_one_line_exit_2(capsys, tmp_path, case, args, needles):
     paths = _bad_operands(tmp_path)
     _one_line_error(capsys, ["gemm", *(a.format(**paths) for a in args), *ENGINE], *needles)
+
+
+# -- raw void files and ml_dtypes arrays: never bits of another format --------------------------------------
+
+def test_raw_bf16_file_is_refused_unless_raw_bits(capsys, tmp_path):
+    """bf16 values saved with np.save (raw <V2 elements): refused, one line naming --raw-bits, as fp16
+    (whose bits they are not; one of them would be an fp16 NaN, not the data's fault) and as bf16
+    alike; `--raw-bits --dtype bf16` gives C bit for bit as the same values saved as float32."""
+    A, B = _bf16_pair()
+    A[3, 4] = ml_dtypes.bfloat16(2.0 ** 125)          # bits 0x7E00: an fp16 NaN
+    assert A.view(np.uint16)[3, 4] == 0x7E00
+    a, b = _save(tmp_path / "A.npy", A), _save(tmp_path / "B.npy", B)
+    assert np.load(a).dtype == np.dtype("V2")
+    err = _one_line_error(capsys, ["gemm", "--a", a, "--b", b, "--dtype", "fp16", *ENGINE],
+                          "A.npy: operand A", "raw 2-byte elements", "--raw-bits", "FP16", "float32")
+    assert "NaN" not in err, err
+    _one_line_error(capsys, ["gemm", "--a", a, "--b", b, "--dtype", "bf16", *ENGINE], "--raw-bits", "BFLOAT16")
+    A[3, 4] = 0.5
+    a = _save(tmp_path / "A.npy", A)
+    a32, b32 = _save(tmp_path / "A32.npy", A.astype(np.float32)), _save(tmp_path / "B32.npy", B.astype(np.float32))
+    assert main(["gemm", "--a", a, "--b", b, "--dtype", "bf16", "--raw-bits", *ENGINE, "-o", str(tmp_path / "r.npz")]) == 0
+    assert main(["gemm", "--a", a32, "--b", b32, "--dtype", "bf16", *ENGINE, "-o", str(tmp_path / "v.npz")]) == 0
+    capsys.readouterr()
+    raw, val = np.load(tmp_path / "r.npz")["c_bits"], np.load(tmp_path / "v.npz")["c_bits"]
+    assert np.array_equal(raw, val)
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    assert np.allclose(raw.view(np.float32), want, rtol=1e-5, atol=1e-5)
+
+
+def test_fp8_e4m3fn_file_given_as_e5m2_is_never_its_bits(capsys, tmp_path):
+    """np.save of an ml_dtypes float8_e4m3fn array with --dtype fp8_e5m2 (same width, other format):
+    refused, one line naming --raw-bits; the same values as float32 are taken by value: refused
+    naming --quantise where e5m2 lacks one, rounded by value with --quantise (gemm() of the values)."""
+    rng = np.random.default_rng(SEED + 2)
+    A = rng.standard_normal((12, 20)).astype(ml_dtypes.float8_e4m3fn)
+    B = rng.standard_normal((20, 10)).astype(ml_dtypes.float8_e4m3fn)
+    a, b = _save(tmp_path / "A.npy", A), _save(tmp_path / "B.npy", B)
+    for dtype in ("fp8_e5m2", "e5m2"):
+        _one_line_error(capsys, ["gemm", "--a", a, "--b", b, "--dtype", dtype, *ENGINE],
+                        "raw 1-byte elements", "--raw-bits", "FP8_EXP5")
+    a32, b32 = _save(tmp_path / "A32.npy", A.astype(np.float32)), _save(tmp_path / "B32.npy", B.astype(np.float32))
+    _one_line_error(capsys, ["gemm", "--a", a32, "--b", b32, "--dtype", "fp8_e5m2", *ENGINE],
+                    "not e5m2 values", "--quantise")
+    assert main(["gemm", "--a", a32, "--b", b32, "--dtype", "fp8_e5m2", "--quantise", *ENGINE,
+                 "-o", str(tmp_path / "o.npz")]) == 0
+    capsys.readouterr()
+    want = _api_c(A.astype(np.float64), B.astype(np.float64), dtype="fp8_e5m2")
+    assert np.array_equal(np.load(tmp_path / "o.npz")["c_bits"], want.view(np.uint32))
+
+
+_VALUES = [0.0, 1.0, -2.0, 0.5, 1.5, -0.25, 3.0, 0.75]          # a value of every format below
+_ML_TYPES = [ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3,
+             ml_dtypes.float8_e5m2, ml_dtypes.float8_e3m4]
+_LACKS = {"bf16": np.float16(1 + 2 ** -10), "fp16": ml_dtypes.bfloat16(2 ** -30),   # a value of another
+         "fp8": ml_dtypes.bfloat16(1 + 2 ** -7)}                                       # format, not of dtype
+
+
+@pytest.mark.parametrize("gen", ["cayman", "mariana"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8_e3m4"])
+def test_codes_of_takes_other_float_formats_by_value(gen, dtype):
+    """dtypes.codes_of (what an exact operand goes through) on an array of another float format
+    (numpy float16, ml_dtypes bfloat16 / float8_*) gives the codes of its values, never its bits: the
+    values decode back unchanged; a value the format lacks is refused. FP8_EXP4 is IEEE-style E4M3 on
+    CAYMAN (256 is Inf there by the bits of float8_e4m3fn) and OCP E4M3FN on MARIANA."""
+    from tensore.model import dtypes as dt
+    for t in _ML_TYPES:
+        x = np.array(_VALUES, t)
+        codes = dt.codes_of(x, dtype, gen)
+        assert np.array_equal(dt.to_fp32(codes, dtype, gen), np.array(_VALUES, np.float32)), (t, dtype, gen)
+    big = np.array([256.0], ml_dtypes.float8_e4m3fn)                   # bits 0x78: E4M3's +Inf
+    if dtype == "fp8_e4m3" and gen == "cayman":
+        with pytest.raises(ValueError, match="not e4m3 values"):
+            dt.codes_of(big, dtype, gen)
+    elif dtype != "fp8_e3m4":
+        assert dt.to_fp32(dt.codes_of(big, dtype, gen), dtype, gen)[0] == 256.0
+    with pytest.raises(ValueError, match="values are not"):
+        dt.codes_of(np.array([_LACKS.get(dtype, _LACKS["fp8"])]), dtype, gen)
 
 
 # -- conv --x --w -------------------------------------------------------------------------------------------
@@ -204,13 +289,16 @@ def test_conv_own_operands_are_the_random_paths_program(capsys, tmp_path, layout
 
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_conv_exact_operands_are_conv2d(capsys, tmp_path, layout):
-    """Exact bf16 X and W (ml_dtypes arrays): y is conv2d()'s image of the same arrays, in the layout."""
+    """Exact bf16 X and W (np.save of ml_dtypes arrays): refused without --raw-bits; with it y is
+    conv2d()'s image of the same arrays, in the layout."""
     x_shape, w_shape = _conv_shapes(layout)
     rng = np.random.default_rng(SEED)
     X = rng.standard_normal(x_shape).astype(ml_dtypes.bfloat16)
     W = rng.standard_normal(w_shape).astype(ml_dtypes.bfloat16)
-    rc = main(["conv", "--x", _save(tmp_path / "X.npy", X), "--w", _save(tmp_path / "W.npy", W), *ENGINE,
-               "--layout", layout, "--pad", "1", "-o", str(tmp_path / "o.npz")])
+    x, w = _save(tmp_path / "X.npy", X), _save(tmp_path / "W.npy", W)
+    _one_line_error(capsys, ["conv", "--x", x, "--w", w, *ENGINE, "--layout", layout], "X.npy: operand X", "--raw-bits")
+    rc = main(["conv", "--x", x, "--w", w, *ENGINE, "--raw-bits", "--layout", layout, "--pad", "1",
+               "-o", str(tmp_path / "o.npz")])
     assert rc == 0 and "every value exact in bfloat16" in capsys.readouterr().out
     prog = conv2d(X.astype(np.float64), W.astype(np.float64), pad=1, layout=layout, **API)
     C, _, _ = G.run(prog, trace="aggregate")
@@ -239,7 +327,8 @@ def test_sbuf_out_reruns_with_run_to_the_same_results(capsys, tmp_path, image, e
     and psum_writes (dtypes, shapes, values); the printed rerun command names the files."""
     A, B = _bf16_pair(m=30, k=20, n=20)
     prog, sbuf = tmp_path / "p.s", tmp_path / image
-    assert main(["gemm", "--a", _save(tmp_path / "A.npy", A), "--b", _save(tmp_path / "B.npy", B), *ENGINE, *extra,
+    assert main(["gemm", "--a", _save(tmp_path / "A.npy", A), "--b", _save(tmp_path / "B.npy", B), "--raw-bits",
+                 *ENGINE, *extra,
                  "--asm", str(prog), "--sbuf-out", str(sbuf), "-o", str(tmp_path / "g.npz")]) == 0
     out = capsys.readouterr().out
     assert f"rerun: tensore cosim {prog} --gen mariana --rows 8 --cols 8 --sbuf {sbuf}" in out, out
