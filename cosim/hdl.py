@@ -52,20 +52,22 @@ class Config:
     dtypes: tuple | None = None          # a specialised build (D-T62): the PE's operand dtypes
     psum_ports: int = PSUM_PORTS         # the writes a PSUM partition takes in one cycle (D-T40 (6))
     sparse32: bool = False               # 32-bit MatmulSparse fmaps (D-T40 (3))
+    timing: str = "contract"             # the sequencer's profile of issue rules (model/timing.py, D-T98)
 
     @property
     def label(self) -> str:
         from tensore.rtl.fp.pe_mac import dtypes_suffix
         ports = "" if self.psum_ports == PSUM_PORTS else f"_w{self.psum_ports}"
+        tp = "" if self.timing == "contract" else f"_t{self.timing}"
         return (f"{self.gen.lower()}_{self.rows}x{self.cols}_p{self.pack}_l{self.sbuf_latency}"
-                f"_ps{self.psum_partitions}{ports}{'_s32' if self.sparse32 else ''}{dtypes_suffix(self.dtypes)}")
+                f"_ps{self.psum_partitions}{ports}{'_s32' if self.sparse32 else ''}{dtypes_suffix(self.dtypes)}{tp}")
 
     @classmethod
     def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16, dtypes=None,
            psum_ports=PSUM_PORTS, sparse32=False) -> "Config":
         pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
         return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions,
-                   None if dtypes is None else tuple(dtypes), psum_ports, sparse32)
+                   None if dtypes is None else tuple(dtypes), psum_ports, sparse32, program.timing)
 
 
 @contextmanager
@@ -99,7 +101,7 @@ def export_cached(cfg: Config, *, log=print) -> dict:
             with Progress("export", log, stage="Amaranth -> Verilog (Yosys), loop form"):
                 export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
                               psum_partitions=cfg.psum_partitions, out_dir=out, dtypes=cfg.dtypes,
-                              psum_ports=cfg.psum_ports, sparse32=cfg.sparse32)
+                              psum_ports=cfg.psum_ports, sparse32=cfg.sparse32, timing=cfg.timing)
             log(f"  exported in {time.perf_counter() - t0:.1f} s -> {out}")
         info = json.loads(info_file.read_text())
     return info | {"dir": str(out)}

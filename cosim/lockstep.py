@@ -382,7 +382,7 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=No
                   psum_ports=psum_ports, stop_at=stop_at, tamper=tamper)
     dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, sbuf_latency=sbuf_latency,
                  psum_partitions=psum_partitions, psum_ports=lk.psum_ports,
-                 sparse32=lk.need_sparse32 if sparse32 is None else sparse32)
+                 sparse32=lk.need_sparse32 if sparse32 is None else sparse32, timing=program.timing)
     result: list = []
 
     async def testbench(ctx):
@@ -412,10 +412,11 @@ def fit_ports(lks, ports: int | None = None) -> int:
 
 
 def one_array(programs):
-    """The first of `programs`, which must all be of one generation and array size (one engine)."""
+    """The first of `programs`, which must all be of one generation, array size and timing profile
+    (one engine)."""
     p0 = programs[0]
-    if any((p.gen, p.rows, p.cols) != (p0.gen, p0.rows, p0.cols) for p in programs):
-        raise ValueError("programs of one generation and array size are needed for one engine")
+    if any((p.gen, p.rows, p.cols, p.timing) != (p0.gen, p0.rows, p0.cols, p0.timing) for p in programs):
+        raise ValueError("programs of one generation, array size and timing profile are needed for one engine")
     return p0
 
 
@@ -432,7 +433,7 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     build_pack, ports = max(lk.pack for lk in lks), fit_ports(lks)
     s32 = any(lk.need_sparse32 for lk in lks) if sparse32 is None else sparse32
     dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
-                 psum_ports=ports, sparse32=s32)
+                 psum_ports=ports, sparse32=s32, timing=p0.timing)
     top = Module()                  # the engine's own reset, as the exported engine's rst port
     top.domains.sync = sync = ClockDomain()
     top.submodules.engine = dut

@@ -37,6 +37,7 @@ class Program:
     regs: dict = field(default_factory=dict)           # host register writes before the run
     pack: int = 0                                      # elements per PE the RTL engine needs (0: gen default)
     note: str = ""
+    timing: str = "contract"                           # the engine's profile of issue rules (D-T98)
     golden_trace = "detailed"       # the golden run's trace (model/trace.py); kernels: "aggregate"
 
     def sbuf_model(self):
@@ -53,12 +54,12 @@ class Program:
         from tensore.model.engine import Engine
         from tensore.model.isa.asm import assemble
         key = (self.text, json.dumps(self.regs, sort_keys=True), self.gen, self.rows, self.cols, sbuf_latency,
-               hashlib.blake2b(np.ascontiguousarray(self.sbuf).tobytes(), digest_size=16).digest())
+               self.timing, hashlib.blake2b(np.ascontiguousarray(self.sbuf).tobytes(), digest_size=16).digest())
         memo = self.__dict__.get("_golden") if shared else None
         if memo is not None and memo[0] == key:
             return memo[1]
         eng = Engine(self.gen, rows=self.rows, cols=self.cols, sbuf=self.sbuf_model(), sbuf_latency=sbuf_latency,
-                     trace=self.golden_trace)
+                     trace=self.golden_trace, timing=self.timing)
         for reg, value in self.regs.items():
             eng.write_reg(reg, value)
         code = assemble(self.text, self.gen)

@@ -786,9 +786,10 @@ def save(program: Program, stem) -> tuple:
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     meta = {"name": program.name, "gen": program.gen.name, "rows": program.rows, "cols": program.cols,
-            "pack": program.pack, "regs": program.regs, "refused": {str(k): int(v) for k, v in program.refused.items()}}
+            "pack": program.pack, "regs": program.regs, "refused": {str(k): int(v) for k, v in program.refused.items()},
+            "timing": program.timing}
     s_path, npz_path = stem.with_suffix(".s"), stem.with_suffix(".npz")
-    s_path.write_text(f"# {program.name}: {program.gen.name} {program.rows} x {program.cols}; "
+    s_path.write_text(f"# {program.name}: {program.gen.name} {program.rows} x {program.cols}, timing {program.timing}; "
                       f"registers {json.dumps(program.regs)}\n" + program.text)
     keys = sorted(program.expect_fp32)
     np.savez_compressed(npz_path, sbuf=program.sbuf, meta=json.dumps(meta),
@@ -806,7 +807,7 @@ def load(stem) -> Program:
     text = "".join(line + "\n" for line in stem.with_suffix(".s").read_text().splitlines() if not line.startswith("#"))
     p = Program(meta["name"], Gen[meta["gen"]], meta["rows"], meta["cols"], text, z["sbuf"].copy(),
                 regs=meta["regs"], pack=meta["pack"],
-                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()})
+                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()}, timing=meta.get("timing", "contract"))
     for key, off, bits in zip(z["expect_keys"], z["expect_offsets"], z["expect_bits"]):
         p.expect_fp32[(int(key[0]), int(key[1]))] = (int(off), bits.copy())
     return p

@@ -48,6 +48,7 @@ class Config:
     fuzz_engine: int | None = None         # fuzz descriptors per generation also run as programs (None: all)
     opt: str | None = None                 # C++ optimisation of the RTL builds (None: toolchain.cxx_opt's)
     out: str = "build/regress"
+    timing: str = "contract"               # the engine's profile of issue rules (D-T98)
 
     @classmethod
     def from_json(cls, d: dict) -> Config:
@@ -252,6 +253,7 @@ def run_random(gen, seeds, cfg: Config, cov=None, log=lambda *a: None, shrunk: s
         t0 = time.perf_counter()
         try:
             p = R.generate(gen, s, rows=cfg.rows, cols=cfg.cols, blocks=cfg.blocks)
+            p.timing = cfg.timing
             _, trace = R.run_golden(p)
             problems = golden_checks(p, trace)
             if cov is not None:
@@ -335,6 +337,7 @@ def run_fuzz(gen, start: int, stop: int, cfg: Config, cov=None, log=lambda *a: N
     cols = 2 * cfg.cols if g.layout == Gen.MAVERICK else cfg.cols
     programs, pcases = [], []
     for p in fuzz.engine_programs(g, descs[:limit], rows=cfg.rows, cols=cols, name=f"fuzz_{start}"):
+        p.timing = cfg.timing
         t1 = time.perf_counter()
         try:
             p = _fit_partitions(p) if cfg.rtl else p

@@ -189,7 +189,7 @@ def run_amaranth(program, *, sbuf_latency: int = 2, psum_partitions: int = 16, b
     lk = Lockstep(program, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions)
     bound = bound or program_bound(program, sbuf_latency=sbuf_latency)
     dut = Engine(program.gen, program.rows, program.cols, pack=lk.pack, sbuf_latency=sbuf_latency,
-                 psum_partitions=psum_partitions)
+                 psum_partitions=psum_partitions, timing=program.timing)
     out: list = []
 
     async def testbench(ctx):

@@ -31,9 +31,10 @@ from tensore.model.isa.microop import (ARRAY_ROWS, GROUPS, KIND_OF, MAX_PACK, MX
 from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
-from tensore.model.timing import (DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS, PERF_COUNTERS,
-                                  ArrayTiming, in_rhythm, load_complete, load_port_free, mm_port_free,
+from tensore.model.timing import (DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS,
+                                  PERF_COUNTERS, ArrayTiming, in_rhythm, load_complete, load_port_free, mm_port_free,
                                   seed_transpose_issue, sparse_end, weights_swapped, write_cycle)
+from tensore.model.timing import profile as timing_profile
 from tensore.model.trace import Event, Trace, WriteBlock
 
 E = ErrorCode
@@ -190,11 +191,12 @@ def check_array(gen, rows: int, cols: int) -> None:
 
 class Engine:
     """The PE engine of one generation, with `rows` x `cols` PEs (128 x 128, MAVERICK 128 x 256).
-    trace: "detailed" (an Event per PSUM write) or "aggregate" (a WriteBlock per matmul)."""
+    trace: "detailed" (an Event per PSUM write) or "aggregate" (a WriteBlock per matmul); timing: the
+    profile of issue rules (model/timing.py PROFILES, D-T98)."""
 
     def __init__(self, gen, *, rows: int = ARRAY_ROWS, cols: int | None = None, sbuf: Sbuf | np.ndarray | None = None,
                  sbuf_latency: int = DEFAULT_SBUF_LATENCY, e4m3: str | None = None, record_pe: bool = False,
-                 trace: str = "detailed"):
+                 trace: str = "detailed", timing: str = DEFAULT_PROFILE):
         if trace not in TRACE_MODES:
             raise ValueError(f"trace {trace!r}: one of {', '.join(TRACE_MODES)}")
         self.aggregate = trace == "aggregate"
@@ -207,6 +209,7 @@ class Engine:
         self.full_cols = full
         self.sbuf = sbuf if isinstance(sbuf, Sbuf) else Sbuf(sbuf)          # None: zeros; an ndarray: its bytes
         self.sbuf_latency = sbuf_latency
+        self.timing = timing_profile(timing)                              # the issue rules (D-T98)
         self.e4m3 = e4m3
         self.record_pe = record_pe
         self.regs = RegisterFile()

@@ -23,6 +23,33 @@ BUCKETS = 7                # active counts 2, 4, ..., 128 (columns beyond 128 in
 assert PERF_COUNTERS == BUCKETS * BUCKETS
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A timing profile: which issue rules the golden engine (model/engine.py) and the RTL sequencer
+    (rtl/seq.py) apply, one definition both evaluate (D-T98).  `contract`: the rules of
+    docs/timing.md.  `public`: the contract moving towards AWS's public Tensor Engine cost rules
+    (nki.isa.nc_matmul, the architecture guides); it issues as `contract` until its rules land."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+PROFILES = {p.name: p for p in (Profile("contract"), Profile("public"))}
+DEFAULT_PROFILE = "contract"
+
+
+def profile(name) -> Profile:
+    """The profile called `name` (a Profile passes through); ValueError naming the choices."""
+    if isinstance(name, Profile):
+        return name
+    found = PROFILES.get(str(name).lower())
+    if found is None:
+        raise ValueError(f"timing profile {name!r}: one of {', '.join(PROFILES)}")
+    return found
+
+
 def times_passes(x, passes):
     """x * passes for passes 1 or 4: a shift by passes // 2 (on Amaranth values a 2-bit shifter)."""
     return x << (passes >> 1)

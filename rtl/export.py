@@ -27,6 +27,8 @@ from amaranth.lib.wiring import In
 
 from tensore.model.addrmap import PARTITIONS
 from tensore.model.dtypes import Gen
+from tensore.model.timing import DEFAULT_PROFILE
+from tensore.model.timing import profile as timing_profile
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
 from tensore.rtl.blackbox import convert_ports, ports, prototype
@@ -112,7 +114,7 @@ def _engine(args: dict):
     dtypes = None if args["dtypes"] is None else tuple(Dtype(d) for d in args["dtypes"])
     return Engine(args["gen"], args["rows"], args["cols"], pack=args["pack"], sbuf_latency=args["sbuf_latency"],
                   psum_partitions=args["psum_partitions"], black_box=True, dtypes=dtypes,
-                  sparse32=args["sparse32"], psum_ports=args["psum_ports"])
+                  sparse32=args["sparse32"], psum_ports=args["psum_ports"], timing=args["timing"])
 
 
 class _Beside:
@@ -159,7 +161,8 @@ def _convert_apart(work: Path) -> None:
 
 def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None = None, sbuf_latency: int = 2,
                   psum_partitions: int = PARTITIONS, out_dir, name: str = ENGINE_TOP, dtypes=None,
-                  sparse32: bool = False, psum_ports: int = PSUM_PORTS, jobs: int | None = None) -> dict:
+                  sparse32: bool = False, psum_ports: int = PSUM_PORTS, jobs: int | None = None,
+                  timing: str = DEFAULT_PROFILE) -> dict:
     """Write the engine (rtl/top.py) as Verilog: each of its blocks once, the top (Amaranth, with the
     blocks as instances), files.f, a Verilator control file that makes the repeated blocks (`repeated`:
     PE, row, PSUM partition, row port) hierarchical blocks, the simulator form (the array in loop form,
@@ -169,12 +172,13 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     a PSUM partition takes in one cycle, D-T40 (6)).  `sparse32`: Engine's (32-bit
     MatmulSparse fmaps, D-T40 (3)); its blocks' module names end in `_s32`.  `jobs` (default
     $TENSORE_EXPORT_JOBS, else 2 on a machine of two or more cores): from 2, the blocks that say
-    `export_apart` are converted in a second process meanwhile (D-T82)."""
+    `export_apart` are converted in a second process meanwhile (D-T82).  `timing`: the sequencer's
+    profile of issue rules (D-T98)."""
     t_start = time.perf_counter()
     jobs = _jobs() if jobs is None else jobs
     args = dict(gen=Gen.parse(gen).name, rows=rows, cols=cols, pack=pack, sbuf_latency=sbuf_latency,
                 psum_partitions=psum_partitions, dtypes=None if dtypes is None else [int(d) for d in dtypes],
-                sparse32=sparse32, psum_ports=psum_ports)
+                sparse32=sparse32, psum_ports=psum_ports, timing=timing_profile(timing).name)
     eng = prototype(_engine(args))
     blocks = blocks_of(eng)
     array = next(b for b in blocks if isinstance(b, Array))
@@ -215,7 +219,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     info = {"top": name, "gen": eng.gen.name, "rows": rows, "cols": eng.cols, "pack": eng.pack,
             "dtypes": None if dtypes is None else [int(d) for d in dtypes], "sparse32": sparse32,
             "sbuf_latency": sbuf_latency, "psum_partitions": psum_partitions, "psum_ports": psum_ports,
-            "digest": res["digest"],
+            "timing": args["timing"], "digest": res["digest"],
             "seconds": times, "wall_seconds": round(time.perf_counter() - t_start, 2), "ports": port_info}
     (Path(out_dir) / "engine.json").write_text(json.dumps(info, indent=1) + "\n")
     (Path(out_dir) / "lint.vlt").write_text((Path(__file__).parent / "lint.vlt").read_text())

@@ -20,6 +20,7 @@ from tensore.model.isa.enums import ErrorCode, Opcode, PeReg
 from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
 from tensore.model.isa.microop import PERF_BANKS_OF, SEED_STATES
 from tensore.model.timing import (
+    DEFAULT_PROFILE,
     DEFAULT_SBUF_LATENCY,
     FIFO_DEPTH,
     MAX_IN_FLIGHT,
@@ -34,6 +35,7 @@ from tensore.model.timing import (
     weights_swapped,
     write_cycle,
 )
+from tensore.model.timing import profile as timing_profile
 from tensore.rtl.blackbox import prototype
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import Kind, MmKind, hw_member, uop_layout
@@ -44,9 +46,12 @@ T = 32          # timestamp width
 
 
 class Sequencer(wiring.Component):
-    def __init__(self, gen, rows: int, cols: int, sbuf_latency: int = DEFAULT_SBUF_LATENCY, *, black_box: bool = False):
-        """`black_box`: the weight state's rows are instances of their exported module."""
+    def __init__(self, gen, rows: int, cols: int, sbuf_latency: int = DEFAULT_SBUF_LATENCY, *, black_box: bool = False,
+                 timing=DEFAULT_PROFILE):
+        """`black_box`: the weight state's rows are instances of their exported module.  `timing`: the
+        profile of issue rules (model/timing.py PROFILES, D-T98), the golden engine's."""
         self.gen, self.rows, self.cols, self.L, self.black_box = gen, rows, cols, sbuf_latency, black_box
+        self.timing = timing_profile(timing)
         super().__init__({
             "desc_valid": In(1), "desc_ready": Out(1), "desc_data": In(512),
             "bus_addr": In(12), "bus_wdata": In(32), "bus_we": In(1), "bus_rdata": Out(32),
@@ -65,7 +70,8 @@ class Sequencer(wiring.Component):
 
     @property
     def module_name(self) -> str:
-        return f"tensore_sequencer_{Gen.parse(self.gen).name.lower()}_r{self.rows}_c{self.cols}_l{self.L}"
+        tp = "" if self.timing.name == DEFAULT_PROFILE else f"_t{self.timing.name}"     # its issue rules (D-T98)
+        return f"tensore_sequencer_{Gen.parse(self.gen).name.lower()}_r{self.rows}_c{self.cols}_l{self.L}{tp}"
 
     def blocks(self) -> list:
         """The separately exported blocks it instantiates."""

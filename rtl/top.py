@@ -33,6 +33,8 @@ from tensore.model.addrmap import PARTITIONS
 from tensore.model.dtypes import Gen
 from tensore.model.isa import DESCRIPTOR_BYTES
 from tensore.model.isa.layouts import NUM_EVENTS
+from tensore.model.timing import DEFAULT_PROFILE
+from tensore.model.timing import profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, prototype
@@ -57,14 +59,16 @@ UNSUPPORTED = data.StructLayout({"uop": 1, "load": load_unit.UNSUPPORTED, "launc
 class Engine(wiring.Component):
     def __init__(self, gen, rows: int = 128, cols: int | None = None, *, pack: int | None = None,
                  sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False,
-                 dtypes=None, psum_ports: int = writeback.PSUM_PORTS, sparse32: bool = False):
+                 dtypes=None, psum_ports: int = writeback.PSUM_PORTS, sparse32: bool = False,
+                 timing=DEFAULT_PROFILE):
         """`psum_ports`: the writes a PSUM partition takes in one cycle (D-T40 (6)).  `dtypes`: a
         specialised engine whose PEs multiply only those dtypes (D-T62); a weight load or
         non-transposing matmul of another dtype raises `unsupported`.  `sparse32`: the moving value's
         code slots 1-3 are 32 bits, so a MatmulSparse of FP32 values (data or LUT entries) runs;
         without it such a micro-op raises `unsupported` (D-T40 (3)).  `black_box`: the array,
         row ports, sequencer, load, launch and write-back units, PSUM partitions and crossbar are
-        instances of their exported modules (`blocks()`)."""
+        instances of their exported modules (`blocks()`).  `timing`: the sequencer's profile of issue
+        rules (model/timing.py PROFILES, D-T98)."""
         self.gen = Gen.parse(gen)
         self.maverick = self.gen.layout == Gen.MAVERICK
         cols = cols or (256 if self.maverick else 128)
@@ -77,6 +81,7 @@ class Engine(wiring.Component):
         self.parts = psum_partitions
         self.psum_ports = psum_ports
         self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
+        self.timing = timing_profile(timing)
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
             "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),
@@ -101,7 +106,7 @@ class Engine(wiring.Component):
                         black_box=self.black_box)
 
     def _seq(self):
-        return Sequencer(self.gen, self.rows, self.cols, self.L, black_box=self.black_box)
+        return Sequencer(self.gen, self.rows, self.cols, self.L, black_box=self.black_box, timing=self.timing)
 
     def _launch(self):
         return Launch(self.gen, self.rows, self.pack, self.L, self.dtypes, cols=self.cols)

@@ -265,6 +265,15 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
 
 FULL_SIZE = {g: (ARRAY_ROWS, full_cols(g)) for g in ("maverick", "mariana")}   # the cosim-full engines
 GENS = [g.name.lower() for g in dt.Gen]
+
+
+def timing_arg(p) -> None:
+    """--timing: the engine's profile of issue rules (model/timing.py PROFILES, D-T98), golden and RTL alike."""
+    from tensore.model.timing import DEFAULT_PROFILE, PROFILES
+    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES), type=str.lower,
+                   help="the engine's timing profile (docs/timing.md, 'Timing profiles'): contract, the issue rules "
+                   "of docs/timing.md, or public, the rules of AWS's public Tensor Engine cost model as they "
+                   f"are adopted (default: {DEFAULT_PROFILE})")
 OPT_HELP = ("C++ optimisation of the Verilator build: 0 (builds about twice as fast as 1), 1, 2 or 3 "
             "(also O1, or --opt=-O1)")
 WAVES_DEPTH_HELP = ("levels of hierarchy in the waveform, the cosim wrapper (Amaranth: the engine) being 1; "
@@ -475,13 +484,14 @@ def cmd_verilog(args) -> int:
         res = export_engine(args.gen, args.rows, array_cols(args.gen, args.rows, args.cols), pack=args.pack, sbuf_latency=args.sbuf_latency,
                             psum_partitions=args.psum_partitions, out_dir=args.output,
                             dtypes=parse_dtypes(args.gen, args.dtypes), psum_ports=args.psum_ports or PSUM_PORTS,
-                            sparse32=args.sparse32)
+                            sparse32=args.sparse32, timing=args.timing)
     for f in res["files"]:
         print(f"wrote {f} ({f.stat().st_size:,} bytes)")
     out = Path(args.output)
     print(f"wrote {res['filelist']}, {res['vlt']}, {out / 'engine.json'}; the simulator form (the array in loop "
           f"form, D-T60): {out / 'files_sim.f'}, {out / 'verilator_sim.vlt'}")
-    print(f"{res['gen']} {res['rows']}x{res['cols']} engine, {res['psum_partitions']} PSUM partitions: "
+    print(f"{res['gen']} {res['rows']}x{res['cols']} engine, {res['psum_partitions']} PSUM partitions, "
+          f"timing {res['timing']}: "
           f"exported in {res['wall_seconds']:.1f} s ({', '.join(f'{k} {v} s' for k, v in res['times'].items())})")
     return 0
 
@@ -495,7 +505,7 @@ def cmd_cosim(args) -> int:
     cols = array_cols(gen, args.rows, args.cols)
     src = read_program(args.program, gen)
     sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
-    prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
+    prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf, timing=args.timing)
     from tensore.rtl.fp.pe_mac import parse_dtypes
     result: dict = {}
     rc = _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
@@ -611,7 +621,8 @@ def _golden_run(args) -> tuple:
     gen = dt.Gen.parse(args.gen)
     data = read_program(args.program, gen).data
     engine = Engine(gen, rows=args.rows, cols=array_cols(gen, args.rows, args.cols),
-                    sbuf=load_sbuf(args.sbuf) if args.sbuf else None, sbuf_latency=args.sbuf_latency)
+                    sbuf=load_sbuf(args.sbuf) if args.sbuf else None, sbuf_latency=args.sbuf_latency,
+                    timing=args.timing)
     engine.write_reg("perf_cntr_cfg", 1)
     return engine, engine.run(data)
 
@@ -621,6 +632,7 @@ def cmd_cost(args) -> int:
     (tensore/kernels/public_cost.py, D-T93)."""
     from tensore.kernels.public_cost import compare, format_compare
     _, trace = _golden_run(args)
+    print(f"timing profile: {args.timing} (docs/timing.md, 'Timing profiles')")
     print(trace.summary(per_op=False))
     print(format_compare(compare(trace), limit=None if args.all else 16))
     if refusal_error(trace, args.allow_refused):
@@ -703,6 +715,7 @@ def _golden_run_args(p, sbuf_help: str) -> None:
                    help="cycles from an SBUF read request to its data (>= 1; the RTL builds >= 2; default 2)")
     p.add_argument("--allow-refused", action="store_true",
                    help="exit 0 although micro-ops were refused (programs that test refusals)")
+    timing_arg(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -749,6 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "fits it to the program)")
     p.add_argument("--sparse32", action="store_true",
                    help="32-bit MatmulSparse fmaps (FP32 sparse values; `tensore cosim` builds them when needed)")
+    timing_arg(p)
     p.set_defaults(func=cmd_verilog)
     p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine",
                        description="Run a program on the engine RTL in lockstep with the golden engine, every cycle "
@@ -786,6 +800,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="NPZ", help=LAYOUT_HELP + " (docs/kernels.md; default: not written)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help=f"a line per executed micro-op also for programs of more than {SUMMARY_OPS}")
+    timing_arg(p)
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
     p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE),

@@ -24,7 +24,7 @@ OPERAND_HELP = ("a .npy, or a .npz of one array (or FILE.npz:NAME), of float val
 
 
 def _engine_args(p, fp32_mode=None):
-    from tensore.cli import COLS_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, int_at_least
+    from tensore.cli import COLS_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, int_at_least, timing_arg
     p.add_argument("--dtype", default="bf16", help=DTYPE_HELP)
     p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--rows", type=ROWS_TYPE, default=None, help="array rows, a multiple of 4 up to 128 (default: 128)")
@@ -42,6 +42,7 @@ def _engine_args(p, fp32_mode=None):
     p.add_argument("--sparse", action="store_true", help="gemm: prune B to 2:4 along K, run MatmulSparse")
     p.add_argument("--psum-banks", type=int_at_least(1, hi=8), default=4, help="PSUM banks one chunk of output tiles uses (1-8)")
     p.add_argument("--seed", type=SEED_TYPE, default=0, help="seed of the random N(0, 1) operands")
+    timing_arg(p)
 
 
 def _run_args(p):
@@ -172,6 +173,7 @@ def build_gemm(args):
         rng = np.random.default_rng(args.seed)
         A, B = rng.standard_normal((args.m, args.k)), rng.standard_normal((args.k, args.n))
     prog = gemm(A, B, mx=args.mx, sparse=args.sparse, **kw)
+    prog.timing = args.timing
     if own:
         prog.operands = _operands_line(args, (("A", args.a, A, 1), ("B", args.b, B, 0)))
     prog.split = (A, B, dict(mx=args.mx, sparse=args.sparse, **kw))       # --rtl --jobs: split_gemm's inputs
@@ -230,6 +232,7 @@ def build_conv(args):
         W = rng.standard_normal(w_shape)
     prog = conv2d(X, W, stride=args.stride, pad=args.pad, dil=args.dil, layout=args.layout, method=args.method,
                   **kw)
+    prog.timing = args.timing
     if own:
         prog.operands = _operands_line(args, (("X", args.x, X, 0), ("W", args.w, W, 0)))
     return prog
@@ -243,7 +246,8 @@ def _run_and_report(prog, args) -> int:
     t0 = time.perf_counter()
     C, trace, eng = G.run(prog, trace="aggregate")      # PSUM writes as arrays: fast on big GEMMs
     secs = time.perf_counter() - t0
-    print(f"{prog.name}: {prog.note}; {prog.gen.name} {prog.rows} x {prog.cols}; golden engine {secs:.2f} s")
+    print(f"{prog.name}: {prog.note}; {prog.gen.name} {prog.rows} x {prog.cols}, timing {prog.timing}; "
+          f"golden engine {secs:.2f} s")
     if prog.operands:
         print(prog.operands)
     print(format_estimate(estimate(prog, trace)))
@@ -313,6 +317,8 @@ def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
     from tensore.kernels.split import merge, run_parts, split_gemm
     A, B, kw = prog.split
     parts = split_gemm(A, B, jobs, **kw)
+    for part in parts:
+        part.prog.timing = prog.timing
     where = f"dask {args.dask}" if args.dask else f"{min(jobs, len(parts))} worker processes"
     print(f"RTL on verilator: {len(parts)} programs (" + "; ".join(p.where for p in parts)
           + f" of C) on {where}, one engine build, every cycle checked")
@@ -413,6 +419,7 @@ def _sweep(args) -> int:
             args.dtype = dtype
             kw = _kw(args)
             prog = G.gemm(rng.standard_normal((s, s)), rng.standard_normal((s, s)), **kw)
+            prog.timing = args.timing
             _, trace, _ = G.run(prog, trace="aggregate")
             pts.append((s, estimate(prog, trace)["utilisation"]))
             print(f"{dtype} {s}^3: utilisation {100 * pts[-1][1]:.1f}%")

@@ -18,7 +18,7 @@ def _config(args, **over):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     return Config(rows=args.rows, cols=args.cols, blocks=args.blocks, rtl=args.rtl, shrink=args.shrink,
-                  opt=args.opt, out=args.output, **over)
+                  opt=args.opt, out=args.output, timing=args.timing, **over)
 
 
 def _coverage_out(report: str, cov) -> str:
@@ -115,7 +115,7 @@ def cmd_regress(args) -> int:
 
 
 def _program_args(p):
-    from tensore.cli import COLS_TYPE, COUNT_TYPE, ROWS_TYPE, opt_level
+    from tensore.cli import COLS_TYPE, COUNT_TYPE, ROWS_TYPE, opt_level, timing_arg
     p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
     p.add_argument("--cols", type=COLS_TYPE, default=8, help="array columns (MAVERICK: each half)")
     p.add_argument("--blocks", type=COUNT_TYPE, default=8, help="random blocks per program (and blocks // 3 extra ones)")
@@ -125,6 +125,7 @@ def _program_args(p):
                    "writing its reproducer")
     p.add_argument("--opt", type=opt_level, default="-O2", metavar="LEVEL", help="C++ optimisation of the RTL "
                    "builds (one per generation): 0-3; 2 runs a regression's programs about 5x faster than 0")
+    timing_arg(p)
 
 
 def _full_cols(gen, rows: int, cols: int) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 def _engine_args(p):
     """The program and the engine configuration, as `tensore cosim` takes them."""
     from tensore.cli import (COLS_TYPE, GEN_HELP, GENS, PSUM_PARTITIONS_TYPE, ROWS_TYPE, RTL_SBUF_LATENCY,
-                             input_file)
+                             input_file, timing_arg)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--sbuf", type=input_file,
                    help="the SBUF image (.npz array 'sbuf' or .npy, [partitions, bytes]); default all zeros")
@@ -22,6 +22,7 @@ def _engine_args(p):
     p.add_argument("--psum-partitions", type=PSUM_PARTITIONS_TYPE, default=16, help="PSUM partitions of the engine")
     p.add_argument("--sbuf-latency", type=RTL_SBUF_LATENCY, default=2, help="SBUF read latency in cycles")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE", help="a specialised build's dtypes")
+    timing_arg(p)
 
 
 def _lockstep(args, path):
@@ -39,7 +40,7 @@ def _lockstep(args, path):
     cols = args.cols or (2 * args.rows if gen.layout == Gen.MAVERICK else args.rows)
     src = read_program(path, gen)
     sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
-    prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf)
+    prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf, timing=args.timing)
     lk = Lockstep(prog, sbuf_latency=args.sbuf_latency, pack=args.pack, psum_partitions=args.psum_partitions)
     cfg = hdl.Config.of(prog, pack=hdl.fit_pack([lk], args.pack), sbuf_latency=args.sbuf_latency,
                         psum_partitions=args.psum_partitions, dtypes=parse_dtypes(gen, args.dtypes),
@@ -65,7 +66,8 @@ def exported_engine(args, cfg) -> dict:
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: not an export's engine.json ({exc})") from None
     want = {"gen": cfg.gen, "rows": cfg.rows, "cols": cfg.cols, "sbuf_latency": cfg.sbuf_latency,
-            "psum_partitions": cfg.psum_partitions}
+            "psum_partitions": cfg.psum_partitions, "timing": cfg.timing}
+    info = {"timing": "contract"} | info                # an export of before timing profiles (D-T98)
     diff = [f"{k} {info.get(k)} (options: {v})" for k, v in want.items() if info.get(k) != v]
     if diff or "ports" not in info:
         raise ValueError(f"{path} describes another engine: {', '.join(diff) or 'no ports'}")

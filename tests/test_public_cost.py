@@ -90,3 +90,31 @@ def test_cost_command(tmp_path, capsys):
     assert main(["cost", str(src), "--gen", "mariana", "--rows", "64"]) == 1      # refused: a 128-row load
     assert "refused" in capsys.readouterr().out
     assert main(["cost", str(tmp_path / "none.s"), "--gen", "mariana"]) == 2
+
+
+def _small(text: str) -> str:
+    """The program on an 8 x 8 block of the array."""
+    return text.replace("rows=128 cols=128", "rows=8 cols=8").replace("num_elem=[128,1,1]", "num_elem=[8,1,1]")
+
+
+@pytest.mark.parametrize("gen", ["cayman", "mariana"])
+def test_reasons_name_the_rules(gen):
+    """Each gap comes with the contract rule behind it: the whole-array swap front before a load
+    (with the engine's size when the program uses less of it), weights reused with no 64-cycle
+    floor, tiles one after another; equal clocks give no reason."""
+    why = run(gen, program(gen, 64))["reasons"]
+    assert len(why) == 1 and why[0].startswith("7 of 7 matmul intervals hold a weight load") and "256 cycles" in why[0]
+    assert "front is shorter" not in why[0]
+    why = run(gen, _small(program(gen, 64)))["reasons"]
+    assert "PEs up to row 8 and column 8 of 128 x 128" in why[0]
+    why = run(gen, program(gen, 1, reuse=True))["reasons"]
+    assert len(why) == 1 and why[0].startswith("7 matmuls reuse the loaded weights and issue 2+ cycles apart")
+    assert any(w.startswith("4 matmuls run beside the one before") for w in run(gen, program(gen, 256, tiles=True))["reasons"])
+    assert run(gen, program(gen, 512))["reasons"] == []
+
+
+def test_cost_prints_the_reasons(tmp_path, capsys):
+    (tmp_path / "p.s").write_text(_small(program("mariana", 64)))
+    assert main(["cost", str(tmp_path / "p.s"), "--gen", "mariana"]) == 0
+    out = capsys.readouterr().out
+    assert "why they differ" in out and "on an engine of that size (--rows / --cols)" in out

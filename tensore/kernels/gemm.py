@@ -417,7 +417,8 @@ def run(prog: KernelProgram, *, record_pe=False, trace="detailed"):
     PSUM writes as arrays (model/trace.py), what a large GEMM needs."""
     from tensore.model.engine import Engine
     from tensore.model.isa.asm import assemble
-    eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=record_pe, trace=trace)
+    eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=record_pe, trace=trace,
+                 timing=prog.timing)
     for reg, value in prog.regs.items():
         eng.write_reg(reg, value)
     tr = eng.run(assemble(prog.text, prog.gen))

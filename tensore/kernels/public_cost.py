@@ -82,8 +82,41 @@ def compare(trace) -> dict:
     first = min((o.t_issue for o in done if o.desc.op in LOADS + MATMULS), default=0)
     ours_total = (mms[-1].t_issue + rows[-1].ours - first) if mms else 0
     public_total = max((end for _, end in placed), default=0)
+    loads = sorted(o.t_issue for o in done if o.desc.op in LOADS)
     return {"rows": rows, "ours": ours_total, "public": public_total,
-            "ratio": ours_total / public_total if public_total else None}
+            "ratio": ours_total / public_total if public_total else None,
+            "reasons": reasons(rows, [o.t_issue for o in mms], loads, trace.rows, trace.cols)}
+
+
+def reasons(rows: list, issues: list, loads: list, R: int, C: int) -> list:
+    """The known rules of the contract timing (docs/timing.md) behind the gaps between the engine's
+    cycles and the public model's, each a line with its count: a weight load between two matmuls
+    waits for the swap front to cross the whole R x C array; weights reused issue with no 64-cycle
+    floor; matmuls on disjoint tiles run one after another."""
+    out = []
+    gaps = list(zip(rows, issues, issues[1:]))
+    loaded = [r for r, a, b in gaps if r.ours > r.public and any(a < t < b for t in loads)]
+    if loaded:
+        used_r = max(r.block[0] + r.block[1] for r in rows)
+        used_c = max(r.block[2] + r.block[3] for r in rows)
+        line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it waits until the previous "
+                f"matmul has swapped weights in every PE of the {R} x {C} array (passes x (R + C) = "
+                f"{loaded[0].passes * (R + C)} cycles after its first vector, docs/timing.md 'Ldweights') and loads "
+                "a row per cycle; the public model loads the next stationary tile while the current one computes")
+        if used_r < R or used_c < C:
+            line += (f". The matmuls use PEs up to row {used_r} and column {used_c} of {R} x {C}: on an engine of "
+                     "that size (--rows / --cols) the front is shorter")
+        out.append(line)
+    floor = [r for r, a, b in gaps if r.ours < r.public and not any(a < t < b for t in loads)]
+    if floor:
+        out.append(f"{len(floor)} matmuls reuse the loaded weights and issue {min(r.ours for r in floor)}+ cycles apart; "
+                   f"the public model starts one at most every min({MM_INIT}, N_stationary) cycles "
+                   "(MM_INIT_LATENCY), a floor the contract timing does not have")
+    tiled = [r for k, r in enumerate(rows) if k and r.public_start < rows[k - 1].public_start + rows[k - 1].public]
+    if tiled:
+        out.append(f"{len(tiled)} matmuls run beside the one before in the public schedule (disjoint row / column "
+                   "tiles in parallel); the engine runs them one after another")
+    return out
 
 
 def format_compare(cmp: dict, limit: int | None = 16) -> str:
@@ -102,4 +135,7 @@ def format_compare(cmp: dict, limit: int | None = 16) -> str:
     ratio = f", {cmp['ratio']:.2f}x the public model" if cmp["ratio"] else ""
     lines.append(f"  total: tensore {cmp['ours']:,} cycles from the first load to the last stream's end; "
                  f"public {cmp['public']:,}{ratio}")
+    if cmp.get("reasons"):
+        lines.append("  why they differ (the contract timing's rules, docs/timing.md):")
+        lines += [f"  - {why}" for why in cmp["reasons"]]
     return "\n".join(lines)
