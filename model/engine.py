@@ -32,8 +32,9 @@ from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
 from tensore.model.timing import (DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS,
-                                  PERF_COUNTERS, ArrayTiming, in_rhythm, load_complete, load_port_free, mm_port_free,
-                                  seed_transpose_issue, sparse_end, weights_swapped, write_cycle)
+                                  PERF_COUNTERS, ArrayTiming, in_rhythm, load_complete, load_front_issue,
+                                  load_port_free, mm_port_free, seed_transpose_issue, sparse_end, weights_swapped,
+                                  write_cycle)
 from tensore.model.timing import profile as timing_profile
 from tensore.model.trace import Event, Trace, WriteBlock
 
@@ -505,7 +506,9 @@ class Engine:
             t = max(t, st["all_complete"] + 1)
         elif u.kind == Kind.LOAD:
             t = max(t, st["lw_port"])
-            if mm is not None:           # every PE of the last matmul has swapped before a shadow write
+            if mm is not None and self.timing.row_wavefront and d.op != Opcode.LDTAGS:
+                t = max(t, load_front_issue(mm["t_data"], mm["passes"], u.row0, u.rows, self.cols, self.sbuf_latency))
+            elif mm is not None:         # every PE of the last matmul has swapped before a shadow write
                 t = max(t, weights_swapped(mm["t_data"], mm["passes"], self.rows, self.cols) - self.sbuf_latency)
             if d.op == Opcode.LDTAGS:
                 t = max(t, st["last_sparse_end"])

@@ -28,15 +28,18 @@ class Profile:
     """A timing profile: which issue rules the golden engine (model/engine.py) and the RTL sequencer
     (rtl/seq.py) apply, one definition both evaluate (D-T98).  `contract`: the rules of
     docs/timing.md.  `public`: the contract moving towards AWS's public Tensor Engine cost rules
-    (nki.isa.nc_matmul, the architecture guides); it issues as `contract` until its rules land."""
+    (nki.isa.nc_matmul, the architecture guides).
+      row_wavefront: a weight load waits for the previous matmul's swap front to pass its own rows
+                     (load_front_issue), not every PE of the array (weights_swapped)."""
 
     name: str
+    row_wavefront: bool = False
 
     def __str__(self) -> str:
         return self.name
 
 
-PROFILES = {p.name: p for p in (Profile("contract"), Profile("public"))}
+PROFILES = {p.name: p for p in (Profile("contract"), Profile("public", row_wavefront=True))}
 DEFAULT_PROFILE = "contract"
 
 
@@ -79,6 +82,15 @@ def sparse_end(t, vectors, cols):
 def weights_swapped(t_data, passes, rows, cols):
     """The cycle by which every PE of a matmul has taken its first vector (and swapped)."""
     return t_data + times_passes(rows + cols, passes)
+
+
+def load_front_issue(t_data, passes, row0, rows, cols, latency):
+    """The earliest issue of a weight load into rows row0 .. row0 + rows - 1 after a matmul whose first
+    vector arrives at t_data (the row wavefront, D-T98): row r's shadow write (the `shadow_write`
+    event, cycle t + r - row0 + latency) comes no earlier than the last cycle PE (r, cols - 1) works
+    on its first vector, t_data + passes * (r + cols) - 1, when it has taken its weights.  The swap
+    front moves `passes` cycles a row and the writes one, so the last row binds."""
+    return t_data + times_passes(row0 + rows + cols - 1, passes) - rows - latency
 
 
 def mm_port_free(t, vectors, passes):

@@ -28,6 +28,7 @@ from tensore.model.timing import (
     PERF_COUNTERS,
     in_rhythm,
     load_complete,
+    load_front_issue,
     load_port_free,
     mm_port_free,
     seed_transpose_issue,
@@ -166,6 +167,9 @@ class Sequencer(wiring.Component):
         dly = ~reg("arr_cluster_cfg", "en_inter_instr_dly") | ~any_issued | \
             (now >= last_issue + 1 + reg("arr_cluster_cfg", "inter_instr_dly_cnt"))
         swapped = ~mm_valid | (now + L >= weights_swapped(mm_t_data, mm_passes, R, C))
+        if self.timing.row_wavefront:           # a weight load follows the swap front row by row (D-T98)
+            front = ~mm_valid | (now >= load_front_issue(mm_t_data, mm_passes, u.row0, u.rows, C, L))
+            swapped = Mux(u.tags, swapped, front)
         mm_rules = (now >= mm_port) & (now >= last_lw_p1) & \
             (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
             ~(mm_valid & (now <= mm_done) & ~in_rhythm(now, mm_issue, u.passes))

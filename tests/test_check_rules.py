@@ -311,3 +311,26 @@ def test_every_rule_has_a_fixture():
     assert len(SITES) > 70
     assert set(SITES) == set(FIXTURES) | set(RAW), (sorted(set(SITES) - set(FIXTURES) - set(RAW)),
                                                     sorted(set(FIXTURES) | set(RAW) - set(SITES)))
+
+
+def test_tile_sel_refuses_col_sel_2():
+    """MAVERICK tile selectors are 0 or 1: col_sel 2 (a 4-bit field) is refused like row_sel 2."""
+    assert "rows_cols:BAD_TILE:tile_sel" in fired(valid("ldweights", "maverick", tile_sel=dict(col_sel=2)), "maverick")
+    assert "rows_cols:BAD_TILE:tile_sel" in fired(valid("matmul", "maverick", tile_sel=dict(col_sel=2)), "maverick")
+
+
+def test_mx_window_counts_the_vector_bytes():
+    """An MXTensorV2 source of 64 bytes per vector must end inside the 0x40000-byte SBUF partition:
+    at 0x3FFC0 its last byte is 0x3FFFF, at 0x3FFC2 it is 0x40001 (out)."""
+    def at(offset):
+        return {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"], "data_addr": sbuf_addr(0, offset)}}
+    assert not fired(valid("matmul", "maverick", **at(0x3FFC0)), "maverick")
+    assert "window:BAD_ADDRESS:name" in fired(valid("matmul", "maverick", **at(0x3FFC2)), "maverick")
+
+
+def test_window_message_names_the_last_byte():
+    """64 bf16 elements from SBUF byte 0x3FF82 are bytes 0x3FF82..0x40001; the message says so."""
+    violations = CHECK.check(valid("matmul", "mariana", src_mem_pattern=t3(sbuf_addr(0, 0x3FF82), 64)), "mariana")
+    assert [str(v) for v in violations] == [
+        "BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes 0x3ff82..0x40001 leave the SBUF partition "
+        "(0..0x3ffff on MARIANA)"]

@@ -251,6 +251,29 @@ def test_saturate_option():
     assert dt.from_fp32(x, Dtype.FP8_EXP4, Gen.MAVERICK, saturate=True).tolist() == [0x7E, 0xFE, 0x7F]
     assert dt.from_fp32(x, Dtype.FP8_EXP5, Gen.MAVERICK, saturate=True).tolist() == [0x7B, 0xFB, 0x7E]
     assert dt.from_fp32(x, Dtype.BFLOAT16, Gen.MAVERICK, saturate=True).tolist() == [0x4974, 0xFF7F, 0x7FC0]
+    # FP32 keeps every finite value and NaN; only +-Inf becomes +-max (0x7F7FFFFF)
+    assert [hex(c) for c in dt.from_fp32(x, Dtype.FP32, Gen.MAVERICK, saturate=True)] == \
+        ["0x49742400", "0xff7fffff", "0x7fc00000"]
+    assert [hex(c) for c in dt.from_fp32(np.float32([np.inf]), Dtype.FP32, Gen.MAVERICK, saturate=True)] == \
+        ["0x7f7fffff"]
+
+
+def test_codes_of_twins_and_values():
+    """codes_of: a bfloat16 / float16 array gives its bit patterns in 16-bit codes (seed text:
+    1.0 = 0x3F80 / 0x3C00, -2.5 = 0xC020 / 0xC100, +Inf = 0x7F80 / 0x7C00); float64 values that are
+    bf16 values give the same codes; a value that is not raises."""
+    g = Gen.MAVERICK
+    x = [1.0, -2.5, 0.0, np.inf]
+    bf = dt.codes_of(np.array(x, md.bfloat16), Dtype.BFLOAT16, g)
+    assert bf.dtype == np.uint16 and [hex(c) for c in bf] == ["0x3f80", "0xc020", "0x0", "0x7f80"]
+    h = dt.codes_of(np.array(x, np.float16), Dtype.FP16, g)
+    assert h.dtype == np.uint16 and [hex(c) for c in h] == ["0x3c00", "0xc100", "0x0", "0x7c00"]
+    assert [hex(c) for c in dt.codes_of(np.array(x, np.float64), Dtype.BFLOAT16, g)] == \
+        ["0x3f80", "0xc020", "0x0", "0x7f80"]
+    assert [hex(c) for c in dt.codes_of(np.array([0.5, -3.0], np.float32), Dtype.FP16, g)] == ["0x3800", "0xc200"]
+    assert dt.from_fp32(np.float32([1.0]), Dtype.FP16, g).dtype == np.uint16
+    with pytest.raises(ValueError, match="1 of 1 values are not"):
+        dt.codes_of(np.array([1.0 + 2.0 ** -10]), Dtype.BFLOAT16, g)
 
 
 def test_float_to_int_truncates_and_saturates():

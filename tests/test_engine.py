@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tensore.cosim import programs
-from tensore.model import addrmap
+from tensore.model import addrmap, timing
 from tensore.model.dtypes import Gen
 from tensore.model.engine import Engine
 from tensore.model.isa import ErrorCode
@@ -70,6 +70,21 @@ def test_error_status_and_counters():
     refusals = trace.of_kind("refuse")
     assert [e.data["code"] for e in refusals] == [ErrorCode.BAD_OPCODE, ErrorCode.BAD_ACTIVE_RANGE]
 
+
+
+def test_perf_buckets_put_wide_blocks_in_the_128_bucket():
+    """D-22 / D-T30: counts 1..2, 3..4, ..., 65..128 are buckets 0..6 and columns beyond 128 (MAVERICK's
+    256) count in the 128 bucket, so a 128 x 256 matmul is counter 6*7 + 6 = 48 of 49."""
+    assert [timing.bucket(n) for n in (1, 2, 3, 4, 5, 64, 65, 128, 129, 200, 256)] == [0, 0, 1, 1, 2, 5, 6, 6, 6, 6, 6]
+    assert timing.counter_index(128, 256) == 48 and timing.counter_index(256, 129) == 48
+
+
+def test_four_pass_matmul_times_are_four_cycles_per_step():
+    """docs/timing.md: PSUM write of (column c, vector v) = t_data + P*(v + R + c) + 1, P = 1 or 4."""
+    assert timing.ArrayTiming(t_data=100, rows=128, passes=1).write_cycle(3, 5) == 100 + 136 + 1
+    assert timing.ArrayTiming(t_data=100, rows=128, passes=4).write_cycle(3, 5) == 100 + 544 + 1
+    assert timing.ArrayTiming(t_data=7, rows=8, passes=4).output_cycle(0, 0) == 7 + 32
+    assert timing.mm_port_free(10, 16, 4) == 10 + 64
 
 def test_dependency_check_and_delay_only_change_timing():
     p = programs.accumulate_group("mariana")
