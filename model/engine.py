@@ -32,9 +32,9 @@ from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
 from tensore.model.timing import (DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS,
-                                  PERF_COUNTERS, ArrayTiming, in_rhythm, load_complete, load_front_issue,
-                                  load_port_free, mm_port_free, seed_transpose_issue, sparse_end, weights_swapped,
-                                  write_cycle)
+                                  PERF_COUNTERS, ArrayTiming, blocks_overlap, floor_cycles, in_rhythm, load_complete,
+                                  load_front_issue, load_port_free, mm_port_free, seed_transpose_issue, sparse_end,
+                                  weights_swapped, write_cycle)
 from tensore.model.timing import profile as timing_profile
 from tensore.model.trace import Event, Trace, WriteBlock
 
@@ -365,7 +365,7 @@ class Engine:
         ops = [OpRecord(i, d) for i, d in enumerate(descs)]
         depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
         self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "mm_port": 0,
-                       "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9,
+                       "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
                        "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
                        "completions": []}
         stalled = None
@@ -494,6 +494,14 @@ class Engine:
             mm["t_complete"] = max(mm["t_complete"], prev["t_complete"])
         self._state["last_mm"] = mm
 
+    def _set_floor(self, op: OpRecord, vectors: int, passes: int):
+        """The public profile's issue floor after a matmul issued now (timing.floor_cycles, D-T98)."""
+        if self.timing.issue_floor:
+            u = op.uop
+            at = op.t_issue + floor_cycles(u.mmkind == MmKind.XPOSE, u.rows, u.cols, vectors, passes,
+                                           lambda c, a, b: a if c else b)
+            self._state["mm_floor"] = (at, u.block)
+
     def _earliest_issue(self, op: OpRecord):
         st, d, u = self._state, op.desc, op.uop
         t = op.t_decode + 1
@@ -516,6 +524,9 @@ class Engine:
             t = max(t, st["mm_port"], st["last_lw"] + 1, st["last_ldtags"] + 1)
             if mm is not None and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
                 t = max(t, mm["t_complete"] + 1)
+            floor = st["mm_floor"]
+            if u.kind == Kind.MATMUL and floor is not None and blocks_overlap(floor[1], u.block):
+                t = max(t, floor[0])     # the public issue floor (D-T98)
         done = st["completions"]
         if len(done) >= MAX_IN_FLIGHT:          # at most 16 micro-ops in flight (D-T38)
             t = max(t, done[-MAX_IN_FLIGHT] + 1)
@@ -763,6 +774,7 @@ class Engine:
         self.regs.add("matmul_done_count", "count")
         op.t_complete = last
         self._state["mm_port"] = mm_port_free(op.t_issue, vectors, timing.passes)
+        self._set_floor(op, vectors, timing.passes)
         self._last_mm(t_data=timing.t_data, passes=timing.passes, t_complete=last, kind=u.mmkind, t_issue=op.t_issue)
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)
@@ -1002,3 +1014,4 @@ class Engine:
         op.t_complete = last
         self._last_mm(t_data=timing.t_data, passes=1, t_complete=last, kind=MmKind.XPOSE, t_issue=op.t_issue)
         self._state["mm_port"] = mm_port_free(op.t_issue, 1, 1)
+        self._set_floor(op, 1, 1)

@@ -30,16 +30,20 @@ class Profile:
     docs/timing.md.  `public`: the contract moving towards AWS's public Tensor Engine cost rules
     (nki.isa.nc_matmul, the architecture guides).
       row_wavefront: a weight load waits for the previous matmul's swap front to pass its own rows
-                     (load_front_issue), not every PE of the array (weights_swapped)."""
+                     (load_front_issue), not every PE of the array (weights_swapped).
+      issue_floor:   a matmul whose PE block overlaps the previous matmul's issues no sooner than
+                     floor_cycles after it (nc_matmul's cost, MM_INIT_LATENCY)."""
 
     name: str
     row_wavefront: bool = False
+    issue_floor: bool = False
 
     def __str__(self) -> str:
         return self.name
 
 
-PROFILES = {p.name: p for p in (Profile("contract"), Profile("public", row_wavefront=True))}
+PROFILES = {p.name: p for p in (Profile("contract"), Profile("public", row_wavefront=True, issue_floor=True))}
+MM_INIT = 64               # MM_INIT_LATENCY: the matmul initiation interval floor (nc_matmul), cycles
 DEFAULT_PROFILE = "contract"
 
 
@@ -91,6 +95,21 @@ def load_front_issue(t_data, passes, row0, rows, cols, latency):
     on its first vector, t_data + passes * (r + cols) - 1, when it has taken its weights.  The swap
     front moves `passes` cycles a row and the writes one, so the last row binds."""
     return t_data + times_passes(row0 + rows + cols - 1, passes) - rows - latency
+
+
+def floor_cycles(xpose, rows, cols, vectors, passes, pick):
+    """The public cost of a matmul before the next one on its PE block may issue (D-T98):
+    min(MM_INIT, N_stationary) x passes for a matmul (N_stationary: its columns; the moving part,
+    vectors x passes, is mm_port_free's), max(P, min(MM_INIT, F)) for a transpose (P: its rows, F:
+    its vectors).  `pick(cond, a, b)` is `a if cond else b`: Python's for ints, Mux for Amaranth."""
+    stationary = pick(cols < MM_INIT, cols, MM_INIT)
+    free = pick(vectors < MM_INIT, vectors, MM_INIT)
+    return pick(xpose, pick(rows > free, rows, free), times_passes(stationary, passes))
+
+
+def blocks_overlap(a, b):
+    """Whether PE blocks (row0, rows, col0, cols) share a PE (`&` of comparisons: ints and values)."""
+    return (a[0] < b[0] + b[1]) & (b[0] < a[0] + a[1]) & (a[2] < b[2] + b[3]) & (b[2] < a[2] + a[3])
 
 
 def mm_port_free(t, vectors, passes):

@@ -22,6 +22,8 @@ from tensore.model.isa.microop import PERF_BANKS_OF, SEED_STATES
 from tensore.model.timing import (
     DEFAULT_PROFILE,
     DEFAULT_SBUF_LATENCY,
+    blocks_overlap,
+    floor_cycles,
     FIFO_DEPTH,
     MAX_IN_FLIGHT,
     PERF_BANKS,
@@ -173,6 +175,12 @@ class Sequencer(wiring.Component):
         mm_rules = (now >= mm_port) & (now >= last_lw_p1) & \
             (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
             ~(mm_valid & (now <= mm_done) & ~in_rhythm(now, mm_issue, u.passes))
+        if self.timing.issue_floor:             # the public issue floor on an overlapping block (D-T98)
+            fl_valid, fl_at = Signal(), Signal(T)
+            fl_block = [Signal.like(u.row0, name="fl_row0"), Signal.like(u.rows, name="fl_rows"),
+                        Signal.like(u.col0, name="fl_col0"), Signal.like(u.cols, name="fl_cols")]
+            mine = [u.row0, u.rows, u.col0, u.cols]
+            mm_rules &= ~fl_valid | ~blocks_overlap(fl_block, mine) | (now >= fl_at)
         deps = Mux(serial, now >= all_done_p1,
                    Mux(is_load, (now >= lw_port) & swapped & (~u.tags | (now >= sparse_at)), Mux(is_mm, mm_rules, 1)))
         we = u.wait_event
@@ -192,6 +200,11 @@ class Sequencer(wiring.Component):
                 m.d.sync += [mm_port.eq(mm_port_free(t_seed_mm, SEED_STATES, 1)), mm_valid.eq(1),
                              mm_t_data.eq(t_seed_mm + L), mm_passes.eq(1), mm_done.eq(mm_last),
                              mm_issue.eq(t_seed_mm), mm_kind.eq(MmKind.XPOSE)]
+            if self.timing.issue_floor:
+                with m.If(is_mm):
+                    m.d.sync += [fl_valid.eq(1), *(a.eq(b) for a, b in zip(fl_block, mine)),
+                                 fl_at.eq(now + floor_cycles(u.mmkind == MmKind.XPOSE, u.rows, u.cols, u.vectors,
+                                                             u.passes, Mux))]
             with m.If(is_mm):
                 m.d.sync += [mm_port.eq(mm_port_free(now, u.vectors, u.passes)), mm_valid.eq(1),
                              mm_t_data.eq(now + L), mm_passes.eq(u.passes), mm_done.eq(mm_last), mm_issue.eq(now),

@@ -634,7 +634,7 @@ def cmd_cost(args) -> int:
     _, trace = _golden_run(args)
     print(f"timing profile: {args.timing} (docs/timing.md, 'Timing profiles')")
     print(trace.summary(per_op=False))
-    print(format_compare(compare(trace), limit=None if args.all else 16))
+    print(format_compare(compare(trace, args.timing), limit=None if args.all else 16))
     if refusal_error(trace, args.allow_refused):
         return 1
     return 1 if trace.stalled else 0

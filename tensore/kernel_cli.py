@@ -252,7 +252,7 @@ def _run_and_report(prog, args) -> int:
         print(prog.operands)
     print(format_estimate(estimate(prog, trace)))
     from tensore.kernels.public_cost import compare
-    pub = compare(trace)
+    pub = compare(trace, prog.timing)
     if pub["public"]:
         print(f"  public cost model (nki.isa.nc_matmul, tiles in parallel): {pub['public']:,} cycles for the "
               f"{len(pub['rows'])} matmuls; tensore {pub['ours']:,} ({pub['ratio']:.2f}x; `tensore cost` per matmul)")

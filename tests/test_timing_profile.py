@@ -37,9 +37,10 @@ def _writes(prog) -> list:
     return sorted((e.data["partition"], e.data["offset"], e.data["bits"]) for e in trace.events if e.kind == "psum_write")
 
 
-def test_public_gives_the_same_values_no_later():
+def test_public_gives_the_same_values():
     """Every library program of three generations writes the same PSUM bits under `public` as under
-    `contract`, in no more cycles; the row wavefront makes the ones that load after a matmul shorter."""
+    `contract`; the row wavefront makes programs that load after a matmul shorter (the issue floor
+    would make matmuls back to back on one block longer: the library has none shorter than it)."""
     shorter = 0
     for gen in ("cayman", "mariana", "maverick"):
         for p in P.library(gen):
@@ -47,7 +48,6 @@ def test_public_gives_the_same_values_no_later():
             assert q.timing == "public" and p.timing == "contract"
             assert _writes(q) == _writes(p), (gen, p.name)
             (_, tq), (_, tp) = _events(q), _events(p)
-            assert tq <= tp, (gen, p.name)
             shorter += tq < tp
     assert shorter >= 5
 
@@ -86,6 +86,47 @@ def test_row_wavefront_load_follows_the_swap_front(fp32):
     assert slow.t_issue == timing.weights_swapped(t_data, passes, 4, 8) - L > lw.t_issue
     assert _writes(prog) == _writes(contract)
     assert lockstep.run_many([prog], psum_partitions=16) == [None]
+
+
+def _reused(rows: int, cols: int, n: int, *, fp32: bool = False, timing_name: str = "public"):
+    """One weight load, three matmuls of n vectors on it, on MARIANA."""
+    b = P._Builder("reused", "mariana", rows, cols, 8)
+    dtype, esize, mode = ("fp32", 4, "fp32_mode=high ") if fp32 else ("bf16", 2, "")
+    w, a = b.put(0, b.values(dtype, (rows, cols)), esize), b.put(0, b.values(dtype, (rows, n)), esize)
+    b.line(f"ldweights in_dtype={dtype} {mode}rows={rows} cols={cols} flags=(load_order=first_col_first) "
+           f"src={P._t3(f'sbuf(0,{w:#x})', cols)}")
+    for bank in range(3):
+        b.line(f"matmul in_dtype={dtype} {mode}out_dtype=fp32 rows={rows} cols={cols} acc=single "
+               f"src={P._t3(f'sbuf(0,{a:#x})', n)} dst={P._t3(f'psum(0,{bank},0)', n)}")
+    prog = b.done()
+    prog.timing = timing_name
+    return prog
+
+
+@pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
+def test_issue_floor_spaces_matmuls_on_one_block(fp32):
+    """Under `public` matmuls on one block issue min(64, N_stationary) x passes apart or their
+    stream apart, whichever is longer (nc_matmul's cost); `contract` only waits for the stream.
+    Golden and RTL (Amaranth) agree every cycle on 4 x 8."""
+    passes = 4 if fp32 else 1
+    for n, gap in ((1, 8 * passes), (11, 11 * passes)):
+        prog = _reused(4, 8, n, fp32=fp32)
+        issues = [o.t_issue for o in prog.golden()[1].ops if o.name == "matmul"]
+        assert [b - a for a, b in zip(issues, issues[1:])] == [gap, gap], n
+        contract = _reused(4, 8, n, fp32=fp32, timing_name="contract")
+        fast = [o.t_issue for o in contract.golden()[1].ops if o.name == "matmul"]
+        assert all(b - a < gap if n == 1 else b - a == gap for a, b in zip(fast, fast[1:])), n
+        assert _writes(prog) == _writes(contract)
+    assert lockstep.run_many([_reused(4, 8, 1, fp32=fp32)], psum_partitions=16) == [None]
+
+
+def test_floor_formula():
+    pick = lambda c, a, b: a if c else b                                     # noqa: E731
+    assert timing.floor_cycles(False, 128, 128, 1, 1, pick) == 64 and timing.floor_cycles(False, 128, 8, 1, 4, pick) == 32
+    assert timing.floor_cycles(True, 16, 128, 200, 1, pick) == 64 and timing.floor_cycles(True, 128, 8, 16, 1, pick) == 128
+    assert timing.floor_cycles(True, 16, 8, 20, 1, pick) == 20
+    assert timing.blocks_overlap((0, 64, 0, 128), (63, 1, 127, 1)) and not timing.blocks_overlap((0, 64, 0, 128), (64, 64, 0, 128))
+    assert not timing.blocks_overlap((0, 128, 0, 32), (0, 128, 32, 32))
 
 
 @pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])

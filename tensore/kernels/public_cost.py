@@ -58,10 +58,10 @@ def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] < b[0] + b[1] and b[0] < a[0] + a[1] and a[2] < b[2] + b[3] and b[2] < a[2] + a[3]
 
 
-def compare(trace) -> dict:
-    """The executed matmuls of a golden trace against the public cost model: rows (Row), the
-    engine's cycles from the first weight load or matmul to the end of the last stream, the
-    public schedule's cycles, and their ratio."""
+def compare(trace, timing="contract") -> dict:
+    """The executed matmuls of a golden trace (run under the profile `timing`) against the public
+    cost model: rows (Row), the engine's cycles from the first weight load or matmul to the end of
+    the last stream, the public schedule's cycles, their ratio and the reasons for the gaps."""
     done = [o for o in trace.ops if o.t_issue is not None and not o.error]
     mms = [o for o in done if o.desc.op in MATMULS]
     rows, placed = [], []                       # placed: (block, public end)
@@ -85,18 +85,26 @@ def compare(trace) -> dict:
     loads = sorted(o.t_issue for o in done if o.desc.op in LOADS)
     return {"rows": rows, "ours": ours_total, "public": public_total,
             "ratio": ours_total / public_total if public_total else None,
-            "reasons": reasons(rows, [o.t_issue for o in mms], loads, trace.rows, trace.cols)}
+            "reasons": reasons(rows, [o.t_issue for o in mms], loads, trace.rows, trace.cols, timing)}
 
 
-def reasons(rows: list, issues: list, loads: list, R: int, C: int) -> list:
-    """The known rules of the contract timing (docs/timing.md) behind the gaps between the engine's
+def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing="contract") -> list:
+    """The known rules of the timing profile (docs/timing.md) behind the gaps between the engine's
     cycles and the public model's, each a line with its count: a weight load between two matmuls
-    waits for the swap front to cross the whole R x C array; weights reused issue with no 64-cycle
-    floor; matmuls on disjoint tiles run one after another."""
+    waits for the swap front to cross the whole R x C array (`contract`) or its own rows (`public`);
+    weights reused issue with no 64-cycle floor (`contract`); matmuls on disjoint tiles run one after
+    another."""
+    from tensore.model.timing import profile
+    prof = profile(timing)
     out = []
     gaps = list(zip(rows, issues, issues[1:]))
     loaded = [r for r, a, b in gaps if r.ours > r.public and any(a < t < b for t in loads)]
-    if loaded:
+    if loaded and prof.row_wavefront:
+        out.append(f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it follows the previous "
+                   f"matmul's swap front row by row, which crosses a row of {C} columns in {C} cycles x passes "
+                   "(docs/timing.md, 'Row wavefront'), then loads a row per cycle; the public model loads the "
+                   "next stationary tile while the current one computes")
+    elif loaded:
         used_r = max(r.block[0] + r.block[1] for r in rows)
         used_c = max(r.block[2] + r.block[3] for r in rows)
         line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it waits until the previous "
@@ -108,7 +116,7 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int) -> list:
                      "that size (--rows / --cols) the front is shorter")
         out.append(line)
     floor = [r for r, a, b in gaps if r.ours < r.public and not any(a < t < b for t in loads)]
-    if floor:
+    if floor and not prof.issue_floor:
         out.append(f"{len(floor)} matmuls reuse the loaded weights and issue {min(r.ours for r in floor)}+ cycles apart; "
                    f"the public model starts one at most every min({MM_INIT}, N_stationary) cycles "
                    "(MM_INIT_LATENCY), a floor the contract timing does not have")
@@ -136,6 +144,6 @@ def format_compare(cmp: dict, limit: int | None = 16) -> str:
     lines.append(f"  total: tensore {cmp['ours']:,} cycles from the first load to the last stream's end; "
                  f"public {cmp['public']:,}{ratio}")
     if cmp.get("reasons"):
-        lines.append("  why they differ (the contract timing's rules, docs/timing.md):")
+        lines.append("  why they differ (the timing profile's rules, docs/timing.md):")
         lines += [f"  - {why}" for why in cmp["reasons"]]
     return "\n".join(lines)
