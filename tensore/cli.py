@@ -431,13 +431,16 @@ def cmd_cosim_full(args) -> int:
     for gen in args.gen:
         rows, cols = FULL_SIZE[gen]
         progs = full_size_programs(gen, args.n, args.n_small, gemm_m=args.gemm_m)
-        print(f"== {gen.upper()} {rows} x {cols}: {', '.join(p.name for p in progs)} ==", flush=True)
+        for p in progs:
+            p.timing = args.timing
+        print(f"== {gen.upper()} {rows} x {cols}, timing {args.timing}: {', '.join(p.name for p in progs)} ==",
+              flush=True)
         t0 = time.perf_counter()
         lks = [Lockstep(p, pack=4, psum_partitions=128) for p in progs]
         golden = time.perf_counter() - t0
         from tensore.rtl.fp.pe_mac import parse_dtypes
         cfg = hdl.Config(dt.Gen.parse(gen).name, rows, cols, 4, psum_partitions=128,
-                         dtypes=parse_dtypes(gen, args.dtypes))
+                         dtypes=parse_dtypes(gen, args.dtypes), timing=args.timing)
         if cfg.dtypes is not None:              # a specialised build runs the programs it carries
             keep = [not (hdl.needed_dtypes(lk) - set(cfg.dtypes)) for lk in lks]
             for p, k in zip(progs, keep):
@@ -458,7 +461,7 @@ def cmd_cosim_full(args) -> int:
         print(f"  simulating {len(lks)} programs on the {args.harness} harness ...", flush=True)
         results = harness.simulate_many(lks, built, log=say) if args.harness == "compiled" else \
             hdl.simulate_many(lks, built)
-        entry = {"gen": gen, "rows": rows, "cols": cols, "export_s": exported["wall_seconds"],
+        entry = {"gen": gen, "rows": rows, "cols": cols, "timing": args.timing, "export_s": exported["wall_seconds"],
                  "export_files_s": exported["seconds"], "build_s": built["seconds"],
                  "build_peak_mb": built["peak_child_mb"], "programs": []}
         for prog, res in zip(progs, results):
@@ -816,6 +819,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.add_argument("-o", "--output", default="build/cosim_full.json",
                    help="JSON summary (default build/cosim_full.json)")
+    timing_arg(p)
     p.set_defaults(func=cmd_cosim_full)
     sbuf_help = ("SBUF image: a .npz holding an array 'sbuf' (or FILE.npz:NAME), or a .npy; uint8 [partitions, bytes], "
                  "or elements of an engine format (float32, ml_dtypes bfloat16, ...) taken as their bytes (D-T65)")

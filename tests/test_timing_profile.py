@@ -52,20 +52,28 @@ def test_public_gives_the_same_values():
     assert shorter >= 5
 
 
-def _two_loads(rows: int, cols: int, *, fp32: bool = False, timing_name: str = "public"):
-    """Two weight load + matmul pairs on MARIANA, the second load as early as its rule lets it."""
-    b = P._Builder("two_loads", "mariana", rows, cols, 7)
+def _program(rows: int, cols: int, *, loads: int, per_load: int, n: int, fp32: bool = False,
+             timing_name: str = "public"):
+    """On MARIANA, `loads` weight loads, each followed by `per_load` matmuls of n vectors (a bank
+    each), every micro-op as early as its rules let it."""
+    b = P._Builder(f"loads{loads}x{per_load}", "mariana", rows, cols, 7)
     dtype, esize, mode = ("fp32", 4, "fp32_mode=high ") if fp32 else ("bf16", 2, "")
-    a = b.put(0, b.values(dtype, (rows, 6)), esize)
-    for bank in range(2):
+    a = b.put(0, b.values(dtype, (rows, n)), esize)
+    for k in range(loads):
         w = b.put(0, b.values(dtype, (rows, cols)), esize)
         b.line(f"ldweights in_dtype={dtype} {mode}rows={rows} cols={cols} flags=(load_order=first_col_first) "
                f"src={P._t3(f'sbuf(0,{w:#x})', cols)}")
-        b.line(f"matmul in_dtype={dtype} {mode}out_dtype=fp32 rows={rows} cols={cols} acc=single "
-               f"src={P._t3(f'sbuf(0,{a:#x})', 6)} dst={P._t3(f'psum(0,{bank},0)', 6)}")
+        for bank in range(k * per_load, (k + 1) * per_load):
+            b.line(f"matmul in_dtype={dtype} {mode}out_dtype=fp32 rows={rows} cols={cols} acc=single "
+                   f"src={P._t3(f'sbuf(0,{a:#x})', n)} dst={P._t3(f'psum(0,{bank},0)', n)}")
     prog = b.done()
     prog.timing = timing_name
     return prog
+
+
+def _two_loads(rows: int, cols: int, *, fp32: bool = False, timing_name: str = "public"):
+    """Two weight load + matmul pairs, the second load as early as its rule lets it."""
+    return _program(rows, cols, loads=2, per_load=1, n=6, fp32=fp32, timing_name=timing_name)
 
 
 @pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
@@ -89,18 +97,8 @@ def test_row_wavefront_load_follows_the_swap_front(fp32):
 
 
 def _reused(rows: int, cols: int, n: int, *, fp32: bool = False, timing_name: str = "public"):
-    """One weight load, three matmuls of n vectors on it, on MARIANA."""
-    b = P._Builder("reused", "mariana", rows, cols, 8)
-    dtype, esize, mode = ("fp32", 4, "fp32_mode=high ") if fp32 else ("bf16", 2, "")
-    w, a = b.put(0, b.values(dtype, (rows, cols)), esize), b.put(0, b.values(dtype, (rows, n)), esize)
-    b.line(f"ldweights in_dtype={dtype} {mode}rows={rows} cols={cols} flags=(load_order=first_col_first) "
-           f"src={P._t3(f'sbuf(0,{w:#x})', cols)}")
-    for bank in range(3):
-        b.line(f"matmul in_dtype={dtype} {mode}out_dtype=fp32 rows={rows} cols={cols} acc=single "
-               f"src={P._t3(f'sbuf(0,{a:#x})', n)} dst={P._t3(f'psum(0,{bank},0)', n)}")
-    prog = b.done()
-    prog.timing = timing_name
-    return prog
+    """One weight load, three matmuls of n vectors on it."""
+    return _program(rows, cols, loads=1, per_load=3, n=n, fp32=fp32, timing_name=timing_name)
 
 
 @pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
