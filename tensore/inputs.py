@@ -80,16 +80,21 @@ def text_or_why(raw: bytes) -> tuple[str | None, str]:
 
 def read_program(path, gen) -> ProgramFile:
     """Read a program: assembly text (assembled for `gen`; errors carry file:line:column) or a whole
-    number of binary descriptors."""
+    number of binary descriptors; at least one micro-op (an empty program is refused, not run)."""
     from tensore.model.isa.asm import assemble
     raw = read_bytes(path)
     text, why = text_or_why(raw)
     if text is not None:
-        return ProgramFile(str(path), assemble(text, gen, source=str(path)), text)
-    if len(raw) % DESCRIPTOR_BYTES:
+        prog = ProgramFile(str(path), assemble(text, gen, source=str(path)), text)
+    elif len(raw) % DESCRIPTOR_BYTES:
         raise InputError(f"{path}: neither assembly text ({why}) nor binary descriptors ({len(raw)} bytes "
                          f"is not a multiple of {DESCRIPTOR_BYTES})")
-    return ProgramFile(str(path), raw)
+    else:
+        prog = ProgramFile(str(path), raw)
+    if not prog.data:
+        raise InputError(f"{path}: no micro-ops ({'only blanks and comments' if text is not None else 'an empty file'}); "
+                         "a program needs at least one (docs/isa.md)")
+    return prog
 
 
 def split_array_name(spec) -> tuple[str, str | None]:

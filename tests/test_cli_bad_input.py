@@ -163,6 +163,21 @@ def test_the_reviewed_cases(no_work, capsys, argv, msg):
     assert rc == 2 and msg in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("content", ["", "# only a comment\n\n", b""], ids=["empty text", "comments", "empty bytes"])
+@pytest.mark.parametrize("cmd", ["run", "cost", "cosim", "asm"])
+def test_an_empty_program_is_refused(tmp_path, no_work, capsys, content, cmd):
+    """A program with no micro-op is one line and exit 2 on every command that reads one, before
+    any work (a run of nothing would pass and say nothing)."""
+    path = tmp_path / "empty.s"
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    try:
+        rc = cli.main([cmd, str(path), "--gen", "cayman"])
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and "no micro-ops" in err and err.count("\n") == 1, err
+
+
 def test_one_size_rule():
     """check_array_args takes the engine's own rule: what the golden Engine refuses, every
     subcommand refuses, for each generation (model.engine.check_array)."""
