@@ -33,6 +33,7 @@ from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
 from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
+from tensore.model.timing import DEFAULT_PROFILE
 from tensore.rtl.writeback import PSUM_PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,13 +53,13 @@ class Config:
     dtypes: tuple | None = None          # a specialised build (D-T62): the PE's operand dtypes
     psum_ports: int = PSUM_PORTS         # the writes a PSUM partition takes in one cycle (D-T40 (6))
     sparse32: bool = False               # 32-bit MatmulSparse fmaps (D-T40 (3))
-    timing: str = "contract"             # the sequencer's profile of issue rules (model/timing.py, D-T98)
+    timing: str = DEFAULT_PROFILE        # the sequencer's profile of issue rules (model/timing.py, D-T98)
 
     @property
     def label(self) -> str:
         from tensore.rtl.fp.pe_mac import dtypes_suffix
         ports = "" if self.psum_ports == PSUM_PORTS else f"_w{self.psum_ports}"
-        tp = "" if self.timing == "contract" else f"_t{self.timing}"
+        tp = "" if self.timing == DEFAULT_PROFILE else f"_t{self.timing}"
         return (f"{self.gen.lower()}_{self.rows}x{self.cols}_p{self.pack}_l{self.sbuf_latency}"
                 f"_ps{self.psum_partitions}{ports}{'_s32' if self.sparse32 else ''}{dtypes_suffix(self.dtypes)}{tp}")
 

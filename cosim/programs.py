@@ -19,6 +19,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import ErrorCode
 from tensore.model.isa.microop import DOUBLE_ROW_FROM
 from tensore.model.psum import SR_STATE_BASE
+from tensore.model.timing import DEFAULT_PROFILE
 
 SBUF_BYTES = 0x4000          # bytes per partition the library uses (the model is not limited to it)
 
@@ -37,7 +38,7 @@ class Program:
     regs: dict = field(default_factory=dict)           # host register writes before the run
     pack: int = 0                                      # elements per PE the RTL engine needs (0: gen default)
     note: str = ""
-    timing: str = "contract"                           # the engine's profile of issue rules (D-T98)
+    timing: str = DEFAULT_PROFILE                      # the engine's profile of issue rules (D-T98)
     golden_trace = "detailed"       # the golden run's trace (model/trace.py); kernels: "aggregate"
 
     def sbuf_model(self):

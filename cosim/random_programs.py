@@ -40,6 +40,7 @@ from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_
 from tensore.model.isa.asm import assemble, disassemble
 from tensore.model.isa.check import matmul_input_dtypes
 from tensore.model.isa.microop import DOUBLE_ROW_FROM
+from tensore.model.timing import DEFAULT_PROFILE
 
 FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
@@ -807,7 +808,7 @@ def load(stem) -> Program:
     text = "".join(line + "\n" for line in stem.with_suffix(".s").read_text().splitlines() if not line.startswith("#"))
     p = Program(meta["name"], Gen[meta["gen"]], meta["rows"], meta["cols"], text, z["sbuf"].copy(),
                 regs=meta["regs"], pack=meta["pack"],
-                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()}, timing=meta.get("timing", "contract"))
+                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()}, timing=meta.get("timing", DEFAULT_PROFILE))
     for key, off, bits in zip(z["expect_keys"], z["expect_offsets"], z["expect_bits"]):
         p.expect_fp32[(int(key[0]), int(key[1]))] = (int(off), bits.copy())
     return p

@@ -29,6 +29,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from tensore.model.dtypes import Gen
+from tensore.model.timing import DEFAULT_PROFILE
 
 RANDOM_BATCH = 200                  # random programs per RTL harness process
 FUZZ_BATCH = 10_000
@@ -48,7 +49,7 @@ class Config:
     fuzz_engine: int | None = None         # fuzz descriptors per generation also run as programs (None: all)
     opt: str | None = None                 # C++ optimisation of the RTL builds (None: toolchain.cxx_opt's)
     out: str = "build/regress"
-    timing: str = "contract"               # the engine's profile of issue rules (D-T98)
+    timing: str = DEFAULT_PROFILE          # the engine's profile of issue rules (D-T98)
 
     @classmethod
     def from_json(cls, d: dict) -> Config:

@@ -23,8 +23,8 @@ from tensore.kernels.estimate import LOADS, MATMULS, _vectors
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.isa.microop import microop
+from tensore.model.timing import DEFAULT_PROFILE, MM_INIT, blocks_overlap, profile
 
-MM_INIT = 64              # MM_INIT_LATENCY: the matmul initiation floor, cycles
 FP32_FACTOR = 4           # fp32 inputs: four passes of the array
 FORMULA_ONLY = {Opcode.MATMUL_SPARSE: "sparse", Opcode.MATMUL_MX: "mx"}   # no public figure of their own
 
@@ -54,11 +54,7 @@ class Row:
     public_start: int
 
 
-def _overlap(a: tuple, b: tuple) -> bool:
-    return a[0] < b[0] + b[1] and b[0] < a[0] + a[1] and a[2] < b[2] + b[3] and b[2] < a[2] + a[3]
-
-
-def compare(trace, timing="contract") -> dict:
+def compare(trace, timing=DEFAULT_PROFILE) -> dict:
     """The executed matmuls of a golden trace (run under the profile `timing`) against the public
     cost model: rows (Row), the engine's cycles from the first weight load or matmul to the end of
     the last stream, the public schedule's cycles, their ratio and the reasons for the gaps."""
@@ -75,7 +71,7 @@ def compare(trace, timing="contract") -> dict:
         else:
             kind = FORMULA_ONLY.get(o.desc.op, "matmul")
             cost = matmul_cost(mo.cols, v, mo.dtype == Dtype.FP32)
-        start = max([start] + [end for b, end in placed if _overlap(b, block)])
+        start = max([start] + [end for b, end in placed if blocks_overlap(b, block)])
         placed.append((block, start + cost))
         ours = (mms[i + 1].t_issue - o.t_issue) if i + 1 < len(mms) else v * mo.passes
         rows.append(Row(o.index, o.name, block, v, mo.passes, kind, ours, cost, start))
@@ -88,13 +84,12 @@ def compare(trace, timing="contract") -> dict:
             "reasons": reasons(rows, [o.t_issue for o in mms], loads, trace.rows, trace.cols, timing)}
 
 
-def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing="contract") -> list:
+def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAULT_PROFILE) -> list:
     """The known rules of the timing profile (docs/timing.md) behind the gaps between the engine's
     cycles and the public model's, each a line with its count: a weight load between two matmuls
     waits for the swap front to cross the whole R x C array (`contract`) or its own rows (`public`);
     weights reused issue with no 64-cycle floor (`contract`); matmuls on disjoint tiles run one after
     another."""
-    from tensore.model.timing import profile
     prof = profile(timing)
     out = []
     gaps = list(zip(rows, issues, issues[1:]))
