@@ -49,7 +49,8 @@ from tensore.model.isa import ErrorCode, Opcode, opcodes_of
 from tensore.model.isa.check import matmul_input_dtypes
 from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE
-from tensore.model.isa.microop import DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind
+from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind,
+                                       group_step)
 from tensore.model.timing import MAX_IN_FLIGHT
 
 PREFIX = "tensore"
@@ -217,7 +218,8 @@ def _tiles(gen) -> list:
     if gen.layout == Gen.MAVERICK:
         return ["r128_c128", "r128_c256", "r64_c128_0_0", "r64_c128_0_1", "r64_c128_1_0", "r64_c128_1_1", "r64_c256_0",
                 "r64_c256_1", "r128_c128_col1"]
-    return [f"row{r}_col{c}" for r in range(4) for c in range(4)]
+    step = group_step(gen)                        # 64-row / 64-column tiles only before NeuronCore-v3 (D-T97)
+    return [f"row{r}_col{c}" for r in range(0, 4, step) for c in range(0, 4, step)]
 
 
 # --- what one run hits -------------------------------------------------------------------------------

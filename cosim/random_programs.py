@@ -39,7 +39,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_code, opcodes_of
 from tensore.model.isa.asm import assemble, disassemble
 from tensore.model.isa.check import matmul_input_dtypes
-from tensore.model.isa.microop import DOUBLE_ROW_FROM
+from tensore.model.isa.microop import DOUBLE_ROW_FROM, group_step
 from tensore.model.timing import DEFAULT_PROFILE
 
 FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
@@ -348,7 +348,8 @@ class _Gen:
         b, rng = self.b, self.rng
         if self.mav:
             return self.tiles()
-        rg, cg = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+        step = group_step(self.gen)
+        rg, cg = int(rng.integers(0, 4)) // step * step, int(rng.integers(0, 4)) // step * step
         r = int(rng.integers(1, self.rows - rg * self.rows // 4 + 1))
         c = int(rng.integers(1, self.cols - cg * self.cols // 4 + 1))
         dtype = str(rng.choice(["bf16", "fp16", "fp8_e4m3"]))

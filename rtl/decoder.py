@@ -34,7 +34,7 @@ from tensore.model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, FP32_PASSES,
                                        GROUP, GROUPS, KIND_OF, MX_OPS, PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES,
-                                       MxOrder, full_cols, max_moving, psum_half)
+                                       MxOrder, full_cols, group_step, max_moving, psum_half)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -262,6 +262,9 @@ class _Op:
             rg, cg = f.row_grp, f.col_grp
             self.bad(E.BAD_TILE, (rg >= GROUPS) | (rg * GROUP + rows > ARRAY_ROWS))
             self.bad(E.BAD_TILE, (cg >= GROUPS) | (cg * GROUP + cols > ARRAY_ROWS))
+            if group_step(self.gen) == 2:
+                self.bad(E.BAD_TILE, rg[0])
+                self.bad(E.BAD_TILE, cg[0])
             return
         ts, sel = f.tile_size, f.tile_sel
         self.bad(E.BAD_TILE, (sel.row_sel > 1) | (sel.col_sel > 1))

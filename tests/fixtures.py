@@ -142,6 +142,11 @@ BOUNDARIES = [
       for name, gen, over, code in [("on sunda", "sunda", {}, E.BAD_ENUM), ("on mariana", "mariana", {}, None),
                                     ("col_grp 1", "cayman", dict(col_grp=1, num_active_cols=96), E.BAD_TILE),
                                     ("col_grp 0, 96 cols", "cayman", dict(num_active_cols=96), None)]],
+    *[(f"{f} {g} on {gen}", gen, "ldweights", {f: g, "num_active_rows": 32, "num_active_cols": 32,
+                                                "src_mem_pattern": dict(start_addr=sbuf_addr(0), step_elem=[1, 0, 0],
+                                                                        num_elem=[32, 1, 1])}, code)
+      for f in ("row_grp", "col_grp") for g, gen, code in [(1, "sunda", E.BAD_TILE), (3, "sunda", E.BAD_TILE),
+                                                           (2, "sunda", None), (1, "cayman", None), (3, "mariana", None)]],
     *[(f"{n} moving on {gen}", gen, "matmul", dict(src_mem_pattern=dict(start_addr=sbuf_addr(0, 0x100), step_elem=[1, 0, 0],
                                                                        num_elem=[n, 1, 1]),
                                                   dst_mem_pattern=dict(start_addr=psum_addr(0, 0), step_elem=[1, 0, 0],

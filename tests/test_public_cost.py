@@ -114,8 +114,9 @@ def _small(text: str) -> str:
 
 @pytest.mark.parametrize("gen", ["cayman", "mariana"])
 def test_reasons_name_the_rules(gen):
-    """Each gap comes with the contract rule behind it: the whole-array swap front before a load
-    (with the engine's size when the program uses less of it), weights reused with no 64-cycle
+    """Each gap comes with the profile's rule behind it: the swap front before a load, over the whole
+    array (contract) or row by row (public), with the engine's size when the program uses less of
+    it; weights reused with no 64-cycle
     floor, tiles one after another; equal clocks give no reason."""
     why = run(gen, program(gen, 64))["reasons"]
     assert len(why) == 1 and why[0].startswith("7 of 7 matmul intervals hold a weight load") and "256 cycles" in why[0]
@@ -128,6 +129,9 @@ def test_reasons_name_the_rules(gen):
     assert run(gen, program(gen, 512))["reasons"] == []
     why = run(gen, program(gen, 64), timing="public")["reasons"]
     assert len(why) == 1 and "follows the previous matmul's swap front row by row" in why[0]
+    assert "front is shorter" not in why[0]
+    why = run(gen, _small(program(gen, 64)), timing="public")["reasons"]
+    assert "row by row" in why[0] and "PEs up to row 8 and column 8 of 128 x 128" in why[0]
     assert run(gen, program(gen, 1, reuse=True), timing="public")["reasons"] == []
 
 

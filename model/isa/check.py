@@ -14,7 +14,7 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
                              XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, MX_BLOCK, PUMP_PACK, SEED_COLS,
-                                       SEED_STATES, active_cols, is_mx, max_moving, pack_of, psum_half, transposes)
+                                       SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of, psum_half, transposes)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -190,6 +190,13 @@ class _Checker:
                 self.bad(E.BAD_TILE, "row_grp", f"row group {rg} (rows {rg * GROUP}..) with {rows} rows leaves the array")
             if cg >= GROUPS or cg * GROUP + cols > ARRAY_ROWS:
                 self.bad(E.BAD_TILE, "col_grp", f"column group {cg} (columns {cg * GROUP}..) with {cols} columns leaves the array")
+            step = group_step(self.gen)
+            if rg % step:
+                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} starts a 32-row tile; {self.gen.name} has 64- and "
+                         f"128-row tiles only (row_grp 0 or 2)")
+            if cg % step:
+                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} starts a 32-column tile; {self.gen.name} has 64- and "
+                         f"128-column tiles only (col_grp 0 or 2)")
 
     def fp32_mode(self):
         d, mode = self.f["in_dtype"], self.f["fp32_mode"]

@@ -64,7 +64,14 @@ MX_BLOCK = 32                      # contraction elements sharing one E8M0 scale
 MX_TILE = 32                       # vectors per tile of the *_TILED orders (D-T25)
 DOUBLE_ROW_PACK = 2                # FP8 double row: two products per PE step (D-T14)
 DOUBLE_ROW_FROM = Gen.CAYMAN       # double row exists on NeuronCore-v3 and v4 (nc_matmul "Performance mode", D-T97)
+TILE32_FROM = Gen.CAYMAN           # 32-row / 32-column tiles exist on NeuronCore-v3 and v4 (nc_matmul "Tiling mode", D-T97)
 MAX_MOVING_BEFORE_V4 = 512         # moving vectors of one matmul on NeuronCore-v2 / v3 (nc_matmul, D-T97)
+
+
+def group_step(gen) -> int:
+    """The row_grp / col_grp a block may start at is a multiple of this: tiles are 64 or 128 rows and
+    columns before TILE32_FROM, so a block starts at row / column 0 or 64 there (D-T97)."""
+    return 1 if gen >= TILE32_FROM else 2
 
 
 def max_moving(gen) -> int | None:

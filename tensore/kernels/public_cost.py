@@ -95,21 +95,17 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAUL
     gaps = list(zip(rows, issues, issues[1:]))
     loaded = [r for r, a, b in gaps if r.ours > r.public and any(a < t < b for t in loads)]
     if loaded and prof.row_wavefront:
-        out.append(f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it follows the previous "
-                   f"matmul's swap front row by row, which crosses a row of {C} columns in {C} cycles x passes "
-                   "(docs/timing.md, 'Row wavefront'), then loads a row per cycle; the public model loads the "
-                   "next stationary tile while the current one computes")
+        line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it follows the previous "
+                f"matmul's swap front row by row, which crosses a row of {C} columns in {C} cycles x passes "
+                "(docs/timing.md, 'Row wavefront'), then loads a row per cycle; the public model loads the "
+                "next stationary tile while the current one computes")
+        out.append(line + _smaller_engine(rows, R, C))
     elif loaded:
-        used_r = max(r.block[0] + r.block[1] for r in rows)
-        used_c = max(r.block[2] + r.block[3] for r in rows)
         line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it waits until the previous "
                 f"matmul has swapped weights in every PE of the {R} x {C} array (passes x (R + C) = "
                 f"{loaded[0].passes * (R + C)} cycles after its first vector, docs/timing.md 'Ldweights') and loads "
                 "a row per cycle; the public model loads the next stationary tile while the current one computes")
-        if used_r < R or used_c < C:
-            line += (f". The matmuls use PEs up to row {used_r} and column {used_c} of {R} x {C}: on an engine of "
-                     "that size (--rows / --cols) the front is shorter")
-        out.append(line)
+        out.append(line + _smaller_engine(rows, R, C))
     floor = [r for r, a, b in gaps if r.ours < r.public and not any(a < t < b for t in loads)]
     if floor and not prof.issue_floor:
         out.append(f"{len(floor)} matmuls reuse the loaded weights and issue {min(r.ours for r in floor)}+ cycles apart; "
@@ -120,6 +116,17 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAUL
         out.append(f"{len(tiled)} matmuls run beside the one before in the public schedule (disjoint row / column "
                    "tiles in parallel); the engine runs them one after another")
     return out
+
+
+def _smaller_engine(rows: list, R: int, C: int) -> str:
+    """The hint that the program uses only part of the R x C array, so a front over a smaller engine
+    is shorter; empty when it uses every row and column."""
+    used_r = max(r.block[0] + r.block[1] for r in rows)
+    used_c = max(r.block[2] + r.block[3] for r in rows)
+    if used_r == R and used_c == C:
+        return ""
+    return (f". The matmuls use PEs up to row {used_r} and column {used_c} of {R} x {C}: on an engine of that "
+            "size (--rows / --cols) the front is shorter")
 
 
 def format_compare(cmp: dict, limit: int | None = 16) -> str:
