@@ -29,7 +29,8 @@ def _engine_args(p, fp32_mode=None):
     p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--rows", type=ROWS_TYPE, default=None, help="array rows, a multiple of 4 up to 128 (default: 128)")
     p.add_argument("--cols", type=COLS_TYPE, default=None, help="array columns, a multiple of 4 (MAVERICK: 8) up to the "
-                   "generation's full width (default: the full width, 128; MAVERICK 256)")
+                   "generation's full width (default: --rows, 2 x --rows on MAVERICK, as `tensore run` and `cosim`; "
+                   "so without either option the full 128 x 128, MAVERICK 128 x 256)")
     p.add_argument("--out-dtype", default="fp32", choices=["fp32", "bf16"], type=str.lower,
                    help="PSUM cells: fp32, or bf16 (MARIANA and later)")
     p.add_argument("--rounding", default="rne", choices=["rne", "sr"], type=str.lower,
@@ -70,10 +71,20 @@ def _positive(args, names):
             raise ValueError(f"--{n.replace('_', '-')} must be >= 1, got {getattr(args, n)}")
 
 
+def engine_size(args) -> tuple[int, int]:
+    """(rows, cols) of the engine from --rows / --cols: rows default 128, cols by tensore.cli.array_cols
+    (--rows R alone is R x R, MAVERICK R x 2R), the rule of `run`, `cosim` and `cost`."""
+    from tensore.cli import array_cols
+    from tensore.model.isa.microop import ARRAY_ROWS
+    rows = args.rows or ARRAY_ROWS
+    return rows, array_cols(args.gen, rows, args.cols)
+
+
 def _kw(args) -> dict:
     from tensore.model.dtypes import Dtype
     fp32 = Dtype.parse(args.dtype) == Dtype.FP32
-    return dict(dtype=args.dtype, gen=args.gen, rows=args.rows, cols=args.cols, out_dtype=args.out_dtype,
+    rows, cols = engine_size(args)
+    return dict(dtype=args.dtype, gen=args.gen, rows=rows, cols=cols, out_dtype=args.out_dtype,
                 rounding=args.rounding, fp32_mode=args.fp32_mode if fp32 else None, double_row=args.double_row,
                 psum_banks=args.psum_banks)
 

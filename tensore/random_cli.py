@@ -14,6 +14,7 @@ EVERY_GEN = "generations (default: every one)"
 
 def _config(args, **over):
     from tensore.cosim.regress import Config
+    args.cols = half_cols(args)
     for name in ("rows", "cols", "blocks"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -70,6 +71,7 @@ def cmd_coverage(args) -> int:
     if args.random < 0:
         raise ValueError(f"--random must be >= 0, got {args.random}")
     cov = coverage.Coverage(args.gen)
+    args.cols = half_cols(args)
     for gen in args.gen:
         progs = [R.generate(gen, s, rows=args.rows, cols=args.cols) for s in range(args.seed, args.seed + args.random)]
         if args.library:
@@ -117,7 +119,7 @@ def cmd_regress(args) -> int:
 def _program_args(p):
     from tensore.cli import COLS_TYPE, COUNT_TYPE, ROWS_TYPE, opt_level, timing_arg
     p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
-    p.add_argument("--cols", type=COLS_TYPE, default=8, help="array columns (MAVERICK: each half)")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, help=COLS_HELP)
     p.add_argument("--blocks", type=COUNT_TYPE, default=8, help="random blocks per program (and blocks // 3 extra ones)")
     p.add_argument("--rtl", action="store_true", help="also run each program on the engine RTL (Verilator, compiled "
                    "harness) in lockstep with the golden engine")
@@ -128,9 +130,19 @@ def _program_args(p):
     timing_arg(p)
 
 
-def _full_cols(gen, rows: int, cols: int) -> int:
+COLS_HELP = ("array columns (MAVERICK: each half; default: --rows, so --rows R alone is R x R, MAVERICK R x 2R, "
+             "as `tensore run` and `cosim`)")
+
+
+def half_cols(args) -> int:
+    """--cols, or --rows without it: the columns (MAVERICK: of each half) random programs get."""
+    return args.cols or args.rows
+
+
+def _full_cols(gen, rows: int, cols: int | None) -> int:
     """The array a random program runs on: rows x cols, MAVERICK rows x 2 cols (--cols is each half,
-    cosim/random_programs.generate); for tensore.cli.check_array_args."""
+    cosim/random_programs.generate; without --cols, --rows); for tensore.cli.check_array_args."""
+    cols = cols or rows
     return 2 * cols if Gen.parse(gen).layout == Gen.MAVERICK else cols
 
 
@@ -155,7 +167,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=SEED_TYPE, default=0, help="the first random program's seed")
     p.add_argument("--library", action="store_true", help="also the program library")
     p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
-    p.add_argument("--cols", type=COLS_TYPE, default=8, help="array columns (MAVERICK: each half)")
+    p.add_argument("--cols", type=COLS_TYPE, default=None, help=COLS_HELP)
     p.add_argument("--merge", nargs="+", metavar="XML", type=input_file, help="report the merge of these coverage databases instead")
     p.add_argument("-o", "--output", default="build/coverage.html", help="the report (.html, else text)")
     p.set_defaults(func=cmd_coverage, array_cols=_full_cols)

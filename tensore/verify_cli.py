@@ -37,7 +37,8 @@ def _lockstep(args, path):
     from tensore.model.dtypes import Gen
     from tensore.rtl.fp.pe_mac import parse_dtypes
     gen = Gen.parse(args.gen)
-    cols = args.cols or (2 * args.rows if gen.layout == Gen.MAVERICK else args.rows)
+    from tensore.cli import array_cols
+    cols = array_cols(gen, args.rows, args.cols)
     src = read_program(path, gen)
     sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
     prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf, timing=args.timing)

@@ -148,7 +148,7 @@ def test_every_bad_input_is_one_line_and_exit_2(files, no_work, capsys):
     (["verilog", "--rows", "6", "--gen", "cayman"], "array 6x6: rows must be a multiple of 4"),
     (["verilog", "--gen", "maverick", "--cols", "12"], "array 16x12: rows must be a multiple of 4 up to 128, "
      "columns a multiple of 8 up to 256"),
-    (["random", "--gen", "cayman", "--rows", "6"], "array 6x8"),
+    (["random", "--gen", "cayman", "--rows", "6"], "array 6x6"),
     (["coverage", "--rows", "0"], "argument --rows: 0 is below 4"),
     (["run", "missing.s", "--gen", "cayman"], "argument program: missing.s: no such file"),
 ])

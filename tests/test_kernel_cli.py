@@ -125,3 +125,23 @@ def test_kernel_help_has_no_none(capsys, cmd):
         main([cmd, "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "(default: None)" not in out and "(default: False)" not in out and "(default: maverick)" in out
+
+
+@pytest.mark.parametrize("gen,size", [("mariana", "8 x 8"), ("maverick", "8 x 16")])
+def test_rows_alone_is_the_same_engine_as_run(capsys, tmp_path, gen, size):
+    """--rows R without --cols: R x R (MAVERICK R x 2R) in gemm, conv and plot, as in run / cosim / cost."""
+    assert main(["gemm", "--m", "4", "--k", "8", "--n", "4", "--gen", gen, "--rows", "8"]) == 0
+    assert f"{gen.upper()} {size}," in capsys.readouterr().out
+    assert main(["conv", "--gen", gen, "--rows", "8", "--cin", "4", "--cout", "4", "--height", "3",
+                 "--width", "3"]) == 0
+    assert f"{gen.upper()} {size}," in capsys.readouterr().out
+    from tensore.cli import array_cols
+    args = argparse.Namespace(gen=gen, rows=8, cols=None)
+    assert kernel_cli.engine_size(args) == (8, array_cols(gen, 8, None)) == (8, int(size.split()[-1]))
+
+
+def test_random_rows_alone_is_square(tmp_path):
+    from tensore import random_cli
+    args = build_parser().parse_args(["random", "--gen", "mariana", "--rows", "16"])
+    assert random_cli.half_cols(args) == 16
+    assert random_cli._full_cols("maverick", 16, None) == 32
