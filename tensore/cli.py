@@ -108,6 +108,93 @@ def input_error(args) -> str | None:
     return None
 
 
+class OutputFile(str):
+    """A file or directory argument to write (output_file, output_dir, plot_file, npz_file): checked
+    by output_error once the arguments are parsed, before any work, so that a name the command could
+    not write is an exit 2 from main() like every other refused input, not an error after the run."""
+    suffixes: tuple | None = None    # the suffixes the writer takes (None: any); "" is a name without one
+    what = "file"                    # the words of the message: "a plot", "a waveform", ...
+    directory = False                # a directory to write files into, not a file
+    parents = False                  # the command creates missing parent directories
+
+    def problem(self) -> str | None:
+        """Why the command could not write here, or None: `-` is stdout."""
+        if self == "-":
+            return None
+        path = Path(self)
+        suffixes = self.allowed()
+        if suffixes is not None and path.suffix.lower() not in suffixes:
+            shown = ", ".join(s or "none" for s in suffixes)
+            return f"{self}: unsupported suffix {path.suffix or '(none)'} for {self.what} (one of: {shown})"
+        if path.is_dir() and not self.directory:
+            return f"{self}: a directory, not a file"
+        if path.exists() and not path.is_dir() and self.directory:
+            return f"{self}: a file, not a directory"
+        if path.exists():
+            return None if os.access(path, os.W_OK) else f"{self}: not writable"
+        parent = path.absolute().parent
+        if self.parents or self.directory:            # created with its parents: the first that exists
+            while not parent.exists():
+                parent = parent.parent
+        if not parent.exists():
+            return f"{self}: directory {parent} does not exist"
+        if not parent.is_dir():
+            return f"{self}: {parent} is not a directory"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"{self}: directory {parent} is not writable"
+        return None
+
+    def allowed(self) -> tuple | None:
+        return self.suffixes
+
+
+class PlotFile(OutputFile):
+    """A picture: the formats matplotlib writes (FigureCanvasBase.get_supported_filetypes)."""
+    what = "a picture"
+
+    def allowed(self) -> tuple:
+        from matplotlib.backend_bases import FigureCanvasBase
+        return tuple("." + s for s in FigureCanvasBase.get_supported_filetypes())
+
+
+def output_file(suffixes: tuple | None = None, what: str = "file", parents: bool = False, directory: bool = False):
+    """An argparse type: a file (or `directory`) to write, with one of `suffixes` (None: any), in an
+    existing writable directory (`parents`: the command creates missing ones); see OutputFile."""
+    def parse(text: str) -> OutputFile:
+        out = OutputFile(text)
+        out.suffixes, out.what, out.parents, out.directory = suffixes, what, parents, directory
+        return out
+    parse.__name__ = "output file"
+    parse.output, parse.suffixes, parse.parents = True, suffixes, parents or directory   # for the bad-input sweep
+    return parse
+
+
+def output_dir(text: str) -> OutputFile:
+    """An argparse type: a directory to write into, created with its parents when missing."""
+    return output_file(directory=True)(text)
+
+
+def plot_file(text: str) -> OutputFile:
+    """An argparse type: a picture to write, its suffix one of matplotlib's formats."""
+    return PlotFile(text)
+
+
+output_dir.output, output_dir.suffixes, output_dir.parents = True, None, True
+plot_file.output, plot_file.suffixes, plot_file.parents = True, (".png", ".pdf", ".svg"), False   # a few of them
+NPZ_FILE = output_file(("", ".npz"), "an npz result file (.npz added when missing)")
+WAVES_FILE = output_file((".fst", ".vcd"), "a waveform", parents=True)
+
+
+def output_error(args) -> str | None:
+    """The first output argument of `args` that could not be written, as a one-line reason; else None."""
+    for name, value in vars(args).items():
+        for v in value if isinstance(value, list) else [value]:
+            why = v.problem() if isinstance(v, OutputFile) else None
+            if why:
+                return f"argument {name}: {why}"
+    return None
+
+
 def check_array_args(args) -> str | None:
     """The size rule (model.engine.check_array) on a subcommand's --rows / --cols for every
     generation it names; the one-line reason, or None.  `array_cols(gen, rows, cols)` (the
@@ -756,7 +843,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="elements per PE (default: 1 on MAVERICK, 2 elsewhere; 4 / 8 for MX quad / oct row)")
     p.add_argument("--sbuf-latency", type=RTL_SBUF_LATENCY, default=2, help="SBUF read latency in cycles (default 2)")
     p.add_argument("--psum-partitions", type=PSUM_PARTITIONS_TYPE, default=16, help="PSUM partitions (default 16)")
-    p.add_argument("-o", "--output", default="build/verilog/engine",
+    p.add_argument("-o", "--output", default="build/verilog/engine", type=output_dir,
                    help="output directory (default build/verilog/engine)")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
@@ -777,7 +864,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cols", type=COLS_TYPE, default=None, help="array columns (default rows; 2 x rows on MAVERICK)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"],
                    help="simulator: verilator (default), icarus or amaranth (Amaranth's own, slow; no build)")
-    p.add_argument("--waves", default=None, metavar="FILE",
+    p.add_argument("--waves", default=None, metavar="FILE", type=WAVES_FILE,
                    help="waveform file to write whether or not the run passes; its suffix picks the format: .fst "
                    "(compact, recommended) or .vcd, on every simulator; a GTKWave save file of the key signals goes "
                    "beside it (FILE.gtkw)")
@@ -800,7 +887,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-refused", action="store_true",
                    help="exit 0 although micro-ops were refused or reported errors (programs that test them)")
     from tensore.outputs import LAYOUT_HELP
-    p.add_argument("-o", "--output", metavar="NPZ", help=LAYOUT_HELP + " (docs/kernels.md; default: not written)")
+    p.add_argument("-o", "--output", metavar="NPZ", type=NPZ_FILE,
+                   help=LAYOUT_HELP + " (docs/kernels.md; default: not written)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help=f"a line per executed micro-op also for programs of more than {SUMMARY_OPS}")
     timing_arg(p)
@@ -817,7 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--harness", default="compiled", choices=["compiled", "cocotb"], help="Verilator testbench")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
-    p.add_argument("-o", "--output", default="build/cosim_full.json",
+    p.add_argument("-o", "--output", default="build/cosim_full.json", type=output_file((".json",), "a JSON summary", parents=True),
                    help="JSON summary (default build/cosim_full.json)")
     timing_arg(p)
     p.set_defaults(func=cmd_cosim_full)
@@ -825,7 +913,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "or elements of an engine format (float32, ml_dtypes bfloat16, ...) taken as their bytes (D-T65)")
     p = sub.add_parser("asm", help="assemble a micro-op program (docs/isa.md) to 64-byte descriptors")
     p.add_argument("source", type=input_file, help="assembly text (docs/isa.md); - for stdin")
-    p.add_argument("-o", "--output", help="the descriptors (default: the source with .bin, stdout for stdin; - for stdout)")
+    p.add_argument("-o", "--output", type=output_file(), help="the descriptors (default: the source with .bin, stdout for stdin; - for stdout)")
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--strict", action="store_true", help="exit 1 if the ISA checks refuse any descriptor")
     p.set_defaults(func=cmd_asm)
@@ -839,7 +927,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "so the defaults are the full 128 x 128 (MAVERICK 128 x 256) array. Exit 1 if a micro-op is "
                        "refused (unless --allow-refused) or the program waits for an event nothing sets; 2 on bad input.")
     _golden_run_args(p, sbuf_help)
-    p.add_argument("-o", "--output", help="npz to write PSUM, SR states and the PSUM write trace to (.npz added when missing)")
+    p.add_argument("-o", "--output", type=NPZ_FILE, help="npz to write PSUM, SR states and the PSUM write trace to (.npz added when missing)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("cost", help="run a program in the golden engine and set each matmul's cycles beside the "
                        "public Tensor Engine cost model (nki.isa.nc_matmul)",
@@ -853,7 +941,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tensore.regs import OUTPUT_DIR
     p = sub.add_parser("regs", help="generate the register artefacts from rtl/regs/arr_seq.rdl")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("-o", "--output", default=str(OUTPUT_DIR), metavar="DIR",
+    where.add_argument("-o", "--output", default=str(OUTPUT_DIR), metavar="DIR", type=output_dir,
                        help="directory to write them under (rtl/regs/arr_seq.h, docs/regs/arr_seq.md, "
                        "model/arr_seq_regs.py)")
     where.add_argument("--in-tree", action="store_true",
@@ -876,7 +964,7 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
     args = parser.parse_args(argv)
-    bad = check_array_args(args) or input_error(args)
+    bad = check_array_args(args) or input_error(args) or output_error(args)
     if bad:
         print(f"tensore {args.command}: error: {bad}", file=sys.stderr)
         return 2

@@ -47,22 +47,24 @@ def _engine_args(p, fp32_mode=None):
 
 
 def _run_args(p):
+    from tensore.cli import NPZ_FILE, output_file, plot_file
     from tensore.outputs import LAYOUT_HELP
     p.add_argument("--rtl", action="store_true", help="also run the program on the engine RTL in lockstep, every "
                    "cycle checked against the golden engine, as `tensore cosim` runs it (--sim)")
     p.add_argument("--sim", default="verilator", choices=["verilator", "icarus", "amaranth"], type=str.lower,
                    help="--rtl's simulator: verilator (the compiled harness; builds once per engine, any size), "
                    "icarus or amaranth (Amaranth's own, slow: small arrays)")
-    p.add_argument("--asm", metavar="FILE", help="write the program's assembly text here (default: not written)")
-    p.add_argument("--sbuf-out", metavar="FILE", help="write the program's SBUF image here (.npz, array 'sbuf'; "
+    p.add_argument("--asm", metavar="FILE", type=output_file(), help="write the program's assembly text here (default: not written)")
+    p.add_argument("--sbuf-out", metavar="FILE", type=output_file(("", ".npz", ".npy"), "an SBUF image"), help="write the program's SBUF image here (.npz, array 'sbuf'; "
                    ".npy if so named): with --asm, `tensore cosim` / `tensore run` rerun the program (the line "
                    "printed names the command; default: not written)")
-    p.add_argument("-o", "--output", metavar="NPZ", help=LAYOUT_HELP + "; c, c_bits (C and its bit patterns), "
+    p.add_argument("-o", "--output", metavar="NPZ", type=NPZ_FILE, help=LAYOUT_HELP + "; c, c_bits (C and its bit patterns), "
                    "rtl_c, rtl_c_bits with --rtl, y (conv: the output image) (docs/kernels.md; default: not written)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="--rtl: a line per executed micro-op in the lockstep summary")
-    p.add_argument("--plot", metavar="PNG", help="write a PNG: timeline, PE utilisation, PSUM banks, error "
-                   "heatmap (default: no picture)")
+    p.add_argument("--plot", metavar="PNG", type=plot_file, help="write a picture (PNG, or another format "
+                   "matplotlib writes, by the suffix): timeline, PE utilisation, PSUM banks, error heatmap "
+                   "(default: no picture)")
 
 
 def _positive(args, names):
@@ -465,7 +467,7 @@ def _quantise_arg(p):
 def register(sub) -> None:
     """Add the kernel subcommands to tensore's subparsers (tensore.cli's help formatter: every
     option's help names its default)."""
-    from tensore.cli import input_file
+    from tensore.cli import input_file, plot_file
     p = sub.add_parser("gemm", help="C = A @ B (random operands) as a micro-op program on the golden engine: "
                        "cycle estimate and numerics")
     _gemm_sizes(p)
@@ -502,7 +504,8 @@ def register(sub) -> None:
     p.add_argument("kind", choices=["all", "timeline", "pe", "psum", "error", "sweep"], type=str.lower,
                    help="all: the four views in one PNG; timeline, pe (PE utilisation), psum (bank occupancy), "
                    "error (heatmap against float64); sweep: utilisation against GEMM size")
-    p.add_argument("-o", "--output", default="tensore.png", help="the PNG to write")
+    p.add_argument("-o", "--output", default="tensore.png", type=plot_file,
+                   help="the picture to write (PNG, or another format matplotlib writes, by the suffix)")
     p.add_argument("--sizes", default="16,32,64,128,256", help="sweep: M = K = N values")
     p.add_argument("--dtypes", default="bf16,fp32", help="sweep: input dtypes (fp32 with --fp32-mode)")
     _gemm_sizes(p)

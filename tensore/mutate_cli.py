@@ -81,7 +81,7 @@ def _shard_text(text: str) -> str:
 
 def register(sub) -> None:
     """Add `tensore mutate` to tensore's subparsers."""
-    from tensore.cli import COUNT_TYPE, SEED_TYPE, int_at_least
+    from tensore.cli import COUNT_TYPE, SEED_TYPE, int_at_least, output_dir
     from tensore.cosim import mutate as M
     p = sub.add_parser("mutate", help="mutation testing: single mutations of the golden model's source, each run "
                        "against a test set; killed / survived / timeout / equivalent, JSON and HTML report")
@@ -108,6 +108,6 @@ def register(sub) -> None:
     p.add_argument("--fail-under", type=int_at_least(0, "a percentage", hi=100), default=None, metavar="PCT",
                    help="exit 1 if the score is below PCT")
     p.add_argument("--name", help="the report's name (default: model for the default targets, else the targets' stems)")
-    p.add_argument("-o", "--output", default="build/mutate", help="directory of the reports (NAME.json, NAME.html) "
+    p.add_argument("-o", "--output", default="build/mutate", type=output_dir, help="directory of the reports (NAME.json, NAME.html) "
                    "and shard results (NAME/)")
     p.set_defaults(func=cmd_mutate)

@@ -148,16 +148,17 @@ def _full_cols(gen, rows: int, cols: int | None) -> int:
 
 def register(sub) -> None:
     """Add the verification subcommands to tensore's subparsers."""
-    from tensore.cli import COLS_TYPE, COUNT_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, input_file, int_at_least
+    from tensore.cli import (COLS_TYPE, COUNT_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, input_file, int_at_least,
+                             output_dir, output_file)
     p = sub.add_parser("random", help="constrained-random programs on the golden engine (and --rtl the RTL); "
                        "failing ones written as reproducers")
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--seed", type=SEED_TYPE, default=0, help="the first program's seed")
     p.add_argument("--count", type=COUNT_TYPE, default=1, help="programs (seeds seed .. seed + count - 1)")
     _program_args(p)
-    p.add_argument("-o", "--output", default="build/random", help="directory for reproducers (repro/) and programs")
+    p.add_argument("-o", "--output", default="build/random", type=output_dir, help="directory for reproducers (repro/) and programs")
     p.add_argument("--save-all", action="store_true", help="write every program (.s + .npz), not only failing ones")
-    p.add_argument("--coverage", metavar="REPORT", help="write the functional coverage of these runs: REPORT "
+    p.add_argument("--coverage", metavar="REPORT", type=output_file(parents=True), help="write the functional coverage of these runs: REPORT "
                    "(.html, else text) and its cocotb-coverage database (.xml)")
     p.set_defaults(func=cmd_random, array_cols=_full_cols)
     p = sub.add_parser("coverage", help="functional coverage of random programs (and the library) on the golden "
@@ -169,7 +170,7 @@ def register(sub) -> None:
     p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
     p.add_argument("--cols", type=COLS_TYPE, default=None, help=COLS_HELP)
     p.add_argument("--merge", nargs="+", metavar="XML", type=input_file, help="report the merge of these coverage databases instead")
-    p.add_argument("-o", "--output", default="build/coverage.html", help="the report (.html, else text)")
+    p.add_argument("-o", "--output", default="build/coverage.html", type=output_file(parents=True), help="the report (.html, else text)")
     p.set_defaults(func=cmd_coverage, array_cols=_full_cols)
     p = sub.add_parser("regress", help="random programs and the descriptor fuzz of every generation, sharded; "
                        "merged JUnit XML / JSON report and coverage")
@@ -185,5 +186,5 @@ def register(sub) -> None:
     p.add_argument("--dask", metavar="ADDRESS", help="run the shards on a dask.distributed scheduler "
                    "(tcp://host:8786), or 'local' for a LocalCluster")
     p.add_argument("--workers", type=COUNT_TYPE, default=2, help="--dask: shards (and LocalCluster workers)")
-    p.add_argument("-o", "--output", default="build/regress", help="directory of shard results and reports")
+    p.add_argument("-o", "--output", default="build/regress", type=output_dir, help="directory of shard results and reports")
     p.set_defaults(func=cmd_regress, array_cols=_full_cols)

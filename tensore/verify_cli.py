@@ -124,7 +124,7 @@ def cmd_testbench(args) -> int:
 
 
 def register(sub) -> None:
-    from tensore.cli import COUNT_TYPE, OPT_HELP, PROG_HELP, input_file, input_path, opt_level
+    from tensore.cli import COUNT_TYPE, OPT_HELP, PROG_HELP, WAVES_FILE, input_file, input_path, opt_level, output_dir
     p = sub.add_parser("check-waves", help="check a waveform of the exported engine (any simulator) against the "
                        "golden engine: exit 0 pass, 1 mismatch, 2 bad input")
     p.add_argument("waves", type=input_file, help="VCD or FST")
@@ -137,10 +137,10 @@ def register(sub) -> None:
     p = sub.add_parser("testbench", help="write a self-contained SystemVerilog testbench of a program "
                        "(no Python needed to run it); --run icarus|verilator also runs and checks it")
     p.add_argument("program", type=input_file, help=PROG_HELP)
-    p.add_argument("-o", "--output", default="build/testbench", help="the testbench's directory")
+    p.add_argument("-o", "--output", default="build/testbench", type=output_dir, help="the testbench's directory")
     p.add_argument("--max-cycles", type=COUNT_TYPE, default=None, help="the watchdog (default 4 x the golden run + 1000)")
     p.add_argument("--run", choices=["icarus", "verilator"], help="run it here and check the waves")
-    p.add_argument("--waves", help="with --run: the waveform, .vcd or .fst (default DIR/waves.fst on Icarus, "
+    p.add_argument("--waves", type=WAVES_FILE, help="with --run: the waveform, .vcd or .fst (default DIR/waves.fst on Icarus, "
                    "DIR/waves.vcd on Verilator)")
     p.add_argument("--opt", type=opt_level, default="-O0", metavar="LEVEL", help=OPT_HELP + "; default 0")
     _engine_args(p)

@@ -73,7 +73,15 @@ def bad_values(name, a, files) -> list:
     """The values of action `a` (of subcommand `name`) that must be refused."""
     t = a.type
     out = []
-    if t not in UNTYPED:
+    if getattr(t, "output", False):                              # a file or directory to write
+        suffixes = t.suffixes or ("",)
+        ok = next((x for x in suffixes if x), "")
+        out.append(files["program"] + "/out" + ok)                # under a file, not a directory
+        if not t.parents:                                         # (else the command creates it)
+            out.append(files["nodir"] + "/out" + ok)              # in a directory that does not exist
+        if t.suffixes:
+            out.append(files["dir"] + "/out.jpgx")                # a suffix the writer does not take
+    elif t not in UNTYPED:
         out.append("x!y")                                         # neither a number nor a name
     lo = getattr(t, "lo", None)
     if t is int and not a.choices:
@@ -122,6 +130,7 @@ def files(tmp_path):
     unreadable.chmod(0)
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     return {"program": str(prog), "missing": str(tmp_path / "missing.s"), "dir": str(tmp_path),
+            "nodir": str(tmp_path / "nodir" / "deeper"),
             "dangling": str(tmp_path / "dangling"), "unreadable": str(unreadable)}
 
 
@@ -151,6 +160,10 @@ def test_every_bad_input_is_one_line_and_exit_2(files, no_work, capsys):
     (["random", "--gen", "cayman", "--rows", "6"], "array 6x6"),
     (["coverage", "--rows", "0"], "argument --rows: 0 is below 4"),
     (["run", "missing.s", "--gen", "cayman"], "argument program: missing.s: no such file"),
+    (["gemm", "--rtl", "--plot", "out.jpgx"], "out.jpgx: unsupported suffix .jpgx for a picture (one of: "),
+    (["gemm", "-o", "no_such_dir_49/out.npz"], "no_such_dir_49/out.npz: directory "),
+    (["conv", "--asm", "no_such_dir_49/c.s"], "no_such_dir_49 does not exist"),
+    (["plot", "error", "-o", "."], "argument output: .: unsupported suffix (none) for a picture"),
 ])
 def test_the_reviewed_cases(no_work, capsys, argv, msg):
     """The review's cases, each with its message: one size rule (model.engine.check_array) for
