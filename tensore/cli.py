@@ -463,7 +463,7 @@ def kernel_psum(prog, C: np.ndarray) -> dict:
     return out
 
 
-KERNEL_TOL = 2.0 ** -10     # normwise relative error against float64 of the quantised inputs (fp32 sums)
+KERNEL_TOL = 2.0 ** -10     # normwise relative error ||C - R||_F / ||R||_F against float64 R of the quantised inputs
 
 
 def kernel_check(prog, trace) -> dict | None:
@@ -496,7 +496,7 @@ def program_result(prog, res, pes: int) -> tuple:
     if kernel is not None:
         m, k, n = prog.out_shape[0], prog.a_codes.shape[1], prog.out_shape[1]
         line += (f"; {m} x {k} x {n} GEMM result (golden run) vs np.matmul of the quantised inputs: max abs "
-                 f"{kernel['max_abs']:.3g}, normwise rel {kernel['normwise_rel']:.3g}, "
+                 f"{kernel['max_abs']:.3g}, normwise rel (Frobenius) {kernel['normwise_rel']:.3g}, "
                  + ("bit-exact to the contract" if kernel["bit_exact"]
                     else f"{kernel['contract_mismatches']} values differ from the contract"))
     entry = {"name": prog.name, "cycles": res.cycles, "checks": res.checks, "seconds": round(res.seconds, 1),

@@ -302,3 +302,19 @@ def test_componentwise_error_is_small_where_the_sum_cancels():
     Z = np.zeros((2, 3))                                                    # all terms 0, C exact: 0
     prog = G.gemm(Z, B, gen="mariana", rows=4, cols=4)
     assert not Nm.componentwise(prog, G.run(prog)[0]).any()
+
+
+def test_normwise_rel_is_the_frobenius_relative_error():
+    """numerics.report's normwise_rel is ||C - R||_F / ||R||_F, not max |C - R| / max |R|."""
+    from tensore.kernels import gemm as G
+    from tensore.kernels import numerics as N
+    rng = np.random.default_rng(3)
+    prog = G.gemm(rng.standard_normal((12, 40)), rng.standard_normal((40, 8)), gen="mariana", rows=8, cols=8,
+                  out_dtype="bf16")
+    C = G.run(prog)[0]
+    rep, ref = N.report(prog, C), N.reference64(prog)
+    err = C.astype(np.float64) - ref
+    assert rep["normwise_rel"] == pytest.approx(np.linalg.norm(err) / np.linalg.norm(ref), rel=1e-12)
+    assert rep["normwise_rel"] != pytest.approx(np.abs(err).max() / np.abs(ref).max(), rel=1e-3)
+    assert "normwise rel (Frobenius)" in N.format_report(rep)
+    assert N.normwise_rel(np.zeros((2, 2)), np.zeros((2, 2))) == 0.0

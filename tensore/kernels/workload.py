@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(rep, indent=2))
     for g in rep["gemms"]:
         print(f"{g['name']:<10} {g['m']}x{g['k']}x{g['n']}: {g['weight_tiles']:>4} tiles, {g['cycles']:>9,} cycles, "
-              f"{'OK' if g['ok'] else 'FAILED'} (normwise {g['normwise_rel_vs_float64']:.1e})")
+              f"{'OK' if g['ok'] else 'FAILED'} (normwise rel (Frobenius) {g['normwise_rel_vs_float64']:.1e})")
     print(f"total: {rep['cycles']:,} cycles in {rep['run_seconds']} s on {rep['jobs']} workers "
           f"({rep['cycles_per_s']:,.0f} cycles/s, {rep['pe_cycles_per_s']:.3g} PE-cycles/s); build "
           f"{rep['build_seconds']} s; end to end {rep['total_seconds']} s: {'OK' if rep['ok'] else 'FAILED'}")
