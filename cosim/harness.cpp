@@ -273,7 +273,8 @@ int main(int argc, char** argv) {
             if (progress && (cycle & 63) == 63) {
                 auto now = std::chrono::steady_clock::now();
                 if (now - shown >= std::chrono::milliseconds(250)) {
-                    fprintf(stderr, "progress %lld %lld\n", (long long)job, (long long)cycle + 1);
+                    fprintf(stderr, "progress %lld %lld %.6f\n", (long long)job, (long long)cycle + 1,
+                            std::chrono::duration<double>(now - t0).count());   // this job's loop seconds
                     fflush(stderr);
                     shown = now;
                 }

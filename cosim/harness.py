@@ -232,19 +232,38 @@ def _execute(lks: list, built: dict, waves: str | None = None, log=silent) -> li
         with simulation(log, f"{', '.join(lk.program.name for lk in lks)} on Verilator", int(starts[-1])) as shown:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                                     env={**os.environ, "TENSORE_HARNESS_PROGRESS": "1"} if shown.active else None)
+            loop = [0.0] * len(lks)                     # each job's simulation-loop seconds so far
             for line in proc.stdout:
-                job_cycle = line.split()[1:] if line.startswith("progress ") else None
-                if job_cycle and len(job_cycle) == 2 and all(x.isdigit() for x in job_cycle):
-                    shown.update(done=int(starts[int(job_cycle[0])]) + int(job_cycle[1]))
-                else:
+                report = progress_line(line)
+                if report is None:
                     other.append(line)
+                    continue
+                job, cycle, seconds = report
+                if seconds is not None:
+                    loop[job] = seconds
+                shown.update(done=int(starts[job]) + cycle, seconds=sum(loop) if seconds is not None else None)
             code = proc.wait()
-            shown.update(done=int(starts[-1]) if not code else None)
+            out = _results(result.read_bytes(), lks, traced=bool(waves)) if not code else None
+            # the last line: every cycle over the loop's seconds, the summary's measure (none on a failure)
+            shown.update(done=None if code else int(starts[-1]), seconds=None if code else sum(r[6] for r in out))
         if waves and not waves.exists():
             raise RuntimeError(f"the harness wrote no waveform to {waves}")
         if code:
             raise RuntimeError(f"the harness failed (exit {code}): {''.join(other).strip()[-2000:]}")
-        return _results(result.read_bytes(), lks, traced=bool(waves))
+        return out
+
+
+def progress_line(line: str) -> tuple | None:
+    """A harness progress report `progress JOB CYCLE SECONDS` (cycles done and seconds of the job's
+    simulation loop; SECONDS absent from older builds): (job, cycle, seconds or None); None for any
+    other line."""
+    f = line.split()
+    if len(f) not in (3, 4) or f[0] != "progress" or not (f[1].isdigit() and f[2].isdigit()):
+        return None
+    try:
+        return int(f[1]), int(f[2]), float(f[3]) if len(f) == 4 else None
+    except ValueError:
+        return None
 
 
 def simulate_many(lks: list, built: dict, *, waves_to: str | Path | None = None, log=silent,

@@ -390,6 +390,7 @@ def run(program, *, sbuf_latency=2, pack=None, psum_partitions=16, psum_ports=No
 
     with simulation(log, f"{program.name} on Amaranth", lk.end) as lk.progress:
         seconds = simulate(dut, testbench, vcd)
+        lk.progress.update(done=lk.end, seconds=seconds)       # the last line: the summary's measure
     lk.progress = None
     if stats is not None:
         stats.update(cycles=lk.end, seconds=seconds, checks=lk.checks, lockstep=lk)

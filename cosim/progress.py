@@ -6,7 +6,7 @@ lines in a log (not a tty, `CI` set, `TERM=dumb`).
         p.update(stage="compiling C++", done=3, total=40)
     run_logged(cmd, logf, progress, meter)   # a subprocess's output to `logf`, each line to `meter`
     with simulation(log, "gemm on Verilator", cycles) as p:   # shown from SIM_AFTER seconds on
-        p.update(done=cycle)                                  # cycles of cycles, cycles/s
+        p.update(done=cycle, seconds=loop_s)                  # cycles of cycles, cycles/s over loop_s
 
 Output goes to a copy of stderr taken when the display starts, so a simulator whose output is
 redirected into its log file meanwhile (cosim/hdl.py `_redirect`) does not swallow it."""
@@ -56,6 +56,7 @@ class Progress:
         self.unit, self.every, self.after, self.shown = unit, every, after, False
         self.active = log is not silent
         self.t0 = time.perf_counter()
+        self.clock = None                       # seconds of the simulation loop, when the simulator says
         self._said = (None, -1.0)               # (what a plain line last said, when)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -86,8 +87,12 @@ class Progress:
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
-    def update(self, *, stage: str | None = None, done: int | None = None, total: int | None = None) -> None:
+    def update(self, *, stage: str | None = None, done: int | None = None, total: int | None = None,
+               seconds: float | None = None) -> None:
+        """`seconds`: the simulation loop's own time for `done` (the simulator's clock); the rate and
+        the time shown are then that clock's, the measure of the run's summary (`simulation loop`)."""
         with self._lock:
+            self.clock = self.clock if seconds is None else seconds
             changed = stage is not None and stage != self.stage
             self.stage = self.stage if stage is None else stage
             self.done = self.done if done is None else done
@@ -99,8 +104,10 @@ class Progress:
         if self.tty and self.total:
             fill = round(BAR * self.done / self.total)
             files = f"[{'#' * fill}{'.' * (BAR - fill)}] {files}"
-        rate = f"{self.done / self.elapsed:,.0f} {self.unit}/s" if self.unit == "cycles" and self.elapsed > 0 else ""
-        parts = [p for p in (self.stage, files, rate, f"{self.elapsed:.0f} s") if p]
+        secs = self.elapsed if self.clock is None else self.clock
+        rate = f"{self.done / secs:,.0f} {self.unit}/s" if self.unit == "cycles" and secs > 0 else ""
+        when = f"{secs:.2f} s of simulation loop" if self.clock is not None else f"{self.elapsed:.0f} s"
+        parts = [p for p in (self.stage, files, rate, when) if p]
         return f"  {self.what}: " + ", ".join(parts)
 
     def _show(self, force: bool = False) -> None:

@@ -17,6 +17,7 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import ErrorCode
 from tensore.model.psum import Psum
 from tensore.model.timing import ArrayTiming
+from tensore.words import plural
 
 E = ErrorCode
 
@@ -239,16 +240,18 @@ class Trace:
         refused = [o for o in self.ops if o.error != E.NONE]
         count = self.descriptors if self.descriptors is not None else len(self.ops)
         unreached = f" ({count - len(self.ops)} not reached)" if count > len(self.ops) else ""
-        lines = [f"{self.gen.name} {self.rows}x{self.cols}: {count} descriptors{unreached}, {len(done)} executed, "
-                 f"{len(refused)} refused, {self.cycles} cycles, {self.psum_write_count} PSUM writes"]
+        lines = [f"{self.gen.name} {self.rows}x{self.cols}: {plural(count, 'descriptor')}{unreached}, {len(done)} "
+                 f"executed, {len(refused)} refused, {plural(self.cycles, 'cycle')}, "
+                 f"{plural(self.psum_write_count, 'PSUM write')}"]
         for o in self.ops:
             if o.error != E.NONE:
-                lines.append(f"  #{o.index} {o.name}: refused {o.error.name} at cycle {o.t_decode}: "
-                             f"{o.violations[0] if o.violations else ''}")
+                why = f": {o.violations[0].detail}" if o.violations else ""
+                lines.append(f"  #{o.index} {o.name}: refused {o.error.name} ({o.error.value:#04x}) at cycle "
+                             f"{o.t_decode}{why}")
             elif o.t_issue is not None and (per_op or o.fault != E.NONE):
                 fault = f", reported {o.fault.name}" if o.fault != E.NONE else ""
                 lines.append(f"  #{o.index} {o.name}: issue {o.t_issue}, complete {o.t_complete}{fault}, "
-                             f"{o.psum_writes} PSUM writes")
+                             f"{plural(o.psum_writes, 'PSUM write')}")
         if self.stalled:
             lines.append(f"  stalled: {self.stalled}")
         return "\n".join(lines)

@@ -20,6 +20,7 @@ from tensore.model import dtypes as dt  # noqa: E402
 from tensore.model.addrmap import PARTITIONS  # noqa: E402
 from tensore.model.isa.microop import ARRAY_ROWS, GROUPS, full_cols  # noqa: E402
 from tensore.model.timing import PERF_BANKS, PERF_COUNTERS  # noqa: E402
+from tensore.words import plural  # noqa: E402
 
 
 def _version() -> str:
@@ -263,7 +264,7 @@ def cmd_demo(args) -> int:
         waves = None if args.no_waves else Path(args.waves_dir) / f"{prog.name}_{gen.name.lower()}.{args.waves_format}"
         failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt, harness=args.harness,
                            waves_depth=args.waves_depth)
-    print(f"\n{'all checks passed' if not failures else f'{failures} program(s) FAILED'}")
+    print(f"\n{'all checks passed' if not failures else plural(failures, 'program') + ' FAILED'}")
     return 1 if failures else 0
 
 
@@ -329,13 +330,13 @@ def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2
                if o.name.startswith("matmul") and o.t_issue is not None)
     pes = prog.rows * prog.cols
     expect_bad = _check_expectations(prog, lk.eng)
-    print(f"  RTL on {sim}: {len(lk.descs)} micro-ops, {cycles} cycles, {checks} checks "
+    print(f"  RTL on {sim}: {plural(len(lk.descs), 'micro-op')}, {plural(cycles, 'cycle')}, {plural(checks, 'check')} "
           f"(every PSUM write of every partition, the error status each cycle; at the end the idle engine, "
-          f"{len(lk.regs)} registers and {len(lk.final_words)} PSUM word(s) of every partition read back)")
-    print(f"  engine: {lk.pack} element(s) per PE, {lk.psum_ports} PSUM write ports per partition"
+          f"{plural(len(lk.regs), 'register')} and {plural(len(lk.final_words), 'PSUM word')} of every partition read back)")
+    print(f"  engine: {plural(lk.pack, 'element')} per PE, {plural(lk.psum_ports, 'PSUM write port')} per partition"
           + (", 32-bit sparse fmaps" if lk.need_sparse32 else ""))
     if seconds:
-        print(f"  simulation {seconds:.2f} s: {cycles / seconds:,.0f} cycles/s, {pes * cycles / seconds:,.0f} PE-cycles/s "
+        print(f"  simulation loop {seconds:.2f} s: {cycles / seconds:,.0f} cycles/s, {pes * cycles / seconds:,.0f} PE-cycles/s "
               f"(total with export/build/golden {time.perf_counter() - t0:.1f} s)")
     print(f"  PE utilisation {macs / max(1, pes * trace.cycles):.1%} ({macs:,} MACs in {trace.cycles} cycles x {pes} PEs)")
     print(f"  lockstep vs golden engine: {'OK' if bad is None else bad}")
@@ -489,7 +490,8 @@ def program_result(prog, res, pes: int) -> tuple:
     kernel = kernel_check(prog, lk.trace)
     ok = res.mismatch is None and expect_bad == 0 and res.checks > res.cycles and (kernel is None or kernel["ok"])
     rate = res.cycles / res.seconds if res.seconds else 0.0
-    line = (f"{prog.name}: {len(lk.descs)} micro-ops, {res.cycles} cycles, {res.checks:,} checks, "
+    line = (f"{prog.name}: {plural(len(lk.descs), 'micro-op')}, {plural(res.cycles, 'cycle')}, "
+            f"{plural(res.checks, 'check', fmt=',')}, "
             f"{res.seconds:.0f} s ({rate:.2f} cycles/s, {rate * pes:,.0f} PE-cycles/s): {'OK' if ok else 'FAILED'}"
             f"{'' if res.mismatch is None else f' -- {res.mismatch}'}"
             f"{'' if not expect_bad else f' -- {expect_bad} PSUM values differ from the expectation'}")
@@ -498,7 +500,7 @@ def program_result(prog, res, pes: int) -> tuple:
         line += (f"; {m} x {k} x {n} GEMM result (golden run) vs np.matmul of the quantised inputs: max abs "
                  f"{kernel['max_abs']:.3g}, normwise rel (Frobenius) {kernel['normwise_rel']:.3g}, "
                  + ("bit-exact to the contract" if kernel["bit_exact"]
-                    else f"{kernel['contract_mismatches']} values differ from the contract"))
+                    else f"{plural(kernel['contract_mismatches'], 'value')} {'differs' if kernel['contract_mismatches'] == 1 else 'differ'} from the contract"))
     entry = {"name": prog.name, "cycles": res.cycles, "checks": res.checks, "seconds": round(res.seconds, 1),
              "cycles_per_s": round(rate, 3), "pe_cycles_per_s": round(rate * pes), "ok": ok}
     if kernel is not None:
@@ -545,7 +547,7 @@ def cmd_cosim_full(args) -> int:
             built = hdl.build_cached(exported, "verilator", opt=args.opt, log=say)
         print(f"  golden runs {golden:.1f} s; export {exported['wall_seconds']:.1f} s; "
               f"Verilator build {built['seconds']:.0f} s, peak {built['peak_child_mb']:,} MB", flush=True)
-        print(f"  simulating {len(lks)} programs on the {args.harness} harness ...", flush=True)
+        print(f"  simulating {plural(len(lks), 'program')} on the {args.harness} harness ...", flush=True)
         results = harness.simulate_many(lks, built, log=say) if args.harness == "compiled" else \
             hdl.simulate_many(lks, built)
         entry = {"gen": gen, "rows": rows, "cols": cols, "timing": args.timing, "export_s": exported["wall_seconds"],
@@ -559,7 +561,7 @@ def cmd_cosim_full(args) -> int:
         report.append(entry)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(report, indent=1) + "\n")
-    print(f"\n{'all full-size programs passed' if not failures else f'{failures} program(s) FAILED'}; "
+    print(f"\n{'all full-size programs passed' if not failures else plural(failures, 'program') + ' FAILED'}; "
           f"summary in {args.output}")
     return 1 if failures else 0
 
@@ -641,7 +643,7 @@ def cmd_asm(args) -> int:
         if src.path != "-" and Path(out).resolve() == Path(src.path).resolve():
             raise InputError(f"{src.path}: the output would overwrite the source; name it with -o")
         Path(out).write_bytes(data)
-        print(f"{src.path}: {len(data) // 64} descriptors -> {out}")
+        print(f"{src.path}: {plural(len(data) // 64, 'descriptor')} -> {out}")
     lines = descriptor_lines(src.text)
     refused = 0
     for i in range(0, len(data), 64):
@@ -673,7 +675,7 @@ def run_summary(engine, trace, verbose: bool = True) -> str:
     per_op = verbose or len(trace.ops) <= SUMMARY_OPS
     lines = [trace.summary(per_op=per_op)]
     if not per_op:
-        lines.append(f"  ({sum(o.t_issue is not None for o in trace.ops)} micro-ops executed: -v lists each)")
+        lines.append(f"  ({plural(sum(o.t_issue is not None for o in trace.ops), 'micro-op')} executed: -v lists each)")
     regs = engine.regs
     lines.append(f"  status: err={regs.get('err_status', 'err')} err_code={regs.get('err_status', 'err_code'):#04x} "
                  f"err_opcode={regs.get('err_status', 'err_opcode'):#04x} err_count={regs.get('err_count', 'count')} "
@@ -739,14 +741,15 @@ def refusal_error(trace, allow: bool) -> bool:
     refused = [o for o in trace.ops if o.error]
     if refused:
         o = refused[0]
-        why = f": {o.violations[0]}" if o.violations else ""
-        print(f"error: {len(refused)} micro-op(s) refused; the first is #{o.index} {o.name} ({o.error.name}{why}); "
+        why = f": {o.violations[0].detail}" if o.violations else ""
+        print(f"error: {plural(len(refused), 'micro-op')} refused; the first is #{o.index} {o.name} ({o.error.name} "
+              f"({o.error.value:#04x}){why}); "
               "--allow-refused accepts programs that test refusals", file=sys.stderr)
         return True
     faulted = [o for o in trace.ops if o.fault]
     if faulted:
         o = faulted[0]
-        print(f"error: {len(faulted)} micro-op(s) reported an error when executed; the first is #{o.index} {o.name} "
+        print(f"error: {plural(len(faulted), 'micro-op')} reported an error when executed; the first is #{o.index} {o.name} "
               f"({o.fault.name}); --allow-refused accepts programs that test errors", file=sys.stderr)
         return True
     return False

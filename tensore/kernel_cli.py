@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from tensore.model.dtypes import Dtype, Gen
+from tensore.words import plural
 
 GENS = [g.name.lower() for g in Gen]
 DTYPE_HELP = ("input dtype, a name or alias: bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp8_e2m5 (MAVERICK); "
@@ -149,7 +150,7 @@ def _exact_2of4(spec: str, b: np.ndarray) -> None:
     nz = (pad.reshape(k // sp.GROUP, sp.GROUP, -1) != 0).sum(axis=1)
     if (nz > sp.KEEP).any():
         g, n = (int(v) for v in np.argwhere(nz > sp.KEEP)[0])
-        raise InputError(f"{spec}: operand B is not 2:4 sparse along K: {int((nz > sp.KEEP).sum())} group(s) of 4 "
+        raise InputError(f"{spec}: operand B is not 2:4 sparse along K: {plural(int((nz > sp.KEEP).sum()), 'group')} of 4 "
                          f"hold more than 2 nonzeros, the first rows {4 * g}..{4 * g + 3} of column {n}; prune it, "
                          "or --quantise to keep the 2 largest of each group")
 
@@ -268,7 +269,7 @@ def _run_and_report(prog, args) -> int:
     pub = compare(trace, prog.timing)
     if pub["public"]:
         print(f"  public cost model (nki.isa.nc_matmul, tiles in parallel): {pub['public']:,} cycles for the "
-              f"{len(pub['rows'])} matmuls; tensore {pub['ours']:,} ({pub['ratio']:.2f}x; `tensore cost` per matmul)")
+              f"{plural(len(pub['rows']), 'matmul')}; tensore {pub['ours']:,} ({pub['ratio']:.2f}x; `tensore cost` per matmul)")
     rep = report(prog, C)
     print(format_report(rep))
     status = 0 if rep["bit_exact"] else 1
@@ -333,13 +334,14 @@ def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
     for part in parts:
         part.prog.timing = prog.timing
     where = f"dask {args.dask}" if args.dask else f"{min(jobs, len(parts))} worker processes"
-    print(f"RTL on verilator: {len(parts)} programs (" + "; ".join(p.where for p in parts)
+    print(f"RTL on verilator: {plural(len(parts), 'program')} (" + "; ".join(p.where for p in parts)
           + f" of C) on {where}, one engine build, every cycle checked")
     res, wall, cfg = run_parts(parts, jobs=jobs, opt=cosim_opt("auto", prog.rows, prog.cols),
                                psum_partitions=max(16, prog.half), dask=args.dask,
                                log=lambda m: print(f"  {m}", flush=True))
     for part, r in zip(parts, res):
-        print(f"  {part.where}: {r['cycles']:,} cycles, {r['checks']:,} checks, {r['seconds']:.2f} s, "
+        print(f"  {part.where}: {plural(r['cycles'], 'cycle', fmt=',')}, {plural(r['checks'], 'check', fmt=',')}, "
+              f"{r['seconds']:.2f} s, "
               f"lockstep vs golden engine: {'OK' if r['mismatch'] is None else r['mismatch']}")
     cycles = sum(r["cycles"] for r in res)
     print(f"  engine {cfg.label}; wall {wall:.2f} s for {cycles:,} cycles: {cycles / wall:,.0f} cycles/s, "

@@ -130,18 +130,29 @@ def psum_banks(prog, trace, ax):
 ERROR_LABEL = "|C - C_ref| / (u |A| |B|)"
 
 
+EXACT_COLOUR = "0.85"      # the error heatmap's exact cells (error 0): light grey, outside the colour scale
+
+
 def error_heatmap(prog, C, ax, fig):
     """numerics.componentwise per element (log colour scale): |C - C_ref| against float64 of the
     quantised inputs, in units of the output format's unit roundoff u times |A| |B|; exact
-    elements at the bottom of the scale."""
+    elements (error 0) masked and drawn in EXACT_COLOUR, named in a legend."""
+    from matplotlib.patches import Patch
+
     from tensore.kernels import numerics
     e = numerics.componentwise(prog, C)
     finite = e[np.isfinite(e)]
     top = float(finite.max()) if finite.size else 0.0
     low = float(finite[finite > 0].min()) if (finite > 0).any() else 1e-3
     vmin = min(low, max(top, 1e-3) / 1e3)
-    im = ax.imshow(np.maximum(e, vmin), aspect="auto", interpolation="nearest", cmap="magma",
+    exact = e == 0
+    cmap = plt.get_cmap("magma").with_extremes(bad=EXACT_COLOUR)   # masked cells: the exact ones (NaN: the top)
+    shown = np.ma.masked_array(np.maximum(np.where(np.isnan(e), np.inf, e), vmin), mask=exact)
+    im = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap=cmap,
                    norm=LogNorm(vmin=vmin, vmax=max(top, 10 * vmin)))
+    ax.legend(handles=[Patch(facecolor=EXACT_COLOUR, edgecolor="0.4",
+                             label=f"exact (error 0): {int(exact.sum()):,} of {e.size:,}")],
+              loc="upper right", fontsize=8, framealpha=0.9)
     u = numerics.unit_roundoff(prog.out_dtype)
     fig.colorbar(im, ax=ax, label=f"{ERROR_LABEL}, u = 2^{int(np.log2(u))}")
     rows_name, cols_name, _ = axes_names(prog)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tensore.model.dtypes import Gen
+from tensore.words import plural
 
 GENS = [g.name.lower() for g in Gen]
 EVERY_GEN = "generations (default: every one)"
@@ -42,9 +43,9 @@ def cmd_random(args) -> int:
                                log=lambda m: print(m, file=sys.stderr))
     for c in cases:
         status = "ERROR" if c["error"] else "FAIL" if c["failure"] else "ok"
-        rtl = f", RTL {c['rtl_cycles']} cycles" if "rtl_cycles" in c else ""
-        print(f"{c['suite']}.{c['name']}: {status} ({c.get('descriptors', '?')} descriptors, "
-              f"{c.get('cycles', '?')} cycles{rtl})" + (f": {c['error'] or c['failure']}" if status != "ok" else ""))
+        rtl = f", RTL {plural(c['rtl_cycles'], 'cycle')}" if "rtl_cycles" in c else ""
+        print(f"{c['suite']}.{c['name']}: {status} ({_count(c.get('descriptors'), 'descriptor')}, "
+              f"{_count(c.get('cycles'), 'cycle')}{rtl})" + (f": {c['error'] or c['failure']}" if status != "ok" else ""))
         if c.get("reproducer"):
             print(f"  reproducer: {c['reproducer']}.s / .npz")
     if args.save_all:
@@ -56,8 +57,13 @@ def cmd_random(args) -> int:
         print(_coverage_out(args.coverage, cov), end="")
         print(f"coverage report: {args.coverage}")
     bad = sum(1 for c in cases if c["failure"] or c["error"])
-    print(f"{len(cases) - bad} of {len(cases)} programs passed")
+    print(f"{len(cases) - bad} of {plural(len(cases), 'program')} passed")
     return 1 if bad else 0
+
+
+def _count(n, word: str) -> str:
+    """plural(n, word), or "? words" for a count a case did not record."""
+    return f"? {word}s" if n is None else plural(n, word)
 
 
 def cmd_coverage(args) -> int:

@@ -112,8 +112,8 @@ def test_refusal_reason_matches_its_code():
     op = trace.ops[0]
     assert len(op.violations) >= 2 and {v.code for v in op.violations} >= {op.error}
     assert op.violations[0].code == op.error == min(v.code for v in op.violations)
-    assert f"refused {op.error.name} at cycle" in trace.summary()
-    assert f": {op.error.name} (" in trace.summary()
+    assert f"refused {op.error.name} ({op.error.value:#04x}) at cycle" in trace.summary()
+    assert f": {op.violations[0].detail}" in trace.summary() and trace.summary().count(op.error.name) == 1
 
 
 def test_loader_tells_text_from_binary_by_content(tmp_path):

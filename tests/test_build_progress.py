@@ -269,3 +269,16 @@ def test_a_makefile_being_written_fixes_no_total(tmp_path):
     mk.write_text(f"{MARK}\n{text}\n{MARK}\n")
     meter("ccache c++ -O0 -MMD -std=c++20 -c -o verilated.o verilated.cpp\n")
     assert (progress.stage, progress.done, progress.total) == ("compiling C++", 1, 22)
+
+
+def test_simulation_progress_and_summary_share_one_measure():
+    """A simulation's progress shows cycles/s over the simulator's own loop seconds (the harness's
+    `progress JOB CYCLE SECONDS` reports), the measure of the run's `simulation loop` summary."""
+    from tensore.cosim.harness import progress_line
+    assert progress_line("progress 0 6400 2.5\n") == (0, 6400, 2.5)
+    assert progress_line("progress 1 64\n") == (1, 64, None)               # a build before the seconds
+    assert progress_line("%Warning: progress 1 x\n") is None and progress_line("progress a 1 2\n") is None
+    p = Progress("simulation", stage="gemm on Verilator", total=3648, unit="cycles")
+    p.update(done=3648, seconds=2.97)
+    cycles, seconds = 3648, 2.97
+    assert f"{cycles / seconds:,.0f} cycles/s, {seconds:.2f} s of simulation loop" in p._text()

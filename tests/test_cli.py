@@ -129,7 +129,7 @@ def test_refused_micro_ops_fail_the_run(tmp_path):
     (tmp_path / "p.s").write_text(NO_TILE)
     rc, out, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick")
     assert rc == 1 and "2 refused" in out.decode()
-    assert "error: 2 micro-op(s) refused; the first is #0 ldweights" in err and "--allow-refused" in err
+    assert "error: 2 micro-ops refused; the first is #0 ldweights" in err and "--allow-refused" in err
     assert "Traceback" not in err
     rc, _, err = _tensore("run", tmp_path / "p.s", "--gen", "maverick", "--allow-refused")
     assert rc == 0 and err == ""
@@ -308,13 +308,15 @@ def test_assembler_messages(tmp_path):
 
 
 def test_run_summary_code_matches_reason(tmp_path):
-    """A descriptor breaking two rules: the summary's code and the reason beside it are the same rule."""
+    """A descriptor breaking two rules: the summary's code and the reason beside it are the same rule,
+    the code printed once (name and number), the reason its field and message."""
     import re
     (tmp_path / "p.s").write_text(
         "matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 wait=94 src=(start_addr=sbuf(0,0), step_elem=[1,0,0], "
         "num_elem=[4,57089,1]) dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[4,1,1])\n")
     rc, out, err = _tensore("run", tmp_path / "p.s", "--gen", "mariana", "--rows", "8")
     assert rc == 1
-    line = re.search(r"#0 matmul: refused (\w+) at cycle \d+: (\w+) \(", out.decode())
-    assert line and line.group(1) == line.group(2) == "BAD_PATTERN", out.decode()
-    assert "(BAD_PATTERN: BAD_PATTERN (0x0c)" in err
+    line = re.search(r"#0 matmul: refused (\w+) \((0x\w+)\) at cycle \d+: (.*)", out.decode())
+    assert line and line.group(1) == "BAD_PATTERN" and line.group(2) == "0x0c", out.decode()
+    assert "BAD_PATTERN" not in line.group(3) and "0x0c" not in line.group(3) and line.group(3), out.decode()
+    assert "(BAD_PATTERN (0x0c): " in err and err.count("BAD_PATTERN") == 1, err

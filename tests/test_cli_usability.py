@@ -35,7 +35,7 @@ def test_cosim_of_refused_micro_ops_exits_1(tmp_path, capsys, monkeypatch):
         assert main(["cosim", *args, "--sim", sim]) == 1
         out, err = capsys.readouterr()
         assert "6 descriptors, 0 executed, 6 refused" in out and "lockstep vs golden engine: OK" not in out
-        assert err == run_err and "error: 6 micro-op(s) refused; the first is #0 ldweights" in err
+        assert err == run_err and "error: 6 micro-ops refused; the first is #0 ldweights" in err
     assert not (tmp_path / "cache").exists()                # nothing exported or built
 
 
@@ -47,7 +47,7 @@ def test_cosim_of_a_micro_op_reporting_an_error_exits_1(tmp_path, capsys):
             "--sbuf", str(tmp_path / "sb.npz")]
     assert main(["cosim", *args, "--sim", "amaranth"]) == 1
     err = capsys.readouterr().err
-    assert "error: 1 micro-op(s) reported an error when executed; the first is #0 pe_reg_write (BAD_REGISTER)" in err
+    assert "error: 1 micro-op reported an error when executed; the first is #0 pe_reg_write (BAD_REGISTER)" in err
 
 
 @pytest.mark.cosim

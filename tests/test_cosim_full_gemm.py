@@ -60,7 +60,7 @@ def test_a_wrong_result_fails_the_check():
     check = kernel_check(prog, res.lockstep.trace)
     assert not check["ok"] and check["contract_mismatches"] == 1 and not check["bit_exact"]
     ok, line, entry = program_result(prog, res, 16)
-    assert not ok and not entry["ok"] and "FAILED" in line and "1 values differ from the contract" in line
+    assert not ok and not entry["ok"] and "FAILED" in line and "1 value differs from the contract" in line
 
 
 def test_other_programs_have_no_kernel_check():

@@ -145,3 +145,14 @@ def test_random_rows_alone_is_square(tmp_path):
     args = build_parser().parse_args(["random", "--gen", "mariana", "--rows", "16"])
     assert random_cli.half_cols(args) == 16
     assert random_cli._full_cols("maverick", 16, None) == 32
+
+
+def test_counts_are_singular_when_one(capsys):
+    """One plural helper (tensore.words.plural) for printed counts: 1 matmul, 1 weight load, 1 bank."""
+    from tensore.words import plural
+    assert plural(1, "matmul") == "1 matmul" and plural(0, "bank") == "0 banks"
+    assert plural(1234, "cycle", fmt=",") == "1,234 cycles"
+    assert main(["gemm", "--m", "4", "--k", "8", "--n", "4", "--gen", "mariana", "--rows", "8", "--cols", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "1 matmul, 1 weight load;" in out and "PSUM: 1 bank," in out, out
+    assert "2 micro-ops" in out and "for the 1 matmul;" in out, out

@@ -398,7 +398,7 @@ def test_simulation_progress_shows_cycles_and_rate(capfd, monkeypatch):
 
 _FAKE_HARNESS = """#!/bin/sh
 [ -n "$TENSORE_HARNESS_PROGRESS" ] || { echo "asked for no progress" >&2; exit 3; }
-echo "progress 0 64" >&2
+echo "progress 0 64 0.25" >&2
 echo "progress 1 10" >&2
 echo "%Warning: a harness message" >&2
 echo "progress x y" >&2
@@ -419,25 +419,29 @@ class _Recorder:
     def __exit__(self, *exc):
         return None
 
-    def update(self, *, done=None, **_):
+    def update(self, *, done=None, seconds=None, **_):
         self.done.append(done)
+        self.seconds = getattr(self, "seconds", []) + [seconds]
 
 
 def test_harness_progress_lines_are_parsed(tmp_path, monkeypatch):
     """cosim/harness.py _execute: with a log, the harness is asked for progress (its environment) and
-    each "progress JOB CYCLES" line is cycles of all the jobs (job 1 starts after job 0's cycles);
-    at the end the total; other lines are the error text of a failed run, progress lines not."""
+    each "progress JOB CYCLES [SECONDS]" line is cycles of all the jobs (job 1 starts after job 0's
+    cycles) and the simulation loop's seconds so far; at the end the total over the jobs' loop
+    seconds (the summary's measure); other lines are the error text of a failed run, progress lines not."""
     exe = tmp_path / "harness"
     exe.write_text(_FAKE_HARNESS)
     exe.chmod(0o755)
     seen = []
     monkeypatch.setattr(harness, "simulation", lambda *a: seen.append(_Recorder(*a)) or seen[-1])
     monkeypatch.setattr(harness, "_job", lambda lks, **kw: b"")
-    monkeypatch.setattr(harness, "_results", lambda data, lks, **kw: ["parsed"])
+    parsed = [(None,) * 6 + (1.5,), (None,) * 6 + (0.5,)]     # (..., seconds): each job's loop
+    monkeypatch.setattr(harness, "_results", lambda data, lks, **kw: parsed)
     lks = [type("LK", (), {"end": end, "program": type("P", (), {"name": n})})() for n, end in (("a", 100), ("b", 50))]
-    assert harness._execute(lks, {"exe": str(exe), "dir": str(tmp_path)}, log=print) == ["parsed"]
+    assert harness._execute(lks, {"exe": str(exe), "dir": str(tmp_path)}, log=print) == parsed
     assert seen[-1].total == 150 and seen[-1].stage == "a, b on Verilator"
     assert seen[-1].done == [64, 110, 150]           # 0 + 64, 100 + 10, then every cycle at the end
+    assert seen[-1].seconds == [0.25, None, 2.0]     # the loop's seconds; an old build's line has none
     monkeypatch.setenv("FAKE_EXIT", "1")
     with pytest.raises(RuntimeError, match="exit 1") as e:
         harness._execute(lks, {"exe": str(exe), "dir": str(tmp_path)}, log=print)

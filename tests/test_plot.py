@@ -86,3 +86,25 @@ def test_tie_of_compute_and_partial_tiles_is_named():
     fig = plot.single_figure("pe", prog, trace, C)
     assert "compute and partial tiles tie" in fig.axes[0].get_title()
     plot.plt.close(fig)
+
+
+def test_error_heatmap_draws_exact_cells_apart_with_a_legend():
+    """Exact cells (error 0) are masked and drawn in plot.EXACT_COLOUR, not the colour scale's
+    bottom, and a legend names them."""
+    import matplotlib.colors as mcolors
+
+    from tensore.kernels import numerics
+    prog, _, C = _run(gen="mariana")
+    e = numerics.componentwise(prog, C)
+    assert (e == 0).any() and (e > 0).any()
+    fig, ax = plot.plt.subplots()
+    plot.error_heatmap(prog, C, ax, fig)
+    im = ax.images[0]
+    data = im.get_array()
+    assert np.array_equal(np.ma.getmaskarray(data), e == 0)
+    bad = im.cmap.get_bad()
+    assert np.allclose(bad, mcolors.to_rgba(plot.EXACT_COLOUR))
+    assert not np.allclose(bad, im.cmap(0.0))                 # not the scale's bottom colour
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == [f"exact (error 0): {int((e == 0).sum()):,} of {e.size:,}"]
+    plot.plt.close(fig)

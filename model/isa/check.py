@@ -27,7 +27,12 @@ class Violation:
     message: str
 
     def __str__(self):
-        return f"{self.code.name} ({self.code.value:#04x}) {self.field}: {self.message}"
+        return f"{self.code.name} ({self.code.value:#04x}) {self.detail}"
+
+    @property
+    def detail(self) -> str:
+        """The field and why, without the code: `str(v)` is the code and this."""
+        return f"{self.field}: {self.message}"
 
 
 def error_code(violations) -> ErrorCode:

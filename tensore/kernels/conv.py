@@ -199,7 +199,7 @@ def _direct(xc, wc, s: ConvShape, g, *, dtype, out_dtype, gen, rows, cols, fp32_
                            macs=m * s.cout * taps * s.cin, passes=G.FP32_PASSES[mode], pe_pack=1,
                            a_codes=a_codes, b_codes=b_codes, dtype=dtype, fp32_mode=mode, rounding=rounding,
                            k_slices=slices)
-    prog.note = f"{m}x{taps * s.cin}x{s.cout} {dtype.name.lower()} -> {out.name.lower()}, {len(txt.lines)} micro-ops"
+    prog.note = f"{m}x{taps * s.cin}x{s.cout} {dtype.name.lower()} -> {out.name.lower()}, {G.plural(len(txt.lines), 'micro-op')}"
     return prog
 
 

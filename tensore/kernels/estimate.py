@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensore.model.isa.enums import Opcode
+from tensore.words import plural
 
 MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
 
@@ -116,8 +117,10 @@ def format_estimate(est: dict) -> str:
     b = est["breakdown"]
     parts = ", ".join(f"{k} {v:,.0f}" for k, v in b.items())
     ps = est["psum"]
-    drain = (f"; PSUM: {ps['banks_used']} banks, {ps['reuses']} reuses, shortest drain window "
-             f"{ps['min_drain_window']} cycles" if ps["reuses"] else f"; PSUM: {ps['banks_used']} banks, no reuse")
+    banks = plural(ps["banks_used"], "bank")
+    drain = (f"; PSUM: {banks}, {plural(ps['reuses'], 'reuse')}, shortest drain window "
+             f"{plural(ps['min_drain_window'], 'cycle')}" if ps["reuses"] else f"; PSUM: {banks}, no reuse")
     return (f"cycles {est['cycles']:,} (ideal {est['ideal_cycles']:,.0f} = {est['macs']:,} MACs / {est['pes']} PEs), "
             f"PE utilisation {100 * est['utilisation']:.1f}%, {est['bound_text']}\n"
-            f"  {est['matmuls']} matmuls, {est['weight_loads']} weight loads; cycles: {parts}{drain}")
+            f"  {plural(est['matmuls'], 'matmul')}, {plural(est['weight_loads'], 'weight load')}; cycles: "
+            f"{parts}{drain}")

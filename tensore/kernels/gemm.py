@@ -19,6 +19,7 @@ from tensore.model.array import FP32_PASSES
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import FP32Mode, MXPerfMode
 from tensore.model.isa.microop import DOUBLE_ROW_FROM, PUMP_PACK, full_cols
+from tensore.words import plural
 
 FP8 = (Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 _UINT = {1: "<u1", 2: "<u2", 4: "<u4"}
@@ -317,7 +318,7 @@ def gemm_codes(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", row
                          rounding=rounding, k_slices=[(t * g.k_tile, min(k, (t + 1) * g.k_tile))
                                                       for t in range(len(b_off))],
                          mx=mx, a_scales=a_scales, b_scales=b_scales)
-    prog.note = f"{m}x{k}x{n} {dtype.name.lower()} -> {out.name.lower()}, {len(txt.lines)} micro-ops"
+    prog.note = f"{m}x{k}x{n} {dtype.name.lower()} -> {out.name.lower()}, {plural(len(txt.lines), 'micro-op')}"
     return prog
 
 
@@ -460,7 +461,7 @@ def sparse_gemm(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", ro
                          a_codes=a_pad, b_codes=b_pruned, dtype=dtype, fp32_mode=mode, rounding=rounding,
                          k_slices=[(2 * t * g.rows, min(kp, 2 * (t + 1) * g.rows)) for t in range(t_count)],
                          sparse_w=wc, sparse_tags=tags)
-    prog.note = f"{m}x{k}x{n} 2:4 sparse {dtype.name.lower()} -> {out.name.lower()}, {len(txt.lines)} micro-ops"
+    prog.note = f"{m}x{k}x{n} 2:4 sparse {dtype.name.lower()} -> {out.name.lower()}, {plural(len(txt.lines), 'micro-op')}"
     return prog
 
 

@@ -24,6 +24,7 @@ from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.isa.microop import microop
 from tensore.model.timing import DEFAULT_PROFILE, MM_INIT, blocks_overlap, profile
+from tensore.words import plural
 
 FP32_FACTOR = 4           # fp32 inputs: four passes of the array
 FORMULA_ONLY = {Opcode.MATMUL_SPARSE: "sparse", Opcode.MATMUL_MX: "mx"}   # no public figure of their own
@@ -108,12 +109,12 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAUL
         out.append(line + _smaller_engine(rows, R, C))
     floor = [r for r, a, b in gaps if r.ours < r.public and not any(a < t < b for t in loads)]
     if floor and not prof.issue_floor:
-        out.append(f"{len(floor)} matmuls reuse the loaded weights and issue {min(r.ours for r in floor)}+ cycles apart; "
+        out.append(f"{plural(len(floor), 'matmul')} {'reuses' if len(floor) == 1 else 'reuse'} the loaded weights and issue {min(r.ours for r in floor)}+ cycles apart; "
                    f"the public model starts one at most every min({MM_INIT}, N_stationary) cycles "
                    "(MM_INIT_LATENCY), a floor the contract timing does not have")
     tiled = [r for k, r in enumerate(rows) if k and r.public_start < rows[k - 1].public_start + rows[k - 1].public]
     if tiled:
-        out.append(f"{len(tiled)} matmuls run beside the one before in the public schedule (disjoint row / column "
+        out.append(f"{plural(len(tiled), 'matmul')} {'runs' if len(tiled) == 1 else 'run'} beside the one before in the public schedule (disjoint row / column "
                    "tiles in parallel); the engine runs them one after another")
     return out
 
