@@ -337,6 +337,13 @@ def test_cocotb_walkthrough_on_icarus(tmp_path):
     outputs = _run_sh("docs/cocotb.md", tmp_path, env)
     runs = [out for cmd, out in outputs.items() if "run.py" in cmd]
     assert len(runs) == 2 and all("test_gemm on Icarus: 1 of 1 passed" in out for out in runs), runs
+    # the summary line the page shows, printed by both runs (its own drivers and `--bench`)
+    shown = next(text for info, text in blocks("docs/cocotb.md") if info == "text" and "test_gemm on Icarus" in text)
+    summary = re.search(r"gemm4: \d+ descriptors, \d+ PSUM writes, \d+ checks: OK$", shown, re.M)
+    assert summary, shown
+    for out in runs:
+        printed = re.findall(r"gemm4: \d+ descriptors, \d+ PSUM writes, \d+ checks: OK$", out, re.M)
+        assert printed == [summary.group(0)], out[-3000:]
     bad = tmp_path / "bad"
     bad.mkdir()
     for f in ("run.py", "test_gemm.py"):
