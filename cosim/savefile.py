@@ -3,21 +3,24 @@
     write(waves, dest=None) -> Path       (`w.fst` -> `w.gtkw`; `gtkwave w.gtkw` opens both)
     groups(waves)           -> [(group, [(gtkwave name, width)])]
 
-Every name comes from the waveform itself (`wave_request.variables`, read through GTKWave's own
-fstapi), written as GTKWave names it (the scopes, the name and `[msb:lsb]` for a bus), so the file
-names only signals that exist.  The groups: the descriptor stream, the SBUF requests and responses
-(moving, stationary, scalar), the PSUM write monitors, the sequencer, and PE (0, 0)'s registers: the
-structural array's PE instance (Icarus `...row[0].u.pe[0].u`, Amaranth `...array.row0.pe0`) or the
-loop form's state arrays `pe_<register>[0][0]` (Verilator, rtl/array_loop.py, D-T60).  A group the
-waveform has nothing of (a waveform cut to a depth) is left out, and a waveform without the engine's
-descriptor stream gets a file with no groups.  Buses are shown in hex, single bits
-in binary."""
+Every name comes from the waveform itself (`wave_request.typed_variables`, read through GTKWave's
+own fstapi), written as GTKWave lists it (`gtkwave_name`: the scopes, the name and `[msb:lsb]` for a
+bus; no range for an integer, a parameter, a real or a string), so the file names only signals that
+exist and GTKWave opens each: it finds a save file's entry by that name alone (`desc_data` without
+its `[511:0]`, or `pe_pending[0][0] [0:0]` as the FST stores it, shows nothing;
+tests/test_docs_waves.py checks in GTKWave).  The groups: the descriptor stream, the SBUF requests
+and responses (moving, stationary, scalar), the PSUM write monitors, the sequencer, and PE (0, 0)'s
+registers: the structural array's PE instance (Icarus `...row[0].u.pe[0].u`, Amaranth
+`...array.row0.pe0`) or the loop form's state arrays `pe_<register>[0][0]` (Verilator,
+rtl/array_loop.py, D-T60).  A group the waveform has nothing of (a waveform cut to a depth) is left
+out, and a waveform without the engine's descriptor stream gets a file with no groups.  Buses are
+shown in hex, single bits in binary."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from tensore.cosim.wave_request import variables
+from tensore.cosim.wave_request import typed_variables
 
 HEX, BIN = "@22", "@28"                       # GTKWave trace flags: hex / binary, right-justified
 GROUP_BEGIN, GROUP_END = "@800200", "@1000200"
@@ -29,14 +32,20 @@ SEQUENCER = ("issue", "held", "busy", "uop", "now", "level", "done", "error", "u
 # the structural PE's registers (rtl/pe.py), by the names Amaranth gives them
 PE_SIGNALS = ("wl_valid", "shadow", "active", "pending", "act", "acc", "tag", "psum_out", "psum_valid_out")
 _RANGE = re.compile(r"\[(-?\d+)(?::(-?\d+))?\]$")
+# the kinds GTKWave reads as numbers, not bits: listed without a bit range (the stored one dropped)
+NUMBERS = {"integer", "parameter", "int", "shortint", "longint", "real", "real_parameter", "realtime", "shortreal",
+           "string"}
 
 
-def gtkwave_name(scope: tuple, name: str, width: int) -> str:
+def gtkwave_name(scope: tuple, name: str, width: int, kind: str = "wire") -> str:
     """The name GTKWave gives a signal: its scopes and name joined by dots, spaces dropped, and the
     bit range of a bus (`[msb:lsb]`: the stored one, else `[width-1:0]`), `[k]` for a bit stored
-    with one."""
+    with one; a number (`NUMBERS`: integer, parameter, real, ...) has none."""
     base = name.replace(" ", "")
     m = _RANGE.search(base)
+    if kind in NUMBERS:
+        stored = re.search(r" \[-?\d+:-?\d+\]$", name)
+        return ".".join([*scope, (name[:stored.start()] if stored else name).replace(" ", "")])
     if m and m.group(2) is not None:              # a stored range: [msb:lsb]
         base, msb, lsb = base[:m.start()], int(m.group(1)), int(m.group(2))
         rng = f"[{msb}:{lsb}]" if width > 1 else f"[{msb}]"
@@ -59,14 +68,14 @@ class _Scopes:
 
     def __init__(self, path):
         self.vars: dict[tuple, dict] = {}
-        for scope, name, width in variables(path):
+        for scope, name, width, kind in typed_variables(path):
             base = _base(name)
             if "$" in base or "\\" in base:           # Amaranth's and Yosys's unnamed temporaries
                 continue
             held = self.vars.setdefault(scope, {})
             key = _norm(base)
             if key not in held or base == key:
-                held[key] = (name, width)
+                held[key] = (name, width, kind)
 
     def find(self, want) -> tuple | None:
         """The outermost scope holding every name in `want`."""
@@ -84,8 +93,8 @@ class _Scopes:
         for n in names:
             scope = next((s for s in scopes if n in self.vars.get(s, {})), None)
             if scope is not None:
-                raw, width = self.vars[scope][n]
-                out.append((gtkwave_name(scope, raw, width), width))
+                raw, width, kind = self.vars[scope][n]
+                out.append((gtkwave_name(scope, raw, width, kind), width))
         return out
 
 
@@ -113,9 +122,9 @@ def _pe00(sc: _Scopes, top: tuple) -> list:
         return sc.pick(pe[:1], PE_SIGNALS)
     loop = []
     for scope in sc.under(top, r"(^|\.)array(\.inst)?(\.|$)"):
-        for raw, width in sc.vars[scope].values():
+        for raw, width, kind in sc.vars[scope].values():
             if re.fullmatch(r"pe_\w+\[0\]\[0\]", _base(raw)):
-                loop.append((gtkwave_name(scope, raw, width), width))
+                loop.append((gtkwave_name(scope, raw, width, kind), width))
     return loop
 
 

@@ -5,6 +5,7 @@ every simulator, `depth` levels of hierarchy from the simulated top (0: everythi
     convert_vcd(src, dst, depth) -> `src` (a VCD, e.g. Amaranth's) as `dst` (.vcd or .fst), cut to `depth`
     hierarchy(path)              -> (scopes holding signals, signals) of a VCD or FST file
     variables(path)              -> [(scope names, name, width)] of a VCD or FST file
+    typed_variables(path)        -> [(scope names, name, width, kind)], kind as VCD spells it (`wire`, `integer`, ...)
 
 Verilator and Icarus write both formats themselves; Amaranth's simulator writes VCD, which
 `convert_vcd` turns into FST through pylibfst (GTKWave's FST writer).  Depth counts the cosim
@@ -198,8 +199,15 @@ def _to_fst(lines, dst: Path, depth: int, skip: int) -> None:
         lib.fstWriterClose(ctx)
 
 
+def _fst_kinds(lib) -> dict:
+    """{FST variable type: its name as VCD spells it}: `wire`, `integer`, `parameter`, `logic`, ..."""
+    return {getattr(lib, k): k.split("_", 3)[3].lower() for k in dir(lib)
+            if k.startswith(("FST_VT_VCD_", "FST_VT_SV_", "FST_VT_GEN_"))}
+
+
 def _fst_variables(path) -> list:
     from pylibfst import ffi, lib, string
+    kinds = _fst_kinds(lib)
     ctx = lib.fstReaderOpen(str(path).encode())
     if ctx == ffi.NULL:
         raise OSError(f"cannot read {path} as FST")
@@ -212,7 +220,7 @@ def _fst_variables(path) -> list:
             elif h.htyp == lib.FST_HT_UPSCOPE:
                 scope.pop()
             elif h.htyp == lib.FST_HT_VAR:
-                out.append((tuple(scope), string(h.u.var.name), int(h.u.var.length)))
+                out.append((tuple(scope), string(h.u.var.name), int(h.u.var.length), kinds.get(h.u.var.typ, "")))
     finally:
         lib.fstReaderClose(ctx)
     return out
@@ -231,19 +239,26 @@ def _vcd_variables(path) -> list:
             elif words[0] == "$upscope":
                 scope.pop()
             elif words[0] == "$var":
-                _, width, _, name = _var(" ".join(words))
-                out.append((tuple(scope), name, width))
+                kind, width, _, name = _var(" ".join(words))
+                out.append((tuple(scope), name, width, kind))
             elif words[0] == "$enddefinitions":
                 break
     return out
 
 
-def variables(path) -> list:
-    """(scope names, name, width in bits) of every signal of a waveform file, VCD or FST (told apart
-    by content), names as the file stores them (Icarus and Verilator append ` [msb:lsb]`)."""
+def typed_variables(path) -> list:
+    """(scope names, name, width in bits, kind) of every signal of a waveform file, VCD or FST (told
+    apart by content), names as the file stores them (Icarus and Verilator append ` [msb:lsb]`), the
+    kind as VCD spells it (`wire`, `reg`, `integer`, `parameter`, ...; FST's SystemVerilog types
+    `logic`, `int`, ...)."""
     with open(path, "rb") as f:
         head = f.read(64).lstrip()
     return _vcd_variables(path) if head[:1] == b"$" else _fst_variables(path)
+
+
+def variables(path) -> list:
+    """(scope names, name, width in bits) of every signal of a waveform file, VCD or FST."""
+    return [v[:3] for v in typed_variables(path)]
 
 
 def hierarchy(path) -> tuple:

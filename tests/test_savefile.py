@@ -4,7 +4,7 @@ state arrays (Verilator); tests/test_cosim_waves.py checks it on the simulators'
 import re
 
 from tensore.cosim import savefile
-from tensore.cosim.wave_request import convert_vcd, signals
+from tensore.cosim.wave_request import convert_vcd, signals, typed_variables
 
 _PORTS = [("clk", 1), ("rst", 1), ("desc_valid", 1), ("desc_ready", 1), ("desc_data [7:0]", 8), ("mv_req_valid", 1),
           ("mv_resp_data [7:0]", 8), ("mon_valid [1:0]", 2), ("mon_offset [3:0]", 4), ("mon_bits [7:0]", 8),
@@ -110,3 +110,16 @@ def test_cosim_cli_writes_the_save_file_on_every_simulator(tmp_path, capsys):
     text = gtkw.read_text()
     assert_named_signals_exist(text, waves)
     assert [t for t, _ in savefile.groups(waves)][-1] == "PE (0, 0)"
+
+
+def test_gtkwave_names_numbers_without_a_range(tmp_path):
+    """GTKWave lists an integer or a parameter (Icarus's loop variables, Verilator's generate indices)
+    without a bit range, the stored one dropped; a bus of bits keeps its `[msb:lsb]`, a bit stored
+    with one `[k]`: the names GTKWave's own list holds (tests/test_docs_waves.py compares them)."""
+    vcd = tmp_path / "kinds.vcd"
+    vcd.write_text("$timescale 1 ns $end\n$scope module top $end\n$var integer 32 ! c [31:0] $end\n"
+                   "$var parameter 7 \" INDEX [6:0] $end\n$var wire 8 # bus $end\n$var reg 1 $ bit [0:0] $end\n"
+                   "$var integer 32 % n $end\n$upscope $end\n$enddefinitions $end\n#0\n0$\n#5\n1$\n")
+    want = ["top.c", "top.INDEX", "top.bus[7:0]", "top.bit[0]", "top.n"]
+    for waves in (vcd, convert_vcd(vcd, tmp_path / "kinds.fst")):
+        assert [savefile.gtkwave_name(*v) for v in typed_variables(waves)] == want
