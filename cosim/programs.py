@@ -933,6 +933,35 @@ def transpose_wide(gen="mariana", rows=8, cols=8, seed=40):
     return b.done()
 
 
+def transpose_rounds(rows=4, cols=8, n=6, vecs=3, seed=48):
+    """MAVERICK on a rows x 2 cols array (rows < cols): a transpose of n elements per partition
+    (rows < n < 2 rows: element r + rows of row r for the first n - rows rows only, the other rows'
+    second round and every later round empty) in the right c128 tile (start column cols), then
+    matmuls on the right and the left tile right after it, whose columns hold the transpose's
+    empty rounds' columns (n .. 2 cols - 1)."""
+    b = _Builder("transpose_rounds", "maverick", rows, cols, seed)
+    if not rows < n < min(2 * rows, cols + 1):
+        raise ValueError(f"transpose_rounds needs rows < n < 2 rows and n <= cols (rows {rows}, cols {cols}, n {n})")
+    tile = "tile_size=(row_size_log2=r128, col_size_log2=c128) tile_sel=(row_sel=0, col_sel={}) "
+    right, left = tile.format(1), tile.format(0)
+    ws = [b.values("bf16", (rows, cols)) for _ in range(2)]
+    for w, where in zip(ws, (right, left)):
+        b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {where}flags=(load_order=first_col_first) "
+               f"src={_t3(f'sbuf(0,{b.put(0, w, 2):#x})', cols)}")
+    x = b.rng.integers(0, 1 << 16, (rows, n), dtype=np.uint64)
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={n} {right}"
+           f"flags=(xpose_mode=enabled, accumulate_flag=overwrite) src={_t3(f'sbuf(0,{b.put(0, x, 2):#x})', n)} "
+           f"dst={_t3('psum(0,2,0)', rows)}")
+    _expect_xpose(b.p, 2, x, False)
+    for bank, w, where in ((3, ws[0], right), (4, ws[1], left)):
+        a = b.values("bf16", (rows, vecs))
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols={cols} {where}"
+               f"flags=(accumulate_flag=overwrite) src={_t3(f'sbuf(0,{b.put(0, a, 2):#x})', vecs)} "
+               f"dst={_t3(f'psum(0,{bank},0)', vecs)}")
+        _expect_fp32(b.p, bank, matmul(w, a, in_dtype="bf16", gen=b.gen))
+    return b.done()
+
+
 def _nibbles(codes: np.ndarray) -> np.ndarray:
     """[partitions, count] 4-bit codes as bytes, two per byte, low nibble first (D-06)."""
     c = np.concatenate([codes, np.zeros((codes.shape[0], codes.shape[1] % 2), codes.dtype)], 1).astype(np.uint8)
