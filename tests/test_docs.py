@@ -65,16 +65,55 @@ def _shims(bin_dir: Path):
         (bin_dir / name).chmod(0o755)
 
 
+def quoted_output_pattern(quoted: str) -> str:
+    """A regular expression for a command's whole stdout as a page quotes it in a `text` block: each
+    line as printed, `...` within a line any text, a line of `...` alone any number of lines."""
+    parts = []
+    for line in quoted.splitlines():
+        if line.strip() == "...":
+            parts.append(r"(?:[^\n]*\n)*")
+        else:
+            parts.append(r"[^\n]*".join(re.escape(piece) for piece in line.split("...")) + r"\n")
+    return "".join(parts)
+
+
+def test_quoted_output_pattern():
+    pattern = quoted_output_pattern("A: 3 cycles\n  ...\n  B: 4 checks (every write, ...)\n")
+    assert re.fullmatch(pattern, "A: 3 cycles\nx\ny\n  B: 4 checks (every write, and more)\n")
+    assert not re.fullmatch(pattern, "A: 3 cycles\n  B: 5 checks (every write, and more)\n")
+    assert not re.fullmatch(pattern, "A: 3 cycles\n  B: 4 checks (every write, and more)\nC\n")
+
+
+# Figures the page's prose quotes from a command's output: (the prose, its number; the command's
+# start; the output line, the same number)
+PROSE_FIGURES = [
+    (r"the last of the 8 x 16 results is written in cycle\s+(\d+)", "tensore run docs/examples/first_program/gemm.s",
+     r"#1 matmul: issue \d+, complete (\d+),"),
+    (r"an 8 x 8 engine over these (\d+) cycles", "tensore cosim", r"RTL on amaranth: \d+ micro-ops, (\d+) cycles"),
+    (r"The golden engine takes a fraction of a second for its (\d+) cycles",
+     "tensore run docs/examples/first_program/gemm_128.s", r"MARIANA 128x128: .* (\d+) cycles"),
+]
+
+
 def test_first_program_walkthrough(tmp_path, monkeypatch):
     """Every `sh` command and `python` block of docs/first_program.md in order, from a scratch
-    directory that sees the repository's docs/ (the commands' paths are relative to the root)."""
+    directory that sees the repository's docs/ (the commands' paths are relative to the root).  A
+    `text` block after a `sh` block is the output of its last command, matched line by line
+    (quoted_output_pattern), and the figures the prose quotes from the output are the output's
+    (PROSE_FIGURES), so that the page's counts cannot drift from what the commands print."""
     (tmp_path / "docs").symlink_to(ROOT / "docs")
     _shims(tmp_path / "bin")
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(tmp_path)
-    outputs, namespaces, kinds = {}, [], set()
+    outputs, namespaces, kinds, last, quoted = {}, [], set(), None, 0
     for i, (info, text) in enumerate(blocks("docs/first_program.md")):
         kinds.add(info)
+        if info == "text":
+            assert last is not None, f"docs/first_program.md block {i}: output quoted after no command"
+            assert re.fullmatch(quoted_output_pattern(text), outputs[last]), \
+                f"docs/first_program.md block {i} quotes the output of `{last}` as\n{text}\nbut it prints\n{outputs[last]}"
+            quoted += 1
+        last = None
         if info == "python":
             namespaces.append(run_python(text, f"docs/first_program.md block {i}"))
         elif info == "sh":
@@ -84,8 +123,14 @@ def test_first_program_walkthrough(tmp_path, monkeypatch):
                 res = subprocess.run(["sh", "-c", line], cwd=tmp_path, env=env, capture_output=True,
                                      text=True, timeout=600)
                 assert res.returncode == 0 and "Traceback" not in res.stderr, f"{line}\n{res.stdout}\n{res.stderr}"
-                outputs[line] = res.stdout
-    assert {"python", "sh", "sh slow"} <= kinds
+                outputs[line], last = res.stdout, line
+    assert {"python", "sh", "sh slow", "text"} <= kinds and quoted >= 3
+    page = " ".join((ROOT / "docs" / "first_program.md").read_text().split())
+    for prose, command, printed in PROSE_FIGURES:
+        said = re.search(prose, page)
+        out = next(out for cmd, out in outputs.items() if cmd.startswith(command))
+        real = re.search(printed, out)
+        assert said and real and said.group(1) == real.group(1), (prose, said and said.group(1), real and real.group(0))
     run = next(out for cmd, out in outputs.items() if cmd.startswith("tensore run docs/examples/first_program/gemm.s"))
     assert "2 executed, 0 refused" in run
     cosim = next(out for cmd, out in outputs.items() if cmd.startswith("tensore cosim"))
