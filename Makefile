@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,examples]'
 	touch $@
 
 # Verilator builds at -O0 (cosim/toolchain.cxx_opt): the test programs are short, the builds half the time
@@ -94,7 +94,7 @@ REGRESS_STAMP := $(VENV)/.installed-regress
 .PHONY: regress
 # the `regress` extra (pyproject.toml), installed once and again only when pyproject.toml changes
 $(REGRESS_STAMP): pyproject.toml $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,regress]'
+	$(PY) -m pip install --quiet -e '.[test,examples,regress]'
 	touch $@
 
 regress: $(REGRESS_STAMP)
