@@ -34,6 +34,7 @@ from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.timing import DEFAULT_PROFILE
+from tensore.rtl.pe import default_pack
 from tensore.rtl.writeback import PSUM_PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,7 @@ class Config:
     @classmethod
     def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16, dtypes=None,
            psum_ports=PSUM_PORTS, sparse32=False) -> "Config":
-        pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
+        pack = pack or program.pack or default_pack(program.gen)
         return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions,
                    None if dtypes is None else tuple(dtypes), psum_ports, sparse32, program.timing)
 

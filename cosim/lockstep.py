@@ -28,6 +28,7 @@ from tensore.model.isa.enums import Opcode
 from tensore.model.trace import Event
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
+from tensore.rtl.pe import default_pack
 from tensore.rtl.rowport import MV_REQUEST
 from tensore.rtl.top import MV_ELEMS
 from tensore.rtl.psum_bank import monitor_names
@@ -137,7 +138,7 @@ class Lockstep:
         `psum_ports`: the engine's writes per partition and cycle (default: PSUM_PORTS, or as many as
         the program needs, `need_ports`)."""
         self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
-        self.pack = pack or program.pack or (1 if program.gen.layout.name == "MAVERICK" else 2)
+        self.pack = pack or program.pack or default_pack(program.gen)
         # the program's shared golden run, or one of its own that `tamper` may alter
         self.eng, self.trace, code = program.golden(sbuf_latency, shared=tamper is None)
         if tamper is not None:

@@ -59,12 +59,6 @@ class Sbuf:
             data = np.zeros((partitions, bytes_per_partition), np.uint8)
         self.data = image_bytes(data)
 
-    @classmethod
-    def from_npz(cls, path, name: str | None = None) -> "Sbuf":
-        """An Sbuf from a .npz (its array `name`, default `sbuf`) or .npy file (tensore.inputs.load_sbuf)."""
-        from tensore.inputs import load_sbuf
-        return cls(load_sbuf(path, name))
-
     def write(self, partition: int, offset: int, data) -> None:
         """Host write: the bytes of `data` (any array, as stored) into one partition from `offset`."""
         raw = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8)

@@ -17,7 +17,7 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import ErrorCode
 from tensore.model.psum import Psum
 from tensore.model.timing import ArrayTiming
-from tensore.words import plural
+from tensore.model.words import plural
 
 E = ErrorCode
 

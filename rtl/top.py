@@ -40,6 +40,7 @@ from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
+from tensore.rtl.pe import default_pack
 from tensore.rtl.load_unit import LoadUnit, scale_port, stationary_port
 from tensore.rtl.psum import PSUM_MONITOR
 from tensore.rtl.psum_bank import host_port, monitor_names
@@ -75,7 +76,7 @@ class Engine(wiring.Component):
         if sbuf_latency < 2:
             raise ValueError("the RTL engine needs sbuf_latency >= 2 (one request register + the memory)")
         self.rows, self.cols, self.L = rows, cols, sbuf_latency
-        self.pack = pack or (1 if self.maverick else 2)
+        self.pack = pack or default_pack(self.gen)
         if self.pack not in (1, 2, 4, 8):
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
         self.parts = psum_partitions

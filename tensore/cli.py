@@ -20,7 +20,7 @@ from tensore.model import dtypes as dt  # noqa: E402
 from tensore.model.addrmap import PARTITIONS  # noqa: E402
 from tensore.model.isa.microop import ARRAY_ROWS, GROUPS, full_cols  # noqa: E402
 from tensore.model.timing import PERF_BANKS, PERF_COUNTERS  # noqa: E402
-from tensore.words import plural  # noqa: E402
+from tensore.model.words import plural  # noqa: E402
 
 
 def _version() -> str:

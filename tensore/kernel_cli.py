@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from tensore.model.dtypes import Dtype, Gen
-from tensore.words import plural
+from tensore.model.words import plural
 
 GENS = [g.name.lower() for g in Gen]
 DTYPE_HELP = ("input dtype, a name or alias: bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp8_e2m5 (MAVERICK); "

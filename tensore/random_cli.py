@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tensore.model.dtypes import Gen
-from tensore.words import plural
+from tensore.model.words import plural
 
 GENS = [g.name.lower() for g in Gen]
 EVERY_GEN = "generations (default: every one)"

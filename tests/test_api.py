@@ -136,7 +136,7 @@ def test_loader_sbuf_files(tmp_path):
     np.save(tmp_path / "b.npy", img.view(ml_dtypes.bfloat16))
     assert np.array_equal(load_sbuf(f"{tmp_path / 'a.npz'}:weights"), img)
     assert np.array_equal(load_sbuf(tmp_path / "b.npy"), img)     # saved as void: the bytes
-    assert np.array_equal(Sbuf.from_npz(tmp_path / "a.npz", "weights").data, img)
+    assert np.array_equal(Sbuf(load_sbuf(tmp_path / "a.npz", "weights")).data, img)
     with pytest.raises(InputError, match=r"a.npz: no array 'sbuf' \(the SBUF image\); the file holds 'weights' "
                        r"\(uint8 \[2, 128\]\), 'other' \(float64 \[3\]\)"):
         load_sbuf(tmp_path / "a.npz")

@@ -148,8 +148,8 @@ def test_random_rows_alone_is_square(tmp_path):
 
 
 def test_counts_are_singular_when_one(capsys):
-    """One plural helper (tensore.words.plural) for printed counts: 1 matmul, 1 weight load, 1 bank."""
-    from tensore.words import plural
+    """One plural helper (tensore.model.words.plural) for printed counts: 1 matmul, 1 weight load, 1 bank."""
+    from tensore.model.words import plural
     assert plural(1, "matmul") == "1 matmul" and plural(0, "bank") == "0 banks"
     assert plural(1234, "cycle", fmt=",") == "1,234 cycles"
     assert main(["gemm", "--m", "4", "--k", "8", "--n", "4", "--gen", "mariana", "--rows", "8", "--cols", "8"]) == 0

@@ -10,6 +10,7 @@ import tensore.model.engine
 from tensore import model
 from tensore.cosim import lockstep
 from tensore.cosim import random_programs as R
+from tensore.inputs import load_sbuf
 from tensore.model import addrmap
 from tensore.model.dtypes import Gen
 from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_code, opcodes_of
@@ -122,7 +123,7 @@ def test_shrink_finds_the_fp16_matmul(monkeypatch, tmp_path):
     s_path, npz_path = R.save(small, tmp_path / "repro")
     back = R.load(tmp_path / "repro")
     assert back.text == small.text and back.gen == small.gen and back.regs == small.regs
-    assert np.array_equal(Sbuf.from_npz(str(npz_path)).data, small.sbuf)
+    assert np.array_equal(Sbuf(load_sbuf(str(npz_path))).data, small.sbuf)
     eng, _ = R.run_golden(back)
     per_bank = addrmap.PSUM_BANK_BYTES // 4
     for (p, b), (_, bits) in back.expect_fp32.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensore.model.isa.enums import Opcode
-from tensore.words import plural
+from tensore.model.words import plural
 
 MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
 

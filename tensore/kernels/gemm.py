@@ -19,7 +19,7 @@ from tensore.model.array import FP32_PASSES
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import FP32Mode, MXPerfMode
 from tensore.model.isa.microop import DOUBLE_ROW_FROM, PUMP_PACK, full_cols
-from tensore.words import plural
+from tensore.model.words import plural
 
 FP8 = (Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 _UINT = {1: "<u1", 2: "<u2", 4: "<u4"}

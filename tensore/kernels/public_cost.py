@@ -24,7 +24,7 @@ from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.isa.microop import microop
 from tensore.model.timing import DEFAULT_PROFILE, MM_INIT, blocks_overlap, profile
-from tensore.words import plural
+from tensore.model.words import plural
 
 FP32_FACTOR = 4           # fp32 inputs: four passes of the array
 FORMULA_ONLY = {Opcode.MATMUL_SPARSE: "sparse", Opcode.MATMUL_MX: "mx"}   # no public figure of their own
