@@ -65,7 +65,7 @@ PSUM_PARTITIONS_TYPE = int_at_least(1, "PSUM partitions", hi=PARTITIONS)
 
 
 class InputFile(str):
-    """A file argument (input_file, input_path): checked by input_error once the arguments are
+    """A file argument (input_file, input_path): checked by file_error once the arguments are
     parsed, so that a missing file is an exit 2 from main() like every other refused input."""
     dirs = False                 # a directory is accepted too
 
@@ -88,7 +88,7 @@ class InputFile(str):
 
 
 def input_file(text: str) -> InputFile:
-    """An argparse type: a file to read, which must exist, be a file and be readable (input_error)."""
+    """An argparse type: a file to read, which must exist, be a file and be readable (file_error)."""
     return InputFile(text)
 
 
@@ -99,11 +99,12 @@ def input_path(text: str) -> InputFile:
     return path
 
 
-def input_error(args) -> str | None:
-    """The first file argument of `args` that cannot be read, as a one-line reason; else None."""
+def file_error(args, kind: type) -> str | None:
+    """The first file argument of `args` of `kind` (InputFile: cannot be read; OutputFile: could not
+    be written), as a one-line reason; else None."""
     for name, value in vars(args).items():
         for v in value if isinstance(value, list) else [value]:
-            why = v.problem() if isinstance(v, InputFile) else None
+            why = v.problem() if isinstance(v, kind) else None
             if why:
                 return f"argument {name}: {why}"
     return None
@@ -111,7 +112,7 @@ def input_error(args) -> str | None:
 
 class OutputFile(str):
     """A file or directory argument to write (output_file, output_dir, plot_file, npz_file): checked
-    by output_error once the arguments are parsed, before any work, so that a name the command could
+    by file_error once the arguments are parsed, before any work, so that a name the command could
     not write is an exit 2 from main() like every other refused input, not an error after the run."""
     suffixes: tuple | None = None    # the suffixes the writer takes (None: any); "" is a name without one
     what = "file"                    # the words of the message: "a plot", "a waveform", ...
@@ -184,16 +185,6 @@ output_dir.output, output_dir.suffixes, output_dir.parents = True, None, True
 plot_file.output, plot_file.suffixes, plot_file.parents = True, (".png", ".pdf", ".svg"), False   # a few of them
 NPZ_FILE = output_file(("", ".npz"), "an npz result file (.npz added when missing)")
 WAVES_FILE = output_file((".fst", ".vcd"), "a waveform", parents=True)
-
-
-def output_error(args) -> str | None:
-    """The first output argument of `args` that could not be written, as a one-line reason; else None."""
-    for name, value in vars(args).items():
-        for v in value if isinstance(value, list) else [value]:
-            why = v.problem() if isinstance(v, OutputFile) else None
-            if why:
-                return f"argument {name}: {why}"
-    return None
 
 
 def check_array_args(args) -> str | None:
@@ -967,7 +958,7 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
     args = parser.parse_args(argv)
-    bad = check_array_args(args) or input_error(args) or output_error(args)
+    bad = check_array_args(args) or file_error(args, InputFile) or file_error(args, OutputFile)
     if bad:
         print(f"tensore {args.command}: error: {bad}", file=sys.stderr)
         return 2
