@@ -32,9 +32,10 @@ from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
 from tensore.model.timing import (DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS,
-                                  PERF_COUNTERS, ArrayTiming, blocks_overlap, floor_cycles, in_rhythm, load_complete,
-                                  load_front_issue, load_port_free, mm_port_free, seed_transpose_issue, sparse_end,
-                                  weights_swapped, write_cycle)
+                                  PERF_COUNTERS, ArrayTiming, blocks_overlap, column_groups, column_load,
+                                  column_load_end, column_load_issue, column_write, floor_cycles, in_rhythm,
+                                  load_complete, load_front_issue, load_port_free, mm_port_free, seed_transpose_issue,
+                                  sparse_end, weights_swapped, write_cycle)
 from tensore.model.timing import profile as timing_profile
 from tensore.model.trace import Event, Trace, WriteBlock
 
@@ -364,8 +365,8 @@ class Engine:
         self._current_of = {}                           # the host may have changed the weights
         ops = [OpRecord(i, d) for i, d in enumerate(descs)]
         depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
-        self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "mm_port": 0,
-                       "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
+        self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0,
+                       "mm_port": 0, "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
                        "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
                        "completions": []}
         stalled = None
@@ -512,8 +513,14 @@ class Engine:
         mm = st["last_mm"]
         if serial:
             t = max(t, st["all_complete"] + 1)
-        elif u.kind == Kind.LOAD:
+        elif u.kind == Kind.LOAD and self._column(u):
+            # the column-serial port (D-T99): a load of another skew follows a matmul of other passes,
+            # which waited for the previous load's end, so the port's own rule suffices
             t = max(t, st["lw_port"])
+            if mm is not None:
+                t = max(t, column_load_issue(mm["t_data"], self._skew(), u.row0, u.col0, u.cols, self.sbuf_latency))
+        elif u.kind == Kind.LOAD:
+            t = max(t, st["lw_end"])
             if mm is not None and self.timing.row_wavefront and d.op != Opcode.LDTAGS:
                 t = max(t, load_front_issue(mm["t_data"], mm["passes"], u.row0, u.rows, self.cols, self.sbuf_latency))
             elif mm is not None:         # every PE of the last matmul has swapped before a shadow write
@@ -521,7 +528,8 @@ class Engine:
             if d.op == Opcode.LDTAGS:
                 t = max(t, st["last_sparse_end"])
         else:                            # matmuls
-            t = max(t, st["mm_port"], st["last_lw"] + 1, st["last_ldtags"] + 1)
+            lw = st["last_lw"] + 1 if st["lw_skew"] in (0, u.passes) else st["lw_end"]   # 0: a row-serial load
+            t = max(t, st["mm_port"], lw, st["last_ldtags"] + 1)
             if mm is not None and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
                 t = max(t, mm["t_complete"] + 1)
             floor = st["mm_floor"]
@@ -543,6 +551,15 @@ class Engine:
         if we != EVENT_NONE:
             st["consumed"][we] = t
         return t
+
+    def _column(self, u) -> bool:
+        """Whether a load takes the column-serial port (timing.column_load under column_loads, D-T99)."""
+        return self.timing.column_loads and bool(column_load(u.op == Opcode.LDTAGS, u.tagw, u.xpose, u.mx, u.lut))
+
+    def _skew(self) -> int:
+        """A column-serial load's row skew: the passes of the matmul whose swap front it follows."""
+        mm = self._state["last_mm"]
+        return 1 if mm is None else mm["passes"]
 
     # -- execution ---------------------------------------------------------------------------------
     def _execute(self, op: OpRecord):
@@ -601,11 +618,21 @@ class Engine:
             self._pe_log.append({"kind": "lw", "op": op.index, "t": t, "latency": L, "row0": row0, "rows": rows,
                                  "phys": np.asarray(phys), "codes": stored.astype(np.uint32), "dtype": int(vdtype),
                                  "pack": pack, "scales": scales})
-        for k in range(rows):
-            self._emit(t + k + L, "shadow_write", op.index, row=row0 + k)
-        op.t_complete = load_complete(t, rows, L)
         st = self._state
-        st["lw_port"] = load_port_free(t, rows)
+        if identity is None and self._column(u):
+            skew, groups = self._skew(), column_groups(cols)
+            for k in range(rows):
+                self._emit(column_write(t, skew, k, 0, L), "shadow_write", op.index, row=row0 + k, groups=groups,
+                           col0=col0)
+            st["lw_end"] = column_load_end(t, skew, rows, cols)
+            st["lw_port"], st["lw_skew"] = t + groups, skew
+            op.t_complete = st["lw_end"] - 1 + L
+        else:
+            for k in range(rows):
+                self._emit(t + k + L, "shadow_write", op.index, row=row0 + k)
+            op.t_complete = load_complete(t, rows, L)
+            st["lw_port"] = st["lw_end"] = load_port_free(t, rows)
+            st["lw_skew"] = 0
         st["last_lw"] = t
 
     def _ldtags(self, op: OpRecord):
@@ -621,7 +648,8 @@ class Engine:
                                  "row0": row0, "rows": rows, "phys": phys,
                                  "tags": self.tags[row0:row0 + rows, phys].copy()})
         op.t_complete = load_complete(t, rows, self.sbuf_latency)
-        self._state["lw_port"] = load_port_free(t, rows)
+        self._state["lw_port"] = self._state["lw_end"] = load_port_free(t, rows)
+        self._state["lw_skew"] = 0
         self._state["last_ldtags"] = t
 
     def _pe_reg_write(self, op: OpRecord):

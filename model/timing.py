@@ -32,17 +32,23 @@ class Profile:
       row_wavefront: a weight load waits for the previous matmul's swap front to pass its own rows
                      (load_front_issue), not every PE of the array (weights_swapped).
       issue_floor:   a matmul whose PE block overlaps the previous matmul's issues no sooner than
-                     floor_cycles after it (nc_matmul's cost, MM_INIT_LATENCY)."""
+                     floor_cycles after it (nc_matmul's cost, MM_INIT_LATENCY).
+      column_loads:  a plain weight load (`column_load`) writes each row LOAD_COLS columns per cycle
+                     behind the previous matmul's swap front, rows skewed by its passes (D-T99):
+                     the load runs while that matmul computes.  The golden engine's only, until
+                     the RTL's column-serial port (`rtl_runs`)."""
 
     name: str
     row_wavefront: bool = False
     issue_floor: bool = False
+    column_loads: bool = False
 
     def __str__(self) -> str:
         return self.name
 
 
-PROFILES = {p.name: p for p in (Profile("contract"), Profile("public", row_wavefront=True, issue_floor=True))}
+PROFILES = {p.name: p for p in (Profile("contract"), Profile("public", row_wavefront=True, issue_floor=True),
+                                 Profile("background", row_wavefront=True, issue_floor=True, column_loads=True))}
 MM_INIT = 64               # MM_INIT_LATENCY: the matmul initiation interval floor (nc_matmul), cycles
 DEFAULT_PROFILE = "contract"
 
@@ -54,6 +60,22 @@ def profile(name) -> Profile:
     found = PROFILES.get(str(name).lower())
     if found is None:
         raise ValueError(f"timing profile {name!r}: one of {', '.join(PROFILES)}")
+    return found
+
+
+def rtl_runs(prof: Profile) -> bool:
+    """Whether the RTL sequencer and load unit build the profile's rules (column_loads: the golden
+    engine's only)."""
+    return not prof.column_loads
+
+
+def rtl_profile(name) -> Profile:
+    """The profile called `name` for an RTL build; ValueError, one line, for a golden-only one."""
+    found = profile(name)
+    if not rtl_runs(found):
+        runs = ", ".join(p for p, q in PROFILES.items() if rtl_runs(q))
+        raise ValueError(f"timing profile {found}: the golden engine's only (docs/timing.md, 'Timing profiles'); "
+                         f"the RTL runs {runs}")
     return found
 
 
@@ -105,6 +127,42 @@ def floor_cycles(xpose, rows, cols, vectors, passes, pick):
     stationary = pick(cols < MM_INIT, cols, MM_INIT)
     free = pick(vectors < MM_INIT, vectors, MM_INIT)
     return pick(xpose, pick(rows > free, rows, free), times_passes(stationary, passes))
+
+
+LOAD_COLS = 2              # columns a row writes per cycle on the column-serial port (D-T99): 2 x 128 input
+
+
+def column_load(tags, tagw, xpose, mx, lut):
+    """Whether a weight load takes the column-serial port under `column_loads` (D-T99): a plain one
+    (no tags, transpose, MX scales or LUT codes); the others load a row per cycle as before."""
+    return (tags | tagw | xpose | mx | lut) == 0
+
+
+def column_groups(cols):
+    """Cycles a row of a column-serial load writes: LOAD_COLS columns each."""
+    return (cols + LOAD_COLS - 1) >> (LOAD_COLS.bit_length() - 1)
+
+
+def column_write(t, skew, k, g, latency):
+    """A column-serial load issued at t writes row k (of its own rows) and its column group g in
+    cycle t + skew * k + g + latency: row k requests its SBUF partition in its own cycle, `skew`
+    (the passes of the matmul whose front it follows) after row k - 1 (D-T99)."""
+    return t + times_passes(k, skew) + g + latency
+
+
+def column_load_issue(t_data, passes, row0, col0, cols, latency):
+    """The earliest issue of a column-serial load into columns col0 .. col0 + cols - 1 after a matmul
+    whose first vector arrives at t_data, rows skewed by its `passes`: PE (r, c)'s write
+    (column_write) comes no earlier than the last cycle it works on its first vector,
+    t_data + passes * (r + c + 1) - 1.  Rows skew as the front does, so every row binds alike; the
+    front crosses a column in `passes` cycles and the writes in 1 / LOAD_COLS, so the last column binds."""
+    return t_data + times_passes(row0 + col0 + cols, passes) - 1 - latency - column_groups(cols) + 1
+
+
+def column_load_end(t, skew, rows, cols):
+    """The cycle after a column-serial load issued at t has sent its last request (row rows - 1's
+    last column group): a load with another skew, and a matmul with other passes, wait for it."""
+    return t + times_passes(rows - 1, skew) + column_groups(cols)
 
 
 def blocks_overlap(a, b):

@@ -38,7 +38,7 @@ from tensore.model.timing import (
     weights_swapped,
     write_cycle,
 )
-from tensore.model.timing import profile as timing_profile
+from tensore.model.timing import rtl_profile as timing_profile
 from tensore.rtl.blackbox import prototype
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import Kind, MmKind, hw_member, uop_layout

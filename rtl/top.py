@@ -34,7 +34,7 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import DESCRIPTOR_BYTES
 from tensore.model.isa.layouts import NUM_EVENTS
 from tensore.model.timing import DEFAULT_PROFILE
-from tensore.model.timing import profile as timing_profile
+from tensore.model.timing import rtl_profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, prototype

@@ -18,7 +18,7 @@ from tensore.rtl.top import Engine as RtlEngine
 
 
 def test_profiles_by_name():
-    assert list(timing.PROFILES) == ["contract", "public"] and timing.DEFAULT_PROFILE == "contract"
+    assert list(timing.PROFILES) == ["contract", "public", "background"] and timing.DEFAULT_PROFILE == "contract"
     assert timing.profile("PUBLIC") is timing.PROFILES["public"] and timing.profile(timing.PROFILES["public"]).name == "public"
     with pytest.raises(ValueError, match="one of contract, public"):
         timing.profile("fast")

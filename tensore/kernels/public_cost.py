@@ -23,7 +23,7 @@ from tensore.kernels.estimate import LOADS, MATMULS, _vectors
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.isa.microop import microop
-from tensore.model.timing import DEFAULT_PROFILE, MM_INIT, blocks_overlap, profile
+from tensore.model.timing import DEFAULT_PROFILE, LOAD_COLS, MM_INIT, blocks_overlap, profile
 from tensore.model.words import plural
 
 FP32_FACTOR = 4           # fp32 inputs: four passes of the array
@@ -95,7 +95,12 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAUL
     out = []
     gaps = list(zip(rows, issues, issues[1:]))
     loaded = [r for r, a, b in gaps if r.ours > r.public and any(a < t < b for t in loads)]
-    if loaded and prof.row_wavefront:
+    if loaded and prof.column_loads:
+        out.append(f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it writes each row "
+                   f"{LOAD_COLS} columns per cycle behind the previous matmul's swap front (docs/timing.md, "
+                   "'Background loads'), so the front crosses the last column before the load ends, and its "
+                   "matmul issues after the load's decode; the public model counts min(64, N_stationary) for both")
+    elif loaded and prof.row_wavefront:
         line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it follows the previous "
                 f"matmul's swap front row by row, which crosses a row of {C} columns in {C} cycles x passes "
                 "(docs/timing.md, 'Row wavefront'), then loads a row per cycle; the public model loads the "
