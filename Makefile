@@ -80,7 +80,7 @@ lint-full: verilog
 icarus: $(STAMP)
 	$(PY) -c 'from tensore.cosim.hdl import ensure_icarus; ensure_icarus()'
 
-# The regression (README "Regression"): REGRESS_N random programs and REGRESS_FUZZ fuzz descriptors per
+# The regression (docs/regression.md): REGRESS_N random programs and REGRESS_FUZZ fuzz descriptors per
 # generation in REGRESS_SHARDS deterministic shards, run side by side here (each is `tensore regress
 # --shard i/n`, as a CI matrix or SLURM array job runs it), then merged into build/regress: regress.json,
 # junit.xml, coverage.html.  The full run is REGRESS_N=10000; e.g. `make regress REGRESS_N=20

@@ -1,7 +1,7 @@
 """tensore: an executable hardware model of the NeuronCore PE engine (TensorE).
 
 The golden model, the RTL and the co-simulation live in the repository's `model/`, `rtl/` and
-`cosim/` folders and import as `tensore.model`, `tensore.rtl` and `tensore.cosim` (README layout):
+`cosim/` folders and import as `tensore.model`, `tensore.rtl` and `tensore.cosim` (docs/layout.md):
 an installed wheel holds them inside this package; in a source checkout this package's path also
 covers the repository root, so that the folders stay where they are.
 """

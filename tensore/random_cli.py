@@ -1,6 +1,6 @@
 """`tensore random`, `tensore coverage`, `tensore regress`: constrained-random programs on the golden
-engine and the RTL, functional coverage, and the sharded regression (README "Regression", D-T73,
-D-T74)."""
+engine and the RTL, functional coverage, and the sharded regression (docs/regression.md,
+D-T73, D-T74)."""
 from __future__ import annotations
 
 import sys

@@ -14,7 +14,7 @@ import pprint
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent          # a source checkout's root (README layout)
+ROOT = Path(__file__).resolve().parent.parent          # a source checkout's root (docs/layout.md)
 # the RDL as the package holds it: rtl/regs of a checkout, tensore/rtl/regs of an installed wheel
 RDL = Path(importlib.util.find_spec("tensore.rtl").submodule_search_locations[0]) / "regs" / "arr_seq.rdl"
 OUTPUTS = {"cheader": Path("rtl/regs/arr_seq.h"), "markdown": Path("docs/regs/arr_seq.md"),

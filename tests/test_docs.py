@@ -1,8 +1,12 @@
-"""The docs do what they say: README.md's and docs/isa.md's python blocks run, and
+"""The docs do what they say: README.md is a front door (under 12 kB, `make demo` and `make test`
+first, its example prints what the README quotes), every relative link of README.md and docs/ reaches
+a file and heading, the python blocks of README.md, docs/layout.md and docs/isa.md run, and
 docs/first_program.md runs as a user would follow it: its `sh` blocks as commands in a scratch
 directory (`tensore run`, `tensore cosim` on an 8 x 8 engine in Amaranth's simulator), its `python`
 blocks there, each checking the engine's numbers against numpy.  Blocks fenced `sh slow` (Verilator
 builds, full-size RTL, a waveform viewer) are shown, not run."""
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -27,11 +31,60 @@ def run_python(text: str, where: str) -> dict:
     return namespace
 
 
-def test_readme_python_blocks_run():
-    code = [text for info, text in blocks("README.md") if info == "python"]
-    assert code
+def test_readme_is_a_front_door():
+    """What it is, the two commands first, an example of about ten lines, under 12 kB."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) < 12_000
+    commands = next(text for info, text in blocks("README.md") if info == "sh")
+    assert [line.split()[:2] for line in commands.splitlines() if line.startswith("make")] == \
+        [["make", "demo"], ["make", "test"]]
+    example = [text for info, text in blocks("README.md") if info == "python"]
+    assert len(example) == 1 and len(example[0].splitlines()) <= 12
+
+
+def test_readme_example_prints_what_the_readme_quotes():
+    """The README's python block runs, and its output is the `text` block after it (quoted_output_pattern)."""
+    found = blocks("README.md")
+    i = next(i for i, (info, _) in enumerate(found) if info == "python")
+    assert found[i + 1][0] == "text", "the README quotes its example's output after it"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        run_python(found[i][1], "README.md python block")
+    assert re.fullmatch(quoted_output_pattern(found[i + 1][1]), out.getvalue()), \
+        f"README.md quotes the example's output as\n{found[i + 1][1]}\nbut it prints\n{out.getvalue()}"
+
+
+def test_layout_python_blocks_run():
+    code = [text for info, text in blocks("docs/layout.md") if info == "python"]
+    assert code and "from_fp32" in code[0]                      # the datatypes example
     for i, text in enumerate(code):
-        run_python(text, f"README.md python block {i}")
+        run_python(text, f"docs/layout.md python block {i}")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _prose(path: Path) -> str:
+    return re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+
+
+def test_relative_links_reach_a_file_and_heading():
+    """Every relative link of README.md and docs/ (outside code blocks) names a file that exists and,
+    with `#anchor`, a heading of that page: moving a section cannot leave a link behind."""
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", _prose(page)):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            headings = {_slug(h) for h in re.findall(r"^#+ (.*)$", _prose(dest), re.M)} \
+                if dest.suffix == ".md" and dest.is_file() else set()
+            if not dest.exists() or (anchor and anchor not in headings):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, broken
 
 
 def test_isa_operand_layout_example_runs():
