@@ -51,7 +51,8 @@ from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, Tile
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind,
                                        group_step)
-from tensore.model.timing import MAX_IN_FLIGHT
+from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue,
+                                  floor_cycles, load_front_issue, profile)
 
 PREFIX = "tensore"
 _LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
@@ -374,8 +375,8 @@ def facts(program, trace, sbuf_latency: int = 2) -> set:
             hit("zero", str(e.data["banks"]), "yes" if e.data["bank"] + e.data["banks"] > 8 else "no")
     for v in _value_classes(trace):
         hit("values", v)
-    for _, rules in stalls(trace, program.regs, sbuf_latency):
-        for r in rules:
+    for _, rules in stalls(trace, program.regs, sbuf_latency, program.timing):
+        for r in rules & set(RULES):            # the contract's rules (a profile's own are not bins)
             hit("stall", r)
             if r == "wait_event":
                 hit("events", "wait_stalled")
@@ -384,8 +385,16 @@ def facts(program, trace, sbuf_latency: int = 2) -> set:
 
 # --- the issue-rule monitor (docs/timing.md) ---------------------------------------------------------
 
-def _rules_of(o, st, R, C, L, regs) -> dict:
-    """Each issue rule's earliest cycle for micro-op `o` in the state `st` the earlier ones left."""
+def _column(o, prof) -> bool:
+    """A load on the column-serial port (the `column_loads` profiles, docs/timing.md)."""
+    u = o.uop
+    return prof.column_loads and u.kind == Kind.LOAD and \
+        bool(column_load(o.desc.op == Opcode.LDTAGS, u.tagw, u.xpose, u.mx, u.lut, u.lcf))
+
+
+def _rules_of(o, st, R, C, L, regs, prof) -> dict:
+    """Each issue rule's earliest cycle for micro-op `o` in the state `st` the earlier ones left,
+    under the timing profile `prof`."""
     d, u = o.desc, o.uop
     c = {"decode": o.t_decode + 1, "after_barrier": st["barrier"] + 1}
     if regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
@@ -393,17 +402,27 @@ def _rules_of(o, st, R, C, L, regs) -> dict:
     if u.barrier or regs.get("queue_cfg", "disable_dependency_check"):
         c["barrier" if u.barrier else "dependency_check_off"] = st["all"] + 1
     elif u.kind == Kind.LOAD:
-        c["weight_port"] = st["lw_port"]
-        if st["mm"]:
-            c["swap_wait"] = st["mm"]["t_data"] + st["mm"]["passes"] * (R + C) - L
+        mm = st["mm"]
+        c["weight_port"] = st["lw_port"] if _column(o, prof) else st["lw_end"]
+        if mm and _column(o, prof):
+            c["column_front"] = column_load_issue(mm["t_data"], mm["passes"], u.row0, u.col0, u.cols, L)
+        elif mm and prof.row_wavefront and d.op != Opcode.LDTAGS:
+            c["row_front"] = load_front_issue(mm["t_data"], mm["passes"], u.row0, u.rows, C, L)
+        elif mm:
+            c["swap_wait"] = mm["t_data"] + mm["passes"] * (R + C) - L
         if d.op == Opcode.LDTAGS:
             c["sparse_drain"] = st["sparse_end"]
     else:
         c["moving_port"] = st["mm_port"]
         c["after_load"] = max(st["last_lw"], st["last_ldtags"]) + 1
+        if st["lw_skew"] not in (0, u.passes):          # a column-serial load of other passes: its end
+            c["column_load_end"] = st["lw_end"]
         mm = st["mm"]
         if mm and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
             c["pass_or_kind_change"] = mm["t_complete"] + 1
+        floor = st["floor"]
+        if prof.issue_floor and u.kind == Kind.MATMUL and floor and blocks_overlap(floor[1], u.block):
+            c["issue_floor"] = floor[0]
     if len(st["done"]) >= MAX_IN_FLIGHT:
         c["in_flight_limit"] = sorted(st["done"])[-MAX_IN_FLIGHT] + 1
     we = d.events.wait_event
@@ -420,7 +439,7 @@ def _mm(st, **mm) -> dict:
     return mm
 
 
-def _advance(o, st, R, C, L):
+def _advance(o, st, R, C, L, prof):
     """The state after micro-op `o` issued (the timestamps docs/timing.md's rules read)."""
     d, u, t = o.desc, o.uop, o.t_issue
     st["last_issue"], st["all"] = t, max(st["all"], o.t_complete)
@@ -429,26 +448,37 @@ def _advance(o, st, R, C, L):
         st["barrier"] = o.t_complete
     if d.events.set_event != EVENT_NONE:
         st["events"].setdefault(d.events.set_event, []).append(o.t_complete)
-    if u.kind == Kind.LOAD:
-        st["lw_port"] = t + u.rows
+    if u.kind == Kind.LOAD and _column(o, prof):
+        skew = st["mm"]["passes"] if st["mm"] else 1
+        st["lw_port"], st["lw_end"] = t + skew * -(-u.cols // 2), t + skew * (u.rows + -(-u.cols // 2) - 2) + 1
+        st["lw_skew"], st["last_lw"] = skew, t
+    elif u.kind in (Kind.LOAD, Kind.SEED):
+        st["lw_port"] = st["lw_end"] = t + u.rows
+        st["lw_skew"] = 0
         st["last_ldtags" if d.op == Opcode.LDTAGS else "last_lw"] = t
-    elif u.kind == Kind.SEED:                     # the identity load of its states, then their transpose
-        st["lw_port"], st["last_lw"] = t + u.rows, t
+    if u.kind == Kind.SEED:                       # the identity load of its states, then their transpose
         t_mm = t + u.rows + L
         st["mm"] = _mm(st, t_data=t_mm + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
         st["mm_port"] = t_mm + SEED_STATES
     elif u.kind == Kind.MATMUL and u.seed:
         st["mm"] = _mm(st, t_data=t + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE, t_issue=t)
         st["mm_port"] = t + 1
+        st["floor"] = (t + _floor(u.mmkind == MmKind.XPOSE, u.rows, u.cols, 1, 1), u.block)
     elif u.kind == Kind.MATMUL:
         vectors = u.rows if u.xpose else o.psum_writes // max(1, u.cols)
         st["mm_port"] = t + vectors * u.passes
         st["mm"] = _mm(st, t_data=t + L, passes=u.passes, t_complete=o.t_complete, kind=u.mmkind, t_issue=t)
+        st["floor"] = (t + _floor(u.mmkind == MmKind.XPOSE, u.rows, u.cols, vectors, u.passes), u.block)
         if d.op == Opcode.MATMUL_SPARSE:
             st["sparse_end"] = t + vectors + C
 
 
-def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2) -> list:
+def _floor(xpose, rows, cols, vectors, passes) -> int:
+    """A matmul's public cost before the next on its block (model/timing.py floor_cycles)."""
+    return floor_cycles(xpose, rows, cols, vectors, passes, lambda c, a, b: a if c else b)
+
+
+def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2, timing=DEFAULT_PROFILE) -> list:
     """[(OpRecord, {rules})] for every issued micro-op: the issue rules (docs/timing.md) whose cycle is
     its issue cycle when that is later than decode + 1 (`fifo_full` when it waited to enter the
     FIFO); {'unexplained'} when no rule gives its issue cycle."""
@@ -458,13 +488,15 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2) -> list:
         rf.write(rf.offset_of(name), value)
     R, C, L = trace.rows, trace.cols, sbuf_latency
     neg = -10 ** 9
-    st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "last_lw": neg, "last_ldtags": neg,
-          "sparse_end": neg, "mm_port": 0, "mm": None, "done": [], "events": {}, "consumed": {}}
+    prof = profile(timing)
+    st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0, "last_lw": neg,
+          "last_ldtags": neg, "sparse_end": neg, "mm_port": 0, "mm": None, "floor": None, "done": [], "events": {},
+          "consumed": {}}
     out = []
     for i, o in enumerate(trace.ops):
         if o.error != ErrorCode.NONE or o.t_issue is None:
             continue
-        c = _rules_of(o, st, R, C, L, rf)
+        c = _rules_of(o, st, R, C, L, rf, prof)
         t = max(c.values())
         mm = st["mm"]
         passes = o.uop.passes
@@ -482,7 +514,7 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2) -> list:
         we = o.desc.events.wait_event
         if we != EVENT_NONE:
             st["consumed"][we] = o.t_issue
-        _advance(o, st, R, C, L)
+        _advance(o, st, R, C, L, prof)
         out.append((o, rules))
     return out
 

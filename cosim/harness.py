@@ -130,7 +130,7 @@ def _job(lks: list, traced: bool = False) -> bytes:
     words = [len(lks)]
     blobs = []
     for lk in lks:
-        w = [lk.L - 1, lk.end, lk.parts, lk.rows, len(lk.setup)]
+        w = [lk.L - 1, lk.end, lk.parts, lk.mv_rows, len(lk.setup)]
         for addr, value in lk.setup:
             w += [addr, value]
         w.append(len(lk.descs))

@@ -33,7 +33,7 @@ from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
 from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
-from tensore.model.timing import DEFAULT_PROFILE, rtl_profile
+from tensore.model.timing import DEFAULT_PROFILE
 from tensore.rtl.pe import default_pack
 from tensore.rtl.writeback import PSUM_PORTS
 
@@ -55,9 +55,6 @@ class Config:
     psum_ports: int = PSUM_PORTS         # the writes a PSUM partition takes in one cycle (D-T40 (6))
     sparse32: bool = False               # 32-bit MatmulSparse fmaps (D-T40 (3))
     timing: str = DEFAULT_PROFILE        # the sequencer's profile of issue rules (model/timing.py, D-T98)
-
-    def __post_init__(self):
-        rtl_profile(self.timing)         # a golden-only profile: one line before any build
 
     @property
     def label(self) -> str:

@@ -184,6 +184,13 @@ class Lockstep:
         return self.program.rows
 
     @property
+    def mv_rows(self) -> int:
+        """The moving port's rows: the array's, and under `column_loads` as many again for the
+        column-serial stationary port (rtl/top.py `mv_rows`)."""
+        from tensore.model.timing import profile
+        return self.rows * (2 if profile(self.program.timing).column_loads else 1)
+
+    @property
     def writes(self) -> dict:
         """{cycle: {(partition, offset, bits, bytes)}} of the golden writes, made on first use (the
         per-cycle checks); the whole-run checks read `write_rows`."""
@@ -242,7 +249,7 @@ class Lockstep:
 async def bench(lk: Lockstep, port) -> Mismatch | None:
     """The testbench.  `port` adapts a simulator: set(name, int), get(name) -> int, and the async
     settle() (inputs applied, outputs valid) and tick() (to the next cycle)."""
-    R, Lm, parts = lk.rows, lk.L - 1, lk.parts
+    R, Lm, parts = lk.mv_rows, lk.L - 1, lk.parts
     for addr, value in lk.setup:                               # register setup, before cycle 0
         port.set("bus_addr", addr)
         port.set("bus_wdata", value)

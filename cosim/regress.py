@@ -172,7 +172,7 @@ def golden_checks(program, trace) -> list:
     hang = watchdog.check_trace(trace, watchdog.program_bound(program, code=code))
     if hang is not None:
         out.append(f"golden engine: {hang}")
-    odd = [o.index for o, rules in coverage.stalls(trace, program.regs) if "unexplained" in rules]
+    odd = [o.index for o, rules in coverage.stalls(trace, program.regs, timing=program.timing) if "unexplained" in rules]
     if odd:
         out.append(f"issue cycles no rule of docs/timing.md explains: descriptors {odd[:10]}")
     return out

@@ -222,7 +222,8 @@ def _decls(ports: Ports) -> list[str]:
 
 
 def _params(ports: Ports, exported: dict, sb_shape) -> list[str]:
-    rows, parts = exported["rows"], exported["psum_partitions"]
+    # the moving port's rows (with the column-serial port's under `column_loads`, rtl/top.py mv_rows)
+    rows, parts = ports.width("mv_req_valid"), exported["psum_partitions"]
     p = {"ROWS": rows, "PARTS": parts, "LM": exported["sbuf_latency"] - 1, "MV_ELEMS": MV_ELEMS,
          "MV_BITS": ports.width("mv_resp_data") // rows, "ST_ELEMS": ports.width("st_resp_data") // 32,
          "SC_BYTES": ports.width("sc_resp_data") // 8, "STEP_W": ports.width("st_req_step") // 3,

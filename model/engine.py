@@ -33,7 +33,7 @@ from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
 from tensore.model.timing import (DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY, FIFO_DEPTH, MAX_IN_FLIGHT, PERF_BANKS,
                                   PERF_COUNTERS, ArrayTiming, blocks_overlap, column_groups, column_load,
-                                  column_load_end, column_load_issue, column_write, floor_cycles, in_rhythm,
+                                  column_load_end, column_load_issue, column_port_free, column_write, floor_cycles, in_rhythm,
                                   load_complete, load_front_issue, load_port_free, mm_port_free, seed_transpose_issue,
                                   sparse_end, weights_swapped, write_cycle)
 from tensore.model.timing import profile as timing_profile
@@ -554,7 +554,8 @@ class Engine:
 
     def _column(self, u) -> bool:
         """Whether a load takes the column-serial port (timing.column_load under column_loads, D-T99)."""
-        return self.timing.column_loads and bool(column_load(u.op == Opcode.LDTAGS, u.tagw, u.xpose, u.mx, u.lut))
+        return self.timing.column_loads and bool(column_load(u.op == Opcode.LDTAGS, u.tagw, u.xpose, u.mx, u.lut,
+                                                                          u.lcf))
 
     def _skew(self) -> int:
         """A column-serial load's row skew: the passes of the matmul whose swap front it follows."""
@@ -623,9 +624,9 @@ class Engine:
             skew, groups = self._skew(), column_groups(cols)
             for k in range(rows):
                 self._emit(column_write(t, skew, k, 0, L), "shadow_write", op.index, row=row0 + k, groups=groups,
-                           col0=col0)
+                           col0=col0, skew=skew)
             st["lw_end"] = column_load_end(t, skew, rows, cols)
-            st["lw_port"], st["lw_skew"] = t + groups, skew
+            st["lw_port"], st["lw_skew"] = column_port_free(t, skew, cols), skew
             op.t_complete = st["lw_end"] - 1 + L
         else:
             for k in range(rows):

@@ -33,10 +33,9 @@ class Profile:
                      (load_front_issue), not every PE of the array (weights_swapped).
       issue_floor:   a matmul whose PE block overlaps the previous matmul's issues no sooner than
                      floor_cycles after it (nc_matmul's cost, MM_INIT_LATENCY).
-      column_loads:  a plain weight load (`column_load`) writes each row LOAD_COLS columns per cycle
+      column_loads:  a plain weight load (`column_load`) writes each row LOAD_COLS columns per group
                      behind the previous matmul's swap front, rows skewed by its passes (D-T99):
-                     the load runs while that matmul computes.  The golden engine's only, until
-                     the RTL's column-serial port (`rtl_runs`)."""
+                     the load runs while that matmul computes (rtl/column_load.py)."""
 
     name: str
     row_wavefront: bool = False
@@ -60,22 +59,6 @@ def profile(name) -> Profile:
     found = PROFILES.get(str(name).lower())
     if found is None:
         raise ValueError(f"timing profile {name!r}: one of {', '.join(PROFILES)}")
-    return found
-
-
-def rtl_runs(prof: Profile) -> bool:
-    """Whether the RTL sequencer and load unit build the profile's rules (column_loads: the golden
-    engine's only)."""
-    return not prof.column_loads
-
-
-def rtl_profile(name) -> Profile:
-    """The profile called `name` for an RTL build; ValueError, one line, for a golden-only one."""
-    found = profile(name)
-    if not rtl_runs(found):
-        runs = ", ".join(p for p, q in PROFILES.items() if rtl_runs(q))
-        raise ValueError(f"timing profile {found}: the golden engine's only (docs/timing.md, 'Timing profiles'); "
-                         f"the RTL runs {runs}")
     return found
 
 
@@ -132,22 +115,24 @@ def floor_cycles(xpose, rows, cols, vectors, passes, pick):
 LOAD_COLS = 2              # columns a row writes per cycle on the column-serial port (D-T99): 2 x 128 input
 
 
-def column_load(tags, tagw, xpose, mx, lut):
+def column_load(tags, tagw, xpose, mx, lut, lcf):
     """Whether a weight load takes the column-serial port under `column_loads` (D-T99): a plain one
-    (no tags, transpose, MX scales or LUT codes); the others load a row per cycle as before."""
-    return (tags | tagw | xpose | mx | lut) == 0
+    (no tags, transpose, MX scales or LUT codes) in first-column-first order; the others load a row
+    per cycle as before."""
+    return (tags | tagw | xpose | mx | lut | lcf) == 0
 
 
 def column_groups(cols):
-    """Cycles a row of a column-serial load writes: LOAD_COLS columns each."""
+    """Column groups of a row of a column-serial load: LOAD_COLS columns each."""
     return (cols + LOAD_COLS - 1) >> (LOAD_COLS.bit_length() - 1)
 
 
 def column_write(t, skew, k, g, latency):
     """A column-serial load issued at t writes row k (of its own rows) and its column group g in
-    cycle t + skew * k + g + latency: row k requests its SBUF partition in its own cycle, `skew`
-    (the passes of the matmul whose front it follows) after row k - 1 (D-T99)."""
-    return t + times_passes(k, skew) + g + latency
+    cycle t + skew * (k + g) + latency: the groups run down the rows, a row each `skew` cycles (the
+    passes of the matmul whose front the load follows), and each row requests its SBUF partition as
+    a group reaches it (D-T99)."""
+    return t + times_passes(k + g, skew) + latency
 
 
 def column_load_issue(t_data, passes, row0, col0, cols, latency):
@@ -155,14 +140,21 @@ def column_load_issue(t_data, passes, row0, col0, cols, latency):
     whose first vector arrives at t_data, rows skewed by its `passes`: PE (r, c)'s write
     (column_write) comes no earlier than the last cycle it works on its first vector,
     t_data + passes * (r + c + 1) - 1.  Rows skew as the front does, so every row binds alike; the
-    front crosses a column in `passes` cycles and the writes in 1 / LOAD_COLS, so the last column binds."""
-    return t_data + times_passes(row0 + col0 + cols, passes) - 1 - latency - column_groups(cols) + 1
+    front crosses a group's two columns in 2 x passes cycles and the writes in passes, so the last
+    column binds."""
+    return t_data + times_passes(row0 + col0 + cols - column_groups(cols) + 1, passes) - 1 - latency
 
 
 def column_load_end(t, skew, rows, cols):
-    """The cycle after a column-serial load issued at t has sent its last request (row rows - 1's
-    last column group): a load with another skew, and a matmul with other passes, wait for it."""
-    return t + times_passes(rows - 1, skew) + column_groups(cols)
+    """The cycle after a column-serial load issued at t has made its last write request (row
+    rows - 1, its last group): a matmul of other passes, or a row-serial load, waits for it."""
+    return t + times_passes(rows + column_groups(cols) - 2, skew) + 1
+
+
+def column_port_free(t, skew, cols):
+    """A column-serial load issued at t has sent its last group down the rows at t + skew * (G - 1):
+    the next one starts a group slot later."""
+    return t + times_passes(column_groups(cols), skew)
 
 
 def blocks_overlap(a, b):

@@ -9,18 +9,23 @@ neighbours' values of the previous cycle, as the flip-flops of the structural fo
 is written only when it loads (rtl/loopform.py)."""
 from __future__ import annotations
 
+from tensore.model.timing import LOAD_COLS
 from tensore.rtl.loopform import Netlist, yosys_netlist
 from tensore.rtl.pe import COL_BITS, PE, act_layout, weight_layout
 
 PREFIX = "cell_"        # the temporaries of the PE's cells (the state arrays are pe_<register>)
 
 
-def array_header(name: str, rows: int, cols: int, pack: int, sparse32: bool = False) -> list:
+def array_header(name: str, rows: int, cols: int, pack: int, sparse32: bool = False,
+                 column_loads: bool = False) -> list:
     """The Verilog module header of an array (the ports of rtl/array.py Array), for both forms."""
     a, w = act_layout(pack, sparse32).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
+    cw = [f"  input [{LOAD_COLS * rows - 1}:0] cw_valid;", f"  input [{COL_BITS * rows - 1}:0] cw_col;",
+          f"  input [{w * LOAD_COLS * rows - 1}:0] cw_data;"] if column_loads else []
     return [f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
-            "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid);",
+            "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid"
+            + (", cw_valid, cw_col, cw_data);" if column_loads else ");"), *cw,
             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
             f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
             f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
@@ -30,7 +35,7 @@ def array_header(name: str, rows: int, cols: int, pack: int, sparse32: bool = Fa
 
 
 def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtypes=None,
-                       sparse32: bool = False) -> str:
+                       sparse32: bool = False, column_loads: bool = False) -> str:
     """SystemVerilog of the rows x cols array module `name` (the ports of rtl/array.py Array)."""
     net = Netlist(yosys_netlist(PE(gen, pack, dtypes=dtypes, sparse32=sparse32), "pe"), PREFIX)
     a, w = act_layout(pack, sparse32).size, weight_layout(pack).size
@@ -54,7 +59,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
         raise ValueError("the PE's inputs changed; update rtl/array_loop.py")
     lines = [f"// {rows} x {cols} weight-stationary array in loop form (rtl/array_loop.py, D-T60): the PE's",
              "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
-             *array_header(name, rows, cols, pack, sparse32)]
+             *array_header(name, rows, cols, pack, sparse32, column_loads)]
     for reg in net.regs:
         if reg is not line:
             lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
@@ -75,6 +80,7 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
               f"        x_pvalid = r == 0 ? top_valid[c] : {net.output('psum_valid_out', above)};",
               f"        x_wl_valid = wl_valid && wl_row == {rb}'(r) && wl_cols[c];",
               f"        if (x_wl_valid) x_wl = wl_data[{w}*c +: {w}];",
+              *(_column_writes(rows, w) if column_loads else []),
               f"        x_tag_valid = tag_valid && tag_row == {rb}'(r) && tag_cols[c];",
               "        if (x_tag_valid) x_tag = tag_data[4*c +: 4];",
               *net.step(inputs, here, "rst", " " * 8, skip=frozenset({line.index} if line else ())),
@@ -94,3 +100,15 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
               "    assign out_psum[32*c +: 32] = o_psum[c];", "    assign out_valid[c] = o_valid[c];",
               "  end endgenerate", "endmodule", ""]
     return "\n".join(lines)
+
+
+def _column_writes(rows: int, w: int) -> list:
+    """PE (r, c)'s column-serial weight write (rtl/column_load.py): record j of row r's group when
+    its first column cw_col is c - j."""
+    out = []
+    for j in reversed(range(LOAD_COLS)):
+        hit = (f"c >= {j} && cw_valid[{LOAD_COLS}*r + {j}] && "
+               f"cw_col[{COL_BITS}*r +: {COL_BITS}] == {COL_BITS}'(c - {j})")
+        out += [f"        if ({hit}) begin", "          x_wl_valid = 1'b1;",
+                f"          x_wl = cw_data[{w * LOAD_COLS}*r + {w * j} +: {w}];", "        end"]
+    return out

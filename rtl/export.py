@@ -82,9 +82,11 @@ def _write(out: Path, texts: dict, vlt_modules: list, comment: str) -> dict:
             "digest": digest}
 
 
-def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "tensore_array") -> dict:
-    """Write the PE, row-block and top modules, files.f and a Verilator control file."""
-    array = Array(gen, rows, cols, pack)
+def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "tensore_array", *,
+                 column_loads: bool = False) -> dict:
+    """Write the PE, row-block and top modules, files.f and a Verilator control file (`column_loads`:
+    the array with the column-serial weight writes)."""
+    array = Array(gen, rows, cols, pack, column_loads=column_loads)
     row = array.blocks()[0]
     pe = row.blocks()[0]
     t0 = time.perf_counter()
@@ -190,7 +192,8 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
         for fname, make in [*((f"{b.module_name}.v", lambda b=b: block_verilog(b)) for b in blocks),
                             (f"{name}.v", lambda: block_verilog(eng, name)),
                             (loop_file, lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack, array.module_name,
-                                                                   dtypes=dtypes, sparse32=sparse32))]:
+                                                                   dtypes=dtypes, sparse32=sparse32,
+                                                                   column_loads=array.column_loads))]:
             if fname in apart:
                 texts[fname] = None                 # its place in files.f
                 continue

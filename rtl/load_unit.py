@@ -18,6 +18,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
 from tensore.model.isa.layouts import LUT_ENTRIES
 from tensore.model.isa.microop import MX_TILE, SEED_STATES
+from tensore.model.timing import column_load
 from tensore.rtl.fp.raw import e8m0_scale
 from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.interfaces import Bus, request_port
@@ -67,11 +68,12 @@ class LoadUnit(wiring.Component):
     code slots, D-T34, D-T40 (3))."""
 
     def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None, *,
-                 sparse32: bool = False, black_box: bool = False):
-        """`black_box`: the LUT table is an instance of its exported module."""
+                 sparse32: bool = False, black_box: bool = False, column_loads: bool = False):
+        """`black_box`: the LUT table is an instance of its exported module.  `column_loads`: plain
+        weight loads take the column-serial port (rtl/column_load.py, D-T99), not this one."""
         self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, cols, pack, \
             sbuf_latency, dtypes
-        self.sparse32, self.black_box = sparse32, black_box
+        self.sparse32, self.black_box, self.column_loads = sparse32, black_box, column_loads
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "bypass": In(1),
             "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),
@@ -92,7 +94,7 @@ class LoadUnit(wiring.Component):
     @property
     def module_name(self) -> str:
         return (f"tensore_load_unit_{self.gen.name.lower()}_r{self.rows}_c{self.cols}_p{self.pack}_l{self.L}"
-                f"{build_suffix(self.dtypes, self.sparse32)}")
+                f"{build_suffix(self.dtypes, self.sparse32)}{'_cw' if self.column_loads else ''}")
 
     def _lut(self):
         return LutTable(self.cols + self.rows * MV_ELEMS)
@@ -128,7 +130,9 @@ class LoadUnit(wiring.Component):
         `L - 1` cycles later (returned)."""
         u = self.uop
         active, k_reg, held = Signal(), Signal(8), Signal(uop_layout())
-        ld_go = wire(m, self.issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported, "ld_go")
+        any_ld = self.issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported
+        column = column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf) & (u.kind == Kind.LOAD)
+        ld_go = wire(m, any_ld & ~column if self.column_loads else any_ld, "ld_go")
         rw_go = wire(m, self.issue & (u.kind == Kind.REGWRITE) & ~self.bypass, "rw_go")   # PeRegWrite: same port
         lut_go = wire(m, self.issue & (u.kind == Kind.LUT), "lut_go")   # and ConvLutLoad: all entries in one gather
         # and a MAVERICK seed micro-op: its 2 x half INT32 seeds (LoadSeed) in one gather
@@ -178,8 +182,8 @@ class LoadUnit(wiring.Component):
         m.d.sync += [pipe[i].eq(pipe[i - 1]) for i in range(1, self.L)]
         too_many = u.pack > self.pack                       # more elements per PE than built for
         missing = ~any_of([u.dtype == int(x) for x in self.dtypes]) if self.dtypes is not None else Const(0)
-        m.d.comb += [self.unsupported.pack.eq(ld_go & too_many),
-                     self.unsupported.dtype.eq(ld_go & (u.kind == Kind.LOAD) & missing)]
+        m.d.comb += [self.unsupported.pack.eq(any_ld & too_many),
+                     self.unsupported.dtype.eq(any_ld & (u.kind == Kind.LOAD) & missing)]
         return pipe[-1]
 
     def _lanes(self, m, meta, lut):

@@ -27,6 +27,10 @@ from tensore.model.timing import (
     PERF_BANKS,
     PERF_COUNTERS,
     blocks_overlap,
+    column_load,
+    column_load_end,
+    column_load_issue,
+    column_port_free,
     floor_cycles,
     in_rhythm,
     load_complete,
@@ -38,7 +42,7 @@ from tensore.model.timing import (
     weights_swapped,
     write_cycle,
 )
-from tensore.model.timing import rtl_profile as timing_profile
+from tensore.model.timing import profile as timing_profile
 from tensore.rtl.blackbox import prototype
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import Kind, MmKind, hw_member, uop_layout
@@ -66,6 +70,7 @@ class Sequencer(wiring.Component):
             "reg_apply": In(1), "reg_value": In(32), "reg_index": In(8),   # a fetched PeRegWrite value
             "unsupported": Out(1),                           # sticky: a valid micro-op the RTL does not run
             "seed_mm_at": Out(T),                            # with issue of a PeManageSeed: its transpose's cycle
+            "skew4": Out(1),                                 # a column-serial load's rows skew by 4 (D-T99)
             "busy": Out(1), "error": Out(1),
         })
 
@@ -160,6 +165,7 @@ class Sequencer(wiring.Component):
         last_issue, any_issued = Signal(T), Signal()
         all_done_p1, barrier_p1 = Signal(T), Signal(T)         # all_complete + 1, barrier_complete + 1
         lw_port, mm_port, last_lw_p1 = Signal(T), Signal(T), Signal(T)
+        lw_end, lw_skew = Signal(T), Signal(3)                   # a column-serial load's end, skew (0: row-serial)
         mm_valid, mm_t_data, mm_passes, mm_done, mm_issue = Signal(), Signal(T), Signal(uop_layout()["passes"].shape), \
             Signal(T), Signal(T)
         mm_kind = Signal(MmKind)
@@ -172,7 +178,16 @@ class Sequencer(wiring.Component):
         if self.timing.row_wavefront:           # a weight load follows the swap front row by row (D-T98)
             front = ~mm_valid | (now >= load_front_issue(mm_t_data, mm_passes, u.row0, u.rows, C, L))
             swapped = Mux(u.tags, swapped, front)
-        mm_rules = (now >= mm_port) & (now >= last_lw_p1) & \
+        load_rules = (now >= lw_end) & swapped
+        after_lw = now >= last_lw_p1
+        skew = Mux(mm_valid, mm_passes, 1)
+        m.d.comb += self.skew4.eq(skew == 4)
+        if self.timing.column_loads:            # the column-serial port (D-T99)
+            column = column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf)
+            col_front = ~mm_valid | (now >= column_load_issue(mm_t_data, mm_passes, u.row0, u.col0, u.cols, L))
+            load_rules = Mux(column, (now >= lw_port) & col_front, load_rules)
+            after_lw = Mux((lw_skew == 0) | (lw_skew == u.passes), after_lw, now >= lw_end)
+        mm_rules = (now >= mm_port) & after_lw & \
             (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
             ~(mm_valid & (now <= mm_done) & ~in_rhythm(now, mm_issue, u.passes))
         if self.timing.issue_floor:             # the public issue floor on an overlapping block (D-T98)
@@ -182,11 +197,12 @@ class Sequencer(wiring.Component):
             mine = [u.row0, u.rows, u.col0, u.cols]
             mm_rules &= ~fl_valid | ~blocks_overlap(fl_block, mine) | (now >= fl_at)
         deps = Mux(serial, now >= all_done_p1,
-                   Mux(is_load, (now >= lw_port) & swapped & (~u.tags | (now >= sparse_at)), Mux(is_mm, mm_rules, 1)))
+                   Mux(is_load, load_rules & (~u.tags | (now >= sparse_at)), Mux(is_mm, mm_rules, 1)))
         we = u.wait_event
         event_ok = (we == EVENT_NONE) | self._flags.bit_select(we[:6], 1)
         ready = dly & (now >= barrier_p1) & deps & event_ok
 
+        self._mm_valid, self._mm_passes = mm_valid, mm_passes
         t_complete, t_mmdone, t_seed_mm = self._completion(now, u)
         mm_last = Mux(mm_valid & (mm_done > t_complete), mm_done, t_complete)   # every matmul's, drained
         with m.If(issue):
@@ -195,7 +211,12 @@ class Sequencer(wiring.Component):
             with m.If(u.barrier):
                 m.d.sync += barrier_p1.eq(t_complete + 1)
             with m.If(is_load | (u.kind == Kind.SEED)):
-                m.d.sync += [lw_port.eq(load_port_free(now, u.rows)), last_lw_p1.eq(now + 1)]
+                m.d.sync += [lw_port.eq(load_port_free(now, u.rows)), lw_end.eq(load_port_free(now, u.rows)),
+                             lw_skew.eq(0), last_lw_p1.eq(now + 1)]
+                if self.timing.column_loads:
+                    with m.If(is_load & column):
+                        m.d.sync += [lw_port.eq(column_port_free(now, skew, u.cols)),
+                                     lw_end.eq(column_load_end(now, skew, u.rows, u.cols)), lw_skew.eq(skew)]
             with m.If(u.kind == Kind.SEED):
                 m.d.sync += [mm_port.eq(mm_port_free(t_seed_mm, SEED_STATES, 1)), mm_valid.eq(1),
                              mm_t_data.eq(t_seed_mm + L), mm_passes.eq(1), mm_done.eq(mm_last),
@@ -223,6 +244,10 @@ class Sequencer(wiring.Component):
         with m.Switch(u.kind):
             with m.Case(Kind.LOAD):
                 m.d.comb += t_complete.eq(load_complete(now, u.rows, L))
+                if self.timing.column_loads:    # its last write (docs/timing.md, 'Background loads')
+                    skew = Mux(self._mm_valid, self._mm_passes, 1)
+                    with m.If(column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf)):
+                        m.d.comb += t_complete.eq(column_load_end(now, skew, u.rows, u.cols) - 1 + L)
             with m.Case(Kind.MATMUL):
                 m.d.comb += [t_complete.eq(last_write),
                              t_mmdone.eq(Mux(reg("arr_cluster_cfg", "matmul_done_last"), last_write, first_write))]

@@ -25,7 +25,7 @@ ConvLutLoad, Matmul (plain, FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MX, MAVERICK
 transposing), MatmulSparse, PeRegWrite, PeManageSeed and MAVERICK's seed_mode matmuls.  A valid
 micro-op it does not run raises `unsupported`; each cause is raised in the unit it concerns and
 collected here in one record (`UNSUPPORTED`)."""
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -34,17 +34,18 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import DESCRIPTOR_BYTES
 from tensore.model.isa.layouts import NUM_EVENTS
 from tensore.model.timing import DEFAULT_PROFILE
-from tensore.model.timing import rtl_profile as timing_profile
+from tensore.model.timing import profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.column_load import ColumnLoad
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
 from tensore.rtl.pe import default_pack
 from tensore.rtl.load_unit import LoadUnit, scale_port, stationary_port
 from tensore.rtl.psum import PSUM_MONITOR
 from tensore.rtl.psum_bank import host_port, monitor_names
-from tensore.rtl.rowport import MV_ELEMS  # noqa: F401  (the moving answer's words, for the testbenches)
+from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST  # noqa: F401  (MV_ELEMS: the moving answer's words, for the testbenches)
 from tensore.rtl.rows import Rows, moving_port
 from tensore.rtl.seq import T, Sequencer
 from tensore.rtl.writeback import WriteBack
@@ -83,17 +84,22 @@ class Engine(wiring.Component):
         self.psum_ports = psum_ports
         self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
         self.timing = timing_profile(timing)
+        # the moving port's rows, then (column_loads) the column-serial port's: the SBUF's second
+        # input path serves them as moving rows (rtl/column_load.py, D-T99)
+        self.mv_rows = rows * (2 if self.timing.column_loads else 1)
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
             "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),
-            "st": Out(stationary_port(cols, self.pack)), "sc": Out(scale_port(cols)), "mv": Out(moving_port(rows)),
+            "st": Out(stationary_port(cols, self.pack)), "sc": Out(scale_port(cols)),
+            "mv": Out(moving_port(self.mv_rows)),
             "host": Out(host_port(psum_partitions)), "mon": Out(monitor),
             **{name: Out(monitor) for name in monitor_names(psum_ports)[1:]},
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
         })
 
     def _array(self):
-        return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32)
+        return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32,
+                     column_loads=self.timing.column_loads)
 
     def _rows(self):
         return Rows(self.gen, self.rows, self.pack, self.L, cols=self.cols, black_box=self.black_box,
@@ -104,7 +110,7 @@ class Engine(wiring.Component):
 
     def _load(self):
         return LoadUnit(self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes, sparse32=self.sparse32,
-                        black_box=self.black_box)
+                        black_box=self.black_box, column_loads=self.timing.column_loads)
 
     def _seq(self):
         return Sequencer(self.gen, self.rows, self.cols, self.L, black_box=self.black_box, timing=self.timing)
@@ -149,7 +155,10 @@ class Engine(wiring.Component):
                      rows.lut_entry.eq(load.lut_entry), rows.lut_dtype.eq(load.lut_dtype),
                      arr.row_in.eq(rows.row_in), arr.advance.eq(launch.advance), arr.phase.eq(launch.phase),
                      arr.top_psum.eq(rows.top_psum), arr.top_valid.eq(rows.top_valid)]
-        connect(m, flipped(self.mv), rows.mv)
+        if self.timing.column_loads:
+            self._column_loads(m, seq, arr, rows)
+        else:
+            connect(m, flipped(self.mv), rows.mv)
         # array -> write-back -> PSUM
         m.d.comb += [write.down.eq(rows.down), write.advance.eq(launch.advance),
                      write.first_cycle.eq(launch.first_cycle), write.out_psum.eq(arr.out_psum),
@@ -166,3 +175,14 @@ class Engine(wiring.Component):
             m.d.sync += held.eq(1)
         m.d.comb += [self.unsupported.eq(held | causes.uop), self.done.eq(~seq.busy), self.error.eq(seq.error)]
         return m
+
+    def _column_loads(self, m, seq, arr, rows):
+        """The column-serial port (rtl/column_load.py): its requests after the rows' on the moving
+        port, its writes into the array."""
+        m.submodules.column_load = col = ColumnLoad(self.rows, self.cols, self.pack, self.L)
+        m.d.comb += [col.issue.eq(seq.issue), col.uop.eq(seq.uop), col.skew4.eq(seq.skew4),
+                     arr.cw_valid.eq(col.cw_valid), arr.cw_col.eq(col.cw_col), arr.cw_data.eq(col.cw_data)]
+        for name, _ in MV_REQUEST:
+            m.d.comb += getattr(self.mv.req, name).eq(Cat(getattr(rows.mv.req, name), getattr(col.req, name)))
+        resp, half = self.mv.resp.data.as_value(), len(rows.mv.resp.data.as_value())
+        m.d.comb += [rows.mv.resp.data.eq(resp[:half]), col.resp.eq(resp[half:])]

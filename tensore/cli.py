@@ -346,16 +346,14 @@ FULL_SIZE = {g: (ARRAY_ROWS, full_cols(g)) for g in ("maverick", "mariana")}   #
 GENS = [g.name.lower() for g in dt.Gen]
 
 
-def timing_arg(p, rtl: bool = False) -> None:
-    """--timing: the engine's profile of issue rules (model/timing.py PROFILES, D-T98), golden and RTL
-    alike; `rtl`: a command that builds the RTL offers the profiles it runs."""
-    from tensore.model.timing import DEFAULT_PROFILE, PROFILES, rtl_runs
-    names = [n for n, q in PROFILES.items() if rtl_runs(q) or not rtl]
-    bg = "" if rtl else ", or background, public with weights loaded in the background (D-T99; golden engine only)"
-    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=names, type=str.lower,
+def timing_arg(p) -> None:
+    """--timing: the engine's profile of issue rules (model/timing.py PROFILES, D-T98), golden and RTL alike."""
+    from tensore.model.timing import DEFAULT_PROFILE, PROFILES
+    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES), type=str.lower,
                    help="the engine's timing profile (docs/timing.md, 'Timing profiles'): contract, the issue rules "
                    "of docs/timing.md, public, the rules of AWS's public Tensor Engine cost model as they "
-                   f"are adopted{bg} (default: {DEFAULT_PROFILE})")
+                   "are adopted, or background, public with weights loaded in the background (D-T99) "
+                   f"(default: {DEFAULT_PROFILE})")
 OPT_HELP = ("C++ optimisation of the Verilator build: 0 (builds about twice as fast as 1), 1, 2 or 3 "
             "(also O1, or --opt=-O1)")
 WAVES_DEPTH_HELP = ("levels of hierarchy in the waveform, the cosim wrapper (Amaranth: the engine) being 1; "
@@ -849,7 +847,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "fits it to the program)")
     p.add_argument("--sparse32", action="store_true",
                    help="32-bit MatmulSparse fmaps (FP32 sparse values; `tensore cosim` builds them when needed)")
-    timing_arg(p, rtl=True)
+    timing_arg(p)
     p.set_defaults(func=cmd_verilog)
     p = sub.add_parser("cosim", help="run a program (.s) on the engine RTL in lockstep with the golden engine",
                        description="Run a program on the engine RTL in lockstep with the golden engine, every cycle "
@@ -888,7 +886,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=LAYOUT_HELP + " (docs/kernels.md; default: not written)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help=f"a line per executed micro-op also for programs of more than {SUMMARY_OPS}")
-    timing_arg(p, rtl=True)
+    timing_arg(p)
     p.set_defaults(func=cmd_cosim)
     p = sub.add_parser("cosim-full", help="full-size engines in Verilator against the golden engine (make cosim-full)")
     p.add_argument("--gen", nargs="+", default=list(FULL_SIZE), choices=list(FULL_SIZE),
@@ -904,7 +902,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a specialised build: PEs that multiply only these dtypes (e.g. bf16 fp8_e4m3)")
     p.add_argument("-o", "--output", default="build/cosim_full.json", type=output_file((".json",), "a JSON summary", parents=True),
                    help="JSON summary (default build/cosim_full.json)")
-    timing_arg(p, rtl=True)
+    timing_arg(p)
     p.set_defaults(func=cmd_cosim_full)
     sbuf_help = ("SBUF image: a .npz holding an array 'sbuf' (or FILE.npz:NAME), or a .npy; uint8 [partitions, bytes], "
                  "or elements of an engine format (float32, ml_dtypes bfloat16, ...) taken as their bytes (D-T65)")

@@ -398,20 +398,11 @@ def _write_program(prog, args) -> None:
               f"--psum-partitions {max(16, prog.half)}")
 
 
-def _rtl_timing(args) -> None:
-    """--rtl with a golden-only timing profile: one line before any work."""
-    if getattr(args, "rtl", False):
-        from tensore.model.timing import rtl_profile
-        rtl_profile(args.timing)
-
-
 def cmd_gemm(args) -> int:
-    _rtl_timing(args)
     return _run_and_report(build_gemm(args), args)
 
 
 def cmd_conv(args) -> int:
-    _rtl_timing(args)
     return _run_and_report(build_conv(args), args)
 
 

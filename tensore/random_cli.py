@@ -19,9 +19,6 @@ def _config(args, **over):
     for name in ("rows", "cols", "blocks"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if args.rtl:
-        from tensore.model.timing import rtl_profile
-        rtl_profile(args.timing)
     return Config(rows=args.rows, cols=args.cols, blocks=args.blocks, rtl=args.rtl, shrink=args.shrink,
                   opt=args.opt, out=args.output, timing=args.timing, **over)
 

@@ -22,7 +22,7 @@ def _engine_args(p):
     p.add_argument("--psum-partitions", type=PSUM_PARTITIONS_TYPE, default=16, help="PSUM partitions of the engine")
     p.add_argument("--sbuf-latency", type=RTL_SBUF_LATENCY, default=2, help="SBUF read latency in cycles")
     p.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE", help="a specialised build's dtypes")
-    timing_arg(p, rtl=True)
+    timing_arg(p)
 
 
 def _lockstep(args, path):

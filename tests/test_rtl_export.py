@@ -11,12 +11,15 @@ pytestmark = pytest.mark.verilator
 SEED = 20261130
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack", [("mariana", 2, 4, 2)])
-def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack):
-    res = export_array(gen, rows, cols, pack, tmp_path)
-    hier = VectorRunner(Array(gen, rows, cols, pack), "tensore_array", clocked=True, cflags="-O0",
+@pytest.mark.parametrize("gen,rows,cols,pack,column_loads", [
+    ("mariana", 2, 4, 2, False), pytest.param("mariana", 2, 4, 2, True, marks=pytest.mark.cosim)])
+def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack, column_loads):
+    """The structural writers (rtl/array.py `verilog()`), with the column-serial writes too."""
+    res = export_array(gen, rows, cols, pack, tmp_path, column_loads=column_loads)
+    arr = lambda: Array(gen, rows, cols, pack, column_loads=column_loads)      # noqa: E731
+    hier = VectorRunner(arr(), "tensore_array", clocked=True, cflags="-O0",
                         sources={f.name: f.read_text() for f in res["files"]})
-    flat = VectorRunner(Array(gen, rows, cols, pack), "tensore_array_flat", clocked=True, cflags="-O0")
+    flat = VectorRunner(arr(), "tensore_array_flat", clocked=True, cflags="-O0")
     rng = np.random.default_rng(SEED + rows + cols)
     n = 400
     inputs = {}
@@ -30,6 +33,10 @@ def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack
                                      for _ in range(n)], object)
     # mostly-plausible moving values: keep valid rows with sensible dtypes part of the time
     inputs["advance"] = (rng.random(n) < 0.8).astype(np.int64)
+    if column_loads:                    # plausible moving values and weights, mostly column writes
+        from tests.test_rtl_loopform import _column_stimulus, _stimulus
+        inputs = _stimulus(rng, rows, cols, pack, n) | _column_stimulus(rng, rows, cols, pack, n)
+        inputs["wl_valid"] = inputs["wl_valid"] & (rng.random(n) < 0.3)
     a = flat(**inputs)
     b = hier(**inputs)
     for name in a:

@@ -62,24 +62,42 @@ def _stimulus(rng, rows, cols, pack, n, sparse32=False, dtypes=None):
             "top_psum": _wide(rng, 32 * cols, n), "top_valid": rng.integers(0, 1 << cols, n)}
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack,sparse32,dtypes", [
-    ("mariana", 2, 4, 2, False, None), pytest.param("maverick", 2, 3, 4, False, None, marks=pytest.mark.cosim),
-    pytest.param("cayman", 2, 2, 1, False, None, marks=pytest.mark.cosim),
-    pytest.param("mariana", 2, 2, 1, True, None, marks=pytest.mark.cosim),
-    pytest.param("maverick", 2, 3, 1, False, ("bf16",), marks=pytest.mark.cosim)])
+def _column_stimulus(rng, rows, cols, pack, n, dtypes=None):
+    """Random column-serial writes (rtl/column_load.py): per row a 2-bit mask, mostly a first column
+    inside the array, two weight records of real dtypes."""
+    wl, kinds = weight_layout(pack), [int(d) for d in dtypes] if dtypes else DTYPES
+    per_row = [(np.where(rng.random(n) < 0.3, rng.integers(1, 4, n), 0), rng.integers(0, cols + 1, n),
+                [_set(_set(_wide(rng, wl.size, n), wl, "dtype", rng.choice(kinds, n)), wl, "scale",
+                      rng.integers(-3, 4, n)) for _ in range(2)]) for _ in range(rows)]
+    pack_rows = lambda vals, w: np.array([sum(int(v[i]) << (w * r) for r, v in enumerate(vals))    # noqa: E731
+                                          for i in range(n)], object)
+    recs = [np.array([int(a[i]) | int(b[i]) << wl.size for i in range(n)], object) for _, _, (a, b) in per_row]
+    return {"cw_valid": pack_rows([v for v, _, _ in per_row], 2), "cw_col": pack_rows([c for _, c, _ in per_row], 9),
+            "cw_data": pack_rows(recs, 2 * wl.size)}
+
+
+@pytest.mark.parametrize("gen,rows,cols,pack,sparse32,dtypes,column_loads", [
+    ("mariana", 2, 4, 2, False, None, False), ("mariana", 2, 4, 2, False, None, True),
+    pytest.param("maverick", 2, 3, 4, False, None, False, marks=pytest.mark.cosim),
+    pytest.param("cayman", 2, 2, 1, False, None, False, marks=pytest.mark.cosim),
+    pytest.param("mariana", 2, 2, 1, True, None, False, marks=pytest.mark.cosim),
+    pytest.param("maverick", 2, 3, 1, False, ("bf16",), False, marks=pytest.mark.cosim)])
 # MAVERICK (~80 s), one element per PE, the sparse32 and a bf16-only build (D-T83; Yosys splits its
 # active weights, D-T60) in make cosim; make test's Verilator runs of the library use the loop form
-# of every generation
-def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtypes):
-    name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}"
+# of every generation; with the column-serial writes (column_loads) too
+def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtypes, column_loads):
+    name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}{'_cw' if column_loads else ''}"
     dtypes = parse_dtypes(gen, dtypes)
-    arr = Array(gen, rows, cols, pack, sparse32=sparse32, dtypes=dtypes)
-    src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes)
+    arr = Array(gen, rows, cols, pack, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads)
+    src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads)
     assert "act_line" in src and "pe_act_out" not in src        # the moving value as a delay line per row
     loop = VectorRunner(arr, name, clocked=True, reset=True, cflags="-O0", sources={f"{name}.sv": src})
     ref = VectorRunner(arr, "tensore_array_flat", clocked=True, reset=True, cflags="-O0")
     rng = np.random.default_rng(SEED + rows * cols + pack)
     inputs = _stimulus(rng, rows, cols, pack, 3000, sparse32, dtypes)
+    if column_loads:
+        inputs |= _column_stimulus(rng, rows, cols, pack, 3000, dtypes)
+        inputs["wl_valid"] = inputs["wl_valid"] & (rng.random(3000) < 0.3)       # mostly the column writes
     inputs["rst"] = (rng.random(3000) < 0.005).astype(np.int64)     # resets among the moves
     a, b = ref(**inputs), loop(**inputs)
     for port in a:
