@@ -9,7 +9,7 @@ which run on a pool of worker processes, each in lockstep with its golden run; e
 merged from the RTL's writes, must equal its single program's golden C bit for bit and hold the
 kernel contract against float64 np.matmul of the quantised inputs (kernels/numerics.py).
 
-    python -m tensore.kernels.workload -o build/bench_workload.json [--jobs 2] [--scale 1]
+    python -m tensore.kernels.workload -o build/bench_workload.json [--jobs 2] [--scale 1] [--timing public]
 
 `--scale S` divides every size by S (tokens, hidden, FFN, heads' width) and the engine by S too: a
 quick run of the same path (tests use S = 16 on an 8 x 8 engine)."""
@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from tensore.model.timing import DEFAULT_PROFILE, PROFILES
 
 HIDDEN, FFN, KV_HEADS, HEAD_DIM, TOKENS = 2048, 5632, 4, 64, 128
 SEED = 20261204
@@ -41,9 +43,25 @@ def operands(name: str, tokens: int, k: int, n: int) -> tuple:
     return rng.standard_normal((tokens, k)), rng.standard_normal((k, n)) / np.sqrt(k)
 
 
+def golden_cycles(scale: int = 1, timing=DEFAULT_PROFILE) -> dict:
+    """{GEMM: (the golden engine's cycles, the public cost model's)} of each GEMM as one program on the
+    engine of `scale`, under the timing profile `timing`: the workload's clock without the RTL."""
+    from tensore.kernels import gemm as G
+    from tensore.kernels.public_cost import compare
+    out = {}
+    for name, t, k, n in shapes(scale):
+        prog = G.gemm(*operands(name, t, k, n), name=name, gen="mariana", rows=128 // scale, cols=128 // scale,
+                      dtype="bf16", out_dtype="fp32")
+        prog.timing = timing
+        trace = G.run(prog, trace="aggregate")[1]
+        out[name] = (trace.cycles, compare(trace, timing)["public"])
+    return out
+
+
 def run(*, scale: int = 1, jobs: int = 2, chunk: int = 4, opt: str = "-O1", dtypes=("bf16",), dask=None,
-        log=print) -> dict:
-    """Every GEMM of the block on the RTL: the report (per GEMM and totals) as a dict."""
+        timing=DEFAULT_PROFILE, log=print) -> dict:
+    """Every GEMM of the block on the RTL under the timing profile `timing` (model/timing.py): the
+    report (per GEMM and totals) as a dict."""
     from tensore.kernels import gemm as G
     from tensore.kernels.numerics import report
     from tensore.kernels.split import fit_config, merge, run_parts, split_gemm
@@ -55,11 +73,13 @@ def run(*, scale: int = 1, jobs: int = 2, chunk: int = 4, opt: str = "-O1", dtyp
         X, W = operands(name, t, k, n)
         whole = G.gemm(X, W, name=name, **kw)
         ps = split_gemm(X, W, max(1, -(-n // (chunk * cols))), axis="n", name=name, **kw)
+        for prog in [whole] + [p.prog for p in ps]:
+            prog.timing = timing
         gemms.append((name, t, k, n, whole, ps))
         parts.extend(ps)
     tiles = sum(-(-k // rows) * -(-n // cols) for _, _, k, n, _, _ in gemms)
     log(f"{len(gemms)} GEMMs, {tiles:,} weight tiles of {rows} x {cols}, {len(parts)} programs on MARIANA "
-        f"{rows} x {cols}{' (' + ', '.join(dtypes) + '-only PEs)' if dtypes else ''}, {jobs} workers")
+        f"{rows} x {cols}{' (' + ', '.join(dtypes) + '-only PEs)' if dtypes else ''}, timing {timing}, {jobs} workers")
     from tensore.rtl.fp.pe_mac import parse_dtypes
     config = fit_config([parts[0].prog], max(16, cols), parse_dtypes("mariana", dtypes))   # a kernel writes a PSUM partition per column
     t_build = time.perf_counter()
@@ -96,7 +116,7 @@ def run(*, scale: int = 1, jobs: int = 2, chunk: int = 4, opt: str = "-O1", dtyp
                     "normwise_rel_vs_float64": float(rep["normwise_rel"]), "ok": good})
     cycles = sum(g["cycles"] for g in out)
     total = time.perf_counter() - t_start
-    return {"name": "workload_tinyllama_block", "scale": scale, "engine": config.label, "jobs": jobs,
+    return {"name": "workload_tinyllama_block", "scale": scale, "engine": config.label, "timing": str(timing), "jobs": jobs,
             "opt": opt, "weight_tiles": tiles, "programs": len(parts), "gemms": out, "cycles": cycles,
             "build_seconds": round(build_s, 1), "run_seconds": round(wall, 1), "total_seconds": round(total, 1),
             "cycles_per_s": round(cycles / wall, 1), "pe_cycles_per_s": round(cycles * rows * cols / wall),
@@ -115,9 +135,11 @@ def main(argv=None) -> int:
     p.add_argument("--universal", action="store_true", help="the universal PE (every dtype) instead of a "
                    "bf16-only build")
     p.add_argument("--dask", metavar="ADDRESS", help="run the programs on a dask.distributed scheduler")
+    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES), type=str.lower,
+                   help=f"the engine's timing profile (docs/timing.md, 'Timing profiles'; default {DEFAULT_PROFILE})")
     args = p.parse_args(argv)
     rep = run(scale=args.scale, jobs=args.jobs, chunk=args.chunk, opt=args.opt,
-              dtypes=None if args.universal else ("bf16",), dask=args.dask,
+              dtypes=None if args.universal else ("bf16",), dask=args.dask, timing=args.timing,
               log=lambda m: print(m, flush=True))
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
