@@ -76,7 +76,8 @@ def _two_loads(rows: int, cols: int, *, fp32: bool = False, timing_name: str = "
     return _program(rows, cols, loads=2, per_load=1, n=6, fp32=fp32, timing_name=timing_name)
 
 
-@pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
+# the 4-pass variants run in make cosim (about 30 s each on the Amaranth simulator)
+@pytest.mark.parametrize("fp32", [False, pytest.param(True, marks=pytest.mark.cosim)], ids=["1-pass", "4-pass"])
 def test_row_wavefront_load_follows_the_swap_front(fp32):
     """Under `public` the second load issues by load_front_issue: its last row's shadow write comes
     in the last cycle PE (row, C - 1) works on the first matmul's first vector; `contract` waits for
@@ -101,7 +102,7 @@ def _reused(rows: int, cols: int, n: int, *, fp32: bool = False, timing_name: st
     return _program(rows, cols, loads=1, per_load=3, n=n, fp32=fp32, timing_name=timing_name)
 
 
-@pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
+@pytest.mark.parametrize("fp32", [False, pytest.param(True, marks=pytest.mark.cosim)], ids=["1-pass", "4-pass"])
 def test_issue_floor_spaces_matmuls_on_one_block(fp32):
     """Under `public` matmuls on one block issue min(64, N_stationary) x passes apart or their
     stream apart, whichever is longer (nc_matmul's cost); `contract` only waits for the stream.
