@@ -116,8 +116,9 @@ bench-workload: $(STAMP)
 	$(PY) -m tensore.kernels.workload -o build/bench_workload.json $(WORKLOAD_ARGS)
 
 # Mutation testing of the golden model (D-T96): a sample of single mutations of model/, each run against
-# make test's fast model tests; report in build/mutate/model.{json,html}.  The whole run (some 2,700
-# mutants, hours on 2 cores) is `make mutate MUTATE_ARGS="--jobs 2"`.
+# its unit's tests, then make test's fast model tests; report in build/mutate/model.{json,html}.  The
+# whole run (some 2,800 mutants, hours on 2 cores) is `make mutate MUTATE_ARGS="--jobs 2"`; the RTL's:
+# `make mutate MUTATE_ARGS="--units rtl --sample 8 --seed 1"` (build/mutate/rtl.{json,html}).
 MUTATE_ARGS ?= --sample 40 --seed 0 --jobs $(JOBS)
 mutate: $(STAMP)
 	$(PY) -m tensore.cli mutate $(MUTATE_ARGS)

@@ -1,5 +1,7 @@
-"""Mutation testing of the golden model (D-T96): how much of a wrong model the tests catch.
+"""Mutation testing of the golden model and the RTL (D-T96): how much of a wrong model or a
+wrong Amaranth design the tests catch.
 
+    check_map(root)                     findings of the unit -> tests map (UNIT_TESTS): units no test covers
     enumerate_mutants(root, targets)    every single mutation of the target files, in source order
     select(mutants, sample, seed)       a reproducible sample of them
     run_shard(cfg, i, n)                shard i of n of the selection run: a shard result (JSON-ready dict)
@@ -13,8 +15,17 @@ original's bytecode is equivalent without a run; so is one listed with a reason 
 tests/mutants_equivalent.txt.  The others are run: the test set in a fresh `pytest -x` process whose
 `sitecustomize` (a PYTHONPATH overlay) puts the mutated module's code in front of the installed
 one, so the repository's files are never written; the caches a run writes (bytecode, Hypothesis's
-database, numba's) go to a private directory.  A test failure kills the mutant; so, counted apart,
-does a crash of the run (an import error, a collection error) or a timeout.
+database, numba's, Verilog exports and simulator builds) go to a private directory.  A test failure
+kills the mutant; so, counted apart, does a crash of the run (a stillborn mutant: an import error,
+a collection error, an elaboration error) or a timeout.
+
+A target is a unit: a file of model/ or rtl/.  UNIT_TESTS maps each unit to the test files (or node
+ids) that exercise it, fastest first; a mutant runs its unit's tests first (the test set `unit`),
+then the rest of the set, and stops at the first failure.  An rtl unit's tests run the Amaranth
+simulator (the overlay changes what it elaborates; a Verilator test would export and build anew in
+each run's own cache, minutes a mutant), at least one of them in lockstep with the golden model where
+one reaches the unit.  The timeout is per unit: 4 x its tests' share of the unmutated run (the
+timing plugin's seconds) + 30 s; check_map names the units no test covers.
 
 Shards, their files and the dask path are cosim/regress.py's (parse_shard, write_shard, read_shards,
 run_dask): shard i of n takes every n-th mutant of the selection."""
@@ -22,6 +33,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
+import functools
 import hashlib
 import html
 import json
@@ -49,6 +62,51 @@ FAST_TESTS = ["tests/test_constants_literal.py", "tests/test_dtypes.py", "tests/
               "tests/test_engine.py", "tests/test_array.py", "tests/test_psum_collisions.py",
               "tests/test_array_paths.py", "tests/test_oracle.py", "tests/test_aggregate_trace.py"]
 TEST_SETS = {"fast": FAST_TESTS}
+UNIT_SET = "unit"                               # the test set of each mutant's own unit (UNIT_TESTS)
+DEFAULT_TESTS = [UNIT_SET, "fast"]              # the unit's tests first, then the fast model tests
+# The tests that exercise each unit, fastest first (D-T96): found by the imports of the unit and of
+# the classes it defines in tests/.  A model unit's are fast tests of make test.  An rtl unit's run
+# Amaranth's simulator, with a lockstep against the golden model where one reaches the unit
+# (test_rtl_top's quick corners and test_rtl_array's PE registers, every cycle); none needs Verilator.
+# rtl/array_loop.py (the loop-form Verilog) has only Verilator tests: check_map names it.
+UNIT_TESTS = {
+    "model/dtypes.py": ["tests/test_dtypes.py", "tests/test_constants_literal.py", "tests/test_mac.py"],
+    "model/psum.py": ["tests/test_psum_collisions.py", "tests/test_engine.py"],
+    "model/mac.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],
+    "model/fp.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],
+    "model/timing.py": ["tests/test_engine.py", "tests/test_microop.py", "tests/test_array_paths.py"],
+    "model/isa/check.py": ["tests/test_check_rules.py", "tests/test_isa.py", "tests/test_model_corners.py"],
+    "model/fastpaths.py": ["tests/test_array_paths.py", "tests/test_constants_literal.py", "tests/test_engine.py"],
+    "rtl/array.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],
+    "rtl/array_loop.py": [],
+    "rtl/blackbox.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist", "tests/test_rtl_top.py"],
+    "rtl/decoder.py": ["tests/test_rtl_decoder.py"],
+    "rtl/export.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist"],
+    "rtl/fp/fused_add.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
+    "rtl/fp/pe_mac.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],
+    "rtl/fp/raw.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
+    "rtl/fp/round.py": ["tests/test_rtl_psum.py", "tests/test_rtl_top.py"],
+    "rtl/fp/shifts.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
+    "rtl/interfaces.py": ["tests/test_rtl_units.py", "tests/test_rtl_top.py"],
+    "rtl/isa.py": ["tests/test_rtl_decoder.py", "tests/test_microop.py", "tests/test_rtl_seq.py"],
+    "rtl/launch.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py", "tests/test_xpose_rounds.py"],
+    "rtl/load_unit.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py"],
+    "rtl/loopform.py": ["tests/test_rtl_specialised.py::test_specialised_pe_is_smaller"],
+    "rtl/mx.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py"],
+    "rtl/pe.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],
+    "rtl/psum.py": ["tests/test_rtl_psum.py", "tests/test_psum_collisions.py", "tests/test_rtl_top.py"],
+    "rtl/psum_bank.py": ["tests/test_rtl_psum.py", "tests/test_rtl_top.py"],
+    "rtl/psum_xbar.py": ["tests/test_rtl_units.py", "tests/test_rtl_top.py"],
+    "rtl/regs.py": ["tests/test_rtl_regs.py", "tests/test_rtl_seq.py"],
+    "rtl/rng.py": ["tests/test_constants_literal.py", "tests/test_rtl_psum.py", "tests/test_rtl_top.py"],
+    "rtl/rowport.py": ["tests/test_rtl_units.py", "tests/test_rtl_top.py", "tests/test_xpose_rounds.py"],
+    "rtl/rows.py": ["tests/test_rtl_top.py", "tests/test_xpose_rounds.py"],
+    "rtl/seq.py": ["tests/test_rtl_seq.py", "tests/test_rtl_top.py"],
+    "rtl/top.py": ["tests/test_rtl_top.py", "tests/test_xpose_rounds.py"],
+    "rtl/weight_state.py": ["tests/test_rtl_seq.py", "tests/test_rtl_top.py"],
+    "rtl/wires.py": ["tests/test_rtl_units.py", "tests/test_rtl_top.py"],
+    "rtl/writeback.py": ["tests/test_rtl_top.py", "tests/test_xpose_rounds.py"],
+}
 MARKS = "not cosim and not verilator"          # make test's selection, less what needs a C++ build
 EQUIVALENT_FILE = "tests/mutants_equivalent.txt"
 MUTANT_ENV = "TENSORE_MUTANT"                  # module=code file, read by the overlay's sitecustomize
@@ -90,7 +148,7 @@ class Mutant:
 @dataclass
 class Config:
     targets: list = field(default_factory=lambda: list(DEFAULT_TARGETS))
-    tests: list = field(default_factory=lambda: ["fast"])
+    tests: list = field(default_factory=lambda: list(DEFAULT_TESTS))
     marks: str = MARKS
     sample: int | None = None
     seed: int = 0
@@ -200,17 +258,24 @@ def _variants(node, lines: list) -> list:
     return out
 
 
+def _text(node, new, desc: str) -> str:
+    """The source text of a replacement node (an integer constant written as the original is)."""
+    if isinstance(node, ast.Constant) and isinstance(new, ast.Constant) and not isinstance(new.value, bool):
+        return desc.rsplit(" -> ", 1)[1]
+    return ast.unparse(new)
+
+
+def _replaced(lines: list, node, text: str) -> list:
+    """The lines of `node` with the node replaced by `text`."""
+    first, last = lines[node.lineno - 1].encode(), lines[node.end_lineno - 1].encode()
+    return (first[:node.col_offset] + text.encode() + last[node.end_col_offset:]).decode().splitlines()
+
+
 def _shown(lines: list, node, new, desc: str) -> str:
     """The source line with the mutant applied, for the report (a one-line node; else empty)."""
     if node.end_lineno != node.lineno:
         return ""
-    line = lines[node.lineno - 1]
-    raw = line.encode()
-    if isinstance(node, ast.Constant) and isinstance(new, ast.Constant) and not isinstance(new.value, bool):
-        text = desc.rsplit(" -> ", 1)[1]
-    else:
-        text = ast.unparse(new)
-    return (raw[:node.col_offset] + text.encode() + raw[node.end_col_offset:]).decode()
+    return _replaced(lines, node, _text(node, new, desc))[0]
 
 
 def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) -> list:
@@ -240,20 +305,83 @@ def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) 
     return out
 
 
+UNIT_DIRS = ("model", "rtl")
+
+
 def check_targets(root, targets: list) -> list:
-    """The target files as paths relative to root: each an existing .py file under model/."""
+    """The target files as paths relative to root: each an existing .py file under model/ or rtl/."""
     if not targets:
         raise ValueError("no target files")
     out = []
     for t in targets:
         rel = Path(t)
         rel = rel.relative_to(Path(root).resolve()) if rel.is_absolute() and rel.is_relative_to(Path(root).resolve()) else rel
-        if rel.parts[:1] != ("model",) or rel.suffix != ".py" or ".." in rel.parts:
-            raise ValueError(f"--target {t}: a target is a .py file under model/")
+        if rel.parts[:1] not in [(d,) for d in UNIT_DIRS] or rel.suffix != ".py" or ".." in rel.parts:
+            raise ValueError(f"--units {t}: a unit is a .py file under model/ or rtl/ (or a group: {', '.join(GROUPS)})")
         if not (Path(root) / rel).is_file():
-            raise ValueError(f"--target {t}: no such file under {root}")
+            raise ValueError(f"--units {t}: no such file under {root}")
         out.append(rel.as_posix())
     return out
+
+
+def rtl_units(root) -> list:
+    """Every rtl/ file with code (its __init__.py files hold none)."""
+    return sorted(p.relative_to(root).as_posix() for p in (Path(root) / "rtl").rglob("*.py") if p.name != "__init__.py")
+
+
+GROUPS = {"model": lambda root: list(DEFAULT_TARGETS),
+          "rtl": lambda root: [u for u in rtl_units(root) if UNIT_TESTS.get(u)],
+          "all": lambda root: list(DEFAULT_TARGETS) + [u for u in rtl_units(root) if UNIT_TESTS.get(u)]}
+
+
+def expand_units(root, names: list) -> list:
+    """Unit names with the groups (`model`: DEFAULT_TARGETS, `rtl`: the rtl files the map covers,
+    `all`) expanded, each once, in the order given."""
+    out = []
+    for name in names:
+        out += [u for u in (GROUPS[name](root) if name in GROUPS else [name]) if u not in out]
+    return check_targets(root, out)
+
+
+@functools.lru_cache(maxsize=None)
+def _file(root, rel: str) -> Path:
+    return (Path(root) / rel).resolve()
+
+
+def _covers(item: str, nodeid: str, root=ROOT) -> bool:
+    """Whether pytest node `nodeid` is one of test item `item`'s (a file, a test or a test's case),
+    their files compared as paths (the timing plugin names a file by its absolute path)."""
+    ifile, _, itest = item.partition("::")
+    nfile, _, ntest = nodeid.partition("::")
+    if _file(root, ifile) != _file(root, nfile):
+        return False
+    return not itest or ntest == itest or ntest.startswith((itest + "::", itest + "["))
+
+
+def collected(root, items: list, marks: str = MARKS) -> list:
+    """The node ids pytest selects from `items` under `-m marks` (a collection, no run)."""
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", marks,
+           "-o", "addopts=", *items]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True).stdout
+    return [ln.strip() for ln in out.splitlines() if "::" in ln and not ln.startswith(" ")]
+
+
+def check_map(root, collect: bool = False, marks: str = MARKS) -> list:
+    """The findings of UNIT_TESTS, one line each: a unit (a default model target or an rtl file) with
+    no covering test, a test file that does not exist, an entry that is no unit; with `collect`, a
+    unit whose tests select no test under `-m marks` (its mutants would run nothing)."""
+    units = list(DEFAULT_TARGETS) + rtl_units(root)
+    found = [f"{u}: no covering test in UNIT_TESTS" for u in units if not UNIT_TESTS.get(u)]
+    found += [f"{u}: UNIT_TESTS names it, but it is no unit (a model target or an rtl file)"
+              for u in UNIT_TESTS if u not in units]
+    found += [f"{u}: {t}: no such test file" for u in units for t in UNIT_TESTS.get(u, [])
+              if not (Path(root) / t.split("::")[0]).is_file()]
+    if collect:
+        items = sorted({t for u in units for t in UNIT_TESTS.get(u, []) if (Path(root) / t.split("::")[0]).is_file()})
+        nodes = collected(root, items, marks) if items else []
+        found += [f"{u}: its tests select no test under -m '{marks}'" for u in units
+                  if UNIT_TESTS.get(u) and not any(_covers(t, n, root) for t in UNIT_TESTS[u] for n in nodes)]
+    return found
 
 
 def enumerate_mutants(root, targets: list, sources: dict | None = None) -> list:
@@ -297,6 +425,16 @@ def mutated_tree(root, mutant: Mutant, source: str | None = None):
                     if rep.done:
                         return tree
     raise ValueError(f"mutant {mutant.id}: {mutant.file} has changed since it was enumerated")
+
+
+def diff(mutant: Mutant, source: str) -> str:
+    """The mutant as a unified diff of its file (one line of context), for the report's survivors."""
+    lines = source.splitlines()
+    node = next(n for n in ast.walk(ast.parse(source)) if hasattr(n, "lineno") and _key(n) == mutant.node)
+    make, desc = next((make, desc) for op, make, desc in _variants(node, lines) if op == mutant.op)
+    after = lines[:node.lineno - 1] + _replaced(lines, node, _text(node, make(), desc)) + lines[node.end_lineno:]
+    return "".join(difflib.unified_diff([ln + "\n" for ln in lines], [ln + "\n" for ln in after],
+                                        f"a/{mutant.file}", f"b/{mutant.file}", n=1))
 
 
 def _shape(code: CodeType) -> tuple:
@@ -374,50 +512,92 @@ if _spec:
 '''
 
 
-def test_files(root, tests: list) -> list:
-    """The pytest arguments of a test set: named sets (`fast`) expanded, each file checked."""
+def test_files(root, tests: list, unit: str | None = None) -> list:
+    """The pytest arguments of a test set for a mutant of `unit`: named sets expanded (`unit`: the
+    unit's UNIT_TESTS, `fast`), each item once in the order given, each file checked."""
     out = []
     for t in tests:
-        for item in TEST_SETS.get(t, [t]):
+        for item in UNIT_TESTS.get(unit, []) if t == UNIT_SET else TEST_SETS.get(t, [t]):
             if not (Path(root) / item.split("::")[0]).exists():
                 raise ValueError(f"--tests {item}: no such test file under {root}")
-            out.append(item)
+            if item not in out:
+                out.append(item)
     if not out:
-        raise ValueError("empty test set (--tests names no test)")
+        raise ValueError(f"empty test set for {unit} (--tests names no test, and UNIT_TESTS none)" if unit else
+                         "empty test set (--tests names no test)")
     return out
 
 
+_TIMES_PLUGIN = '''\
+"""tensore mutate's timing plugin (cosim/mutate.py): each test's file (absolute), name and seconds,
+as JSON to $TENSORE_MUTATE_TIMES at the end of the session."""
+import json as _json
+import os as _os
+import time as _time
+
+import pytest as _pytest
+
+_times = {}
+
+
+@_pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    t0 = _time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        _times[f"{item.path}::{item.nodeid.partition('::')[2]}"] = _time.perf_counter() - t0
+
+
+def pytest_sessionfinish(session):
+    with open(_os.environ["TENSORE_MUTATE_TIMES"], "w") as f:
+        _json.dump(_times, f)
+'''
+TIMES_PLUGIN = "tensore_mutate_times"
+TIMES_ENV = "TENSORE_MUTATE_TIMES"
+
+
+def unit_timeout(items: list, seconds: dict, overhead: float, root=ROOT) -> float:
+    """A mutant's time cap: 4 x (its tests' seconds in the unmutated run + the start-up) + 30."""
+    return round(4 * (overhead + sum(s for n, s in seconds.items() if any(_covers(i, n, root) for i in items))) + 30, 1)
+
+
 class Runner:
-    """Runs the test set on the original and on mutants, in a private directory for the caches."""
+    """Runs the test sets on the original and on mutants, in a private directory for the caches."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.root = (Path(cfg.root) if Path(cfg.root).is_dir() else ROOT).resolve()   # a dask worker's own checkout
-        self.tests = test_files(self.root, cfg.tests)
+        self.sources = {rel: (self.root / rel).read_text() for rel in check_targets(self.root, cfg.targets)}
+        self.tests = {rel: test_files(self.root, cfg.tests, rel) for rel in self.sources}
         self.dir = Path(tempfile.mkdtemp(prefix="tensore-mutate-"))
         (self.dir / "site").mkdir()
         (self.dir / "site" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-        self.sources = {rel: (self.root / rel).read_text() for rel in check_targets(self.root, cfg.targets)}
-        self.timeout = cfg.timeout
+        (self.dir / "site" / f"{TIMES_PLUGIN}.py").write_text(_TIMES_PLUGIN)
+        self.timeout = cfg.timeout                  # the largest of the units' (given: all units')
+        self.timeouts: dict = {}                    # {unit: seconds}, from the baseline
 
     def close(self):
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def _env(self, mutant_spec: str | None = None, private: str | None = None) -> dict:
+    def _env(self, mutant_spec: str | None = None, private: str | None = None, cache: str = "base") -> dict:
+        """The environment of a run: the overlay, and the caches in the private directory (`private`:
+        Hypothesis's and numba's of this run alone; `cache`: the directory of Verilog exports and builds)."""
         env = {k: v for k, v in os.environ.items() if k != MUTANT_ENV}
         env["PYTHONPATH"] = os.pathsep.join([str(self.dir / "site"), *filter(None, [env.get("PYTHONPATH")])])
         env["PYTHONPYCACHEPREFIX"] = str(self.dir / "pycache")
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(self.dir / (private or "") / "hypothesis")
         env["NUMBA_CACHE_DIR"] = str(self.dir / (private or "") / "numba")
+        env["TENSORE_CACHE"] = str(self.dir / cache / "cache")
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         if mutant_spec:
             env[MUTANT_ENV] = mutant_spec
         return env
 
-    def _pytest(self, env: dict, timeout: float | None) -> tuple:
-        """(status, seconds, first failing test or crash line)."""
+    def _pytest(self, env: dict, timeout: float | None, tests: list, extra: tuple = ()) -> tuple:
+        """(status, seconds, first failing test or crash line, output)."""
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               "-m", self.cfg.marks, "-o", "addopts=", "-rfE", *self.tests]
+               "-m", self.cfg.marks, "-o", "addopts=", "-rfE", *extra, *tests]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
@@ -426,29 +606,41 @@ class Runner:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            return TIMEOUT, time.perf_counter() - t0, f"no result in {timeout:.0f} s"
+            return TIMEOUT, time.perf_counter() - t0, f"no result in {timeout:.0f} s", ""
         seconds = time.perf_counter() - t0
         lines = out.splitlines()
         first = next((ln for ln in lines if ln.startswith(("FAILED ", "ERROR "))), "")
         if proc.returncode == 0:
-            return SURVIVED, seconds, ""
+            return SURVIVED, seconds, "", out
         if proc.returncode == 1:
-            return KILLED, seconds, first[:300]
+            return KILLED, seconds, first[:300], out
         why = first or next((ln for ln in reversed(lines) if ln.strip()), f"exit {proc.returncode}")
-        return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300]
+        return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300], out
 
-    def baseline(self) -> float:
-        """The test set on the unmutated model: its seconds (and the timeout, unless given);
-        ValueError if it does not pass."""
-        status, seconds, why = self._pytest(self._env(), None)
+    def baseline(self, units=None) -> float:
+        """The test sets of `units` (default: every target) on the unmutated sources, in one run: its
+        seconds, and each unit's timeout (unless given) from its tests' share; ValueError if the run
+        does not pass or a unit's tests select no test."""
+        units = [u for u in self.sources if units is None or u in units]
+        if not units:
+            return 0.0
+        tests = list(dict.fromkeys(t for u in units for t in self.tests[u]))
+        times = self.dir / "baseline-times.json"
+        status, seconds, why, _ = self._pytest({**self._env(), TIMES_ENV: str(times)}, None, tests, ("-p", TIMES_PLUGIN))
         if status != SURVIVED:
-            raise ValueError(f"the test set does not pass on the unmutated model ({why or status})")
-        if self.timeout is None:
-            self.timeout = 4 * seconds + 30
+            raise ValueError(f"the test set does not pass on the unmutated sources ({why or status})")
+        took = json.loads(times.read_text())
+        for u in units:
+            if not any(_covers(i, n, self.root) for i in self.tests[u] for n in took):
+                raise ValueError(f"{u}: its tests select no test under -m '{self.cfg.marks}'")
+        overhead = max(0.0, seconds - sum(took.values()))
+        if self.cfg.timeout is None:
+            self.timeouts.update({u: unit_timeout(self.tests[u], took, overhead, self.root) for u in units})
+            self.timeout = max(self.timeouts.values())
         return seconds
 
     def run(self, mutant: Mutant, equivalent: dict) -> dict:
-        """One mutant's result: its fields with status, seconds and detail."""
+        """One mutant's result: its fields with status, seconds and detail (a survivor: and its diff)."""
         res = asdict(mutant)
         src = self.sources.get(mutant.file)
         if mutant.id in equivalent:
@@ -465,10 +657,12 @@ class Runner:
         path = self.dir / f"{tag}.code"
         path.write_bytes(marshal.dumps(code))
         private = tag if "numba" in src else None       # numba's cache knows a function by its file
-        status, seconds, detail = self._pytest(self._env(f"{module_name(mutant.file)}={origin}={path}", private),
-                                               self.timeout)
+        env = self._env(f"{module_name(mutant.file)}={origin}={path}", private, tag)
+        status, seconds, detail, _ = self._pytest(env, self.timeouts.get(mutant.file, self.timeout), self.tests[mutant.file])
         path.unlink(missing_ok=True)
-        return {**res, "status": status, "seconds": round(seconds, 2), "detail": detail}
+        shutil.rmtree(self.dir / tag, ignore_errors=True)
+        out = {**res, "status": status, "seconds": round(seconds, 2), "detail": detail}
+        return {**out, "diff": diff(mutant, src)} if status == SURVIVED else out
 
 
 # --- shards ---------------------------------------------------------------------------------------
@@ -504,11 +698,13 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
 
         def result(complete: bool) -> dict:
             return {"config": asdict(cfg), "shard": [i, n], "mutants": sorted(results, key=lambda r: r["id"]),
-                    "baseline_seconds": round(base, 2), "timeout": runner.timeout, "complete": complete,
+                    "baseline_seconds": round(base, 2), "timeout": runner.timeout, "timeouts": runner.timeouts,
+                    "complete": complete,
                     "seconds": round(time.perf_counter() - t0, 1), "sources": sources}
-        base = runner.baseline()
-        log(f"shard {i}/{n}: {len(mutants)} mutants; the test set takes {base:.1f} s unmutated "
-            f"(timeout {runner.timeout:.0f} s per mutant)")
+        base = runner.baseline({m.file for m in mutants if m.id not in equivalent})
+        caps = sorted(runner.timeouts.values()) or [runner.timeout or 0]
+        log(f"shard {i}/{n}: {len(mutants)} mutants; the test sets take {base:.1f} s unmutated "
+            f"(timeout {caps[0]:.0f}-{caps[-1]:.0f} s per mutant, by unit)")
 
         def one(m):
             r = runner.run(m, equivalent)
@@ -534,6 +730,17 @@ def counts(results: list) -> dict:
     return c
 
 
+def per_unit(shards: list, mutants: list) -> dict:
+    """Per unit (target file) with mutants: its counts and score, the tests its mutants ran first
+    (UNIT_TESTS) and its time cap (the largest of the shards')."""
+    out = {}
+    for f in [t for t in shards[0]["config"]["targets"] if any(m["file"] == t for m in mutants)]:
+        caps = [r.get("timeouts", {}).get(f) or r.get("timeout") for r in shards]
+        out[f] = {**counts([m for m in mutants if m["file"] == f]), "tests": UNIT_TESTS.get(f, []),
+                  "timeout_seconds": max((c for c in caps if c is not None), default=None)}
+    return out
+
+
 def merge(results: list, out_dir, name: str) -> dict:
     """Shard results joined: out_dir/<name>.json (summary, per file, survivors, every mutant) and
     out_dir/<name>.html; returns the JSON."""
@@ -555,6 +762,7 @@ def merge(results: list, out_dir, name: str) -> dict:
     files = sorted({m["file"] for m in mutants})
     report = {"config": shards[0]["config"], "summary": summary,
               "files": {f: counts([m for m in mutants if m["file"] == f]) for f in files},
+              "units": per_unit(shards, mutants),
               "survivors": [m for m in mutants if m["status"] == SURVIVED], "mutants": mutants}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -563,8 +771,29 @@ def merge(results: list, out_dir, name: str) -> dict:
     return report
 
 
+def _unit_rows(report: dict) -> list:
+    """The HTML rows of the per-unit table (a report before the units: its files)."""
+    rows = []
+    for f, c in (report.get("units") or report["files"]).items():
+        tests = " ".join(c.get("tests", []))
+        rows.append(f"<tr><td><code>{html.escape(f)}</code></td><td>{c['mutants']}</td><td>{c[KILLED]}</td>"
+                    f"<td>{c[SURVIVED]}</td><td>{c[TIMEOUT]}</td><td>{c[CRASHED]}</td><td>{c[EQUIVALENT]}</td>"
+                    f"<td>{c['score']}</td><td>{html.escape(tests)}</td></tr>")
+    return rows
+
+
+def _survivor_diffs(report: dict) -> list:
+    """Each survivor's diff as a <pre> block (its one-line change where the result has no diff)."""
+    out = []
+    for m in report["survivors"]:
+        text = m.get("diff") or f"- {m['original'].strip()}\n+ {m['mutated'].strip()}"
+        out.append(f"<h3><code>{html.escape(m['id'])}</code></h3><pre>{html.escape(text)}</pre>")
+    return out
+
+
 def to_html(report: dict, name: str) -> str:
-    """One static page: the summary and one table of the mutants, survivors first."""
+    """One static page: the summary, the per-unit table, the survivors' diffs and one table of the
+    mutants, survivors first."""
     order = {s: k for k, s in enumerate(STATUSES)}
     rows = []
     for m in sorted(report["mutants"], key=lambda m: (order[m["status"]], m["file"], m["line"], m["col"])):
@@ -573,7 +802,7 @@ def to_html(report: dict, name: str) -> str:
                     f'<td><pre>- {html.escape(m["original"].strip())}\n+ {html.escape(m["mutated"].strip())}</pre></td>'
                     f'<td>{m["seconds"]:.1f}</td><td>{html.escape(m.get("detail") or "")}</td></tr>')
     s = report["summary"]
-    head = (f"{s['mutants']} mutants: {s[KILLED]} killed, {s[CRASHED]} crashed, {s[TIMEOUT]} timed out, "
+    head = (f"{s['mutants']} mutants: {s[KILLED]} killed, {s[CRASHED]} crashed (stillborn), {s[TIMEOUT]} timed out, "
             f"{s[SURVIVED]} survived, {s[EQUIVALENT]} equivalent; score {s['score']}%")
     tests = " ".join(report["config"]["tests"])
     return f"""<!DOCTYPE html>
@@ -583,6 +812,14 @@ vertical-align:top}} pre{{margin:0}} tr.survived{{background:#fdd}} tr.equivalen
 <body><h1>tensore mutate: {html.escape(name)}</h1>
 <p>{html.escape(head)}</p><p>targets: {html.escape(" ".join(report["config"]["targets"]))}; tests: {html.escape(tests)};
 sample {report["config"]["sample"]} seed {report["config"]["seed"]}; {s["seconds_per_mutant"]} s per mutant run</p>
+<h2>Units</h2>
+<table><tr><th>unit</th><th>mutants</th><th>killed</th><th>survived</th><th>timeout</th><th>stillborn</th>
+<th>equivalent</th><th>score %</th><th>tests run first</th></tr>
+{chr(10).join(_unit_rows(report))}
+</table>
+<h2>Survivors</h2>
+{chr(10).join(_survivor_diffs(report)) or "<p>none</p>"}
+<h2>Mutants</h2>
 <table><tr><th>status</th><th>id</th><th>mutation</th><th>line</th><th>s</th><th>detail</th></tr>
 {chr(10).join(rows)}
 </table></body></html>
@@ -596,16 +833,20 @@ def format_report(report: dict) -> str:
              f"({s['seconds_per_mutant']} s per mutant run, {s['seconds']} s in {s['shards']} shard(s))"]
     if s["incomplete"]:
         lines.append(f"  incomplete shards (stopped before their last mutant): {s['incomplete']}")
-    for f, c in report["files"].items():
-        lines.append(f"  {f:<24} {c['mutants']:>5} mutants {c[KILLED] + c[CRASHED] + c[TIMEOUT]:>5} killed "
-                     f"{c[SURVIVED]:>4} survived {c[EQUIVALENT]:>3} equivalent  score {c['score']}%")
+    lines.append(f"  {'unit':<24} {'mutants':>7} {'killed':>6} {'survived':>8} {'timeout':>7} {'stillborn':>9} "
+                 f"{'equivalent':>10}  score")
+    for f, c in (report.get("units") or report["files"]).items():
+        lines.append(f"  {f:<24} {c['mutants']:>7} {c[KILLED]:>6} {c[SURVIVED]:>8} {c[TIMEOUT]:>7} {c[CRASHED]:>9} "
+                     f"{c[EQUIVALENT]:>10}  {c['score']}%")
     for m in report["survivors"]:
         lines.append(f"  SURVIVED {m['id']}: {m['desc'].split(' ', 1)[1]}")
     return "\n".join(lines)
 
 
-def report_name(targets: list) -> str:
-    """The report's name: `model` for the default targets, else the targets' stems joined by `+`."""
-    if list(targets) == DEFAULT_TARGETS:
-        return "model"
+def report_name(targets: list, root=ROOT) -> str:
+    """The report's name: a group's (`model`, `rtl`, `all`) for its units, else the targets' stems
+    joined by `+` (rtl files with their folder: `rtl_pe`)."""
+    for name, units in GROUPS.items():
+        if list(targets) == units(root):
+            return name
     return "+".join(Path(t).with_suffix("").as_posix().removeprefix("model/").replace("/", "_") for t in targets)

@@ -1,5 +1,5 @@
-"""`tensore mutate`: mutation testing of the golden model (cosim/mutate.py, D-T96), sharded as the
-regression is (cosim/regress.py's shards and dask path)."""
+"""`tensore mutate`: mutation testing of the golden model and the RTL (cosim/mutate.py, D-T96),
+sharded as the regression is (cosim/regress.py's shards and dask path)."""
 from __future__ import annotations
 
 import sys
@@ -8,32 +8,57 @@ from pathlib import Path
 
 def _config(args):
     from tensore.cosim import mutate as M
-    targets = [t for t in args.target.replace(",", " ").split() if t] if args.target else list(M.DEFAULT_TARGETS)
-    tests = args.tests.split() if args.tests is not None else ["fast"]
-    cfg = M.Config(targets=M.check_targets(M.ROOT, targets), tests=tests, sample=args.sample, seed=args.seed,
+    names = [t for u in args.units for t in u.replace(",", " ").split()] if args.units else ["model"]
+    tests = args.tests.split() if args.tests is not None else list(M.DEFAULT_TESTS)
+    cfg = M.Config(targets=M.expand_units(M.ROOT, names), tests=tests, sample=args.sample, seed=args.seed,
                    timeout=args.timeout, jobs=args.jobs, marks=args.marks, equivalent=args.equivalent,
                    ids=[i for i in args.mutant.replace(",", " ").split() if i] if args.mutant else None)
-    M.test_files(M.ROOT, cfg.tests)                  # an unknown or empty test set: exit 2 before any run
+    for unit in cfg.targets:                         # an unknown or empty test set: exit 2 before any run
+        M.test_files(M.ROOT, cfg.tests, unit)
     M.read_equivalent(Path(cfg.root) / cfg.equivalent)
     if cfg.ids:
         M.selection(cfg)                              # an unknown mutant id: exit 2
     return cfg
 
 
+def check_map(marks: str) -> int:
+    """The unit -> tests map and its findings (cosim/mutate.py check_map, with a collection under
+    the run's marks); 1 if there are findings."""
+    from tensore.cosim import mutate as M
+    for unit in [*M.DEFAULT_TARGETS, *M.rtl_units(M.ROOT)]:
+        print(f"{unit:<24} {' '.join(M.UNIT_TESTS.get(unit) or ['(none)'])}")
+    findings = M.check_map(M.ROOT, collect=True, marks=marks)
+    for f in findings:
+        print(f"FINDING {f}")
+    print(f"{len(findings)} finding(s)")
+    return 1 if findings else 0
+
+
+def _list(cfg) -> int:
+    """--list: the selected mutants, and a finding line for each target unit no test covers."""
+    from tensore.cosim import mutate as M
+    mutants = M.selection(cfg)
+    equivalent = M.read_equivalent(Path(cfg.root) / cfg.equivalent)
+    for m in mutants:
+        print(f"{m.id}  {m.desc.split(' ', 1)[1]}" + ("  [equivalent: listed]" if m.id in equivalent else ""))
+    total = len(M.enumerate_mutants(cfg.root, cfg.targets))
+    print(f"{len(mutants)} of {total} mutants" + (f" (--sample {cfg.sample} --seed {cfg.seed})" if cfg.sample else ""))
+    for unit in cfg.targets:
+        if not M.UNIT_TESTS.get(unit):
+            print(f"FINDING {unit}: no covering test in UNIT_TESTS")
+    return 0
+
+
 def cmd_mutate(args) -> int:
     from tensore.cosim import mutate as M
     from tensore.cosim import regress
+    if args.check_map:
+        return check_map(args.marks)
     cfg = _config(args)
     name = args.name or M.report_name(cfg.targets)
     shard_dir = Path(args.output) / name
     if args.list:
-        mutants = M.selection(cfg)
-        equivalent = M.read_equivalent(Path(cfg.root) / cfg.equivalent)
-        for m in mutants:
-            print(f"{m.id}  {m.desc.split(' ', 1)[1]}" + ("  [equivalent: listed]" if m.id in equivalent else ""))
-        total = len(M.enumerate_mutants(cfg.root, cfg.targets))
-        print(f"{len(mutants)} of {total} mutants" + (f" (--sample {cfg.sample} --seed {cfg.seed})" if cfg.sample else ""))
-        return 0
+        return _list(cfg)
     log = (lambda m: print(m, file=sys.stderr, flush=True))
     if args.merge:
         results = regress.read_shards(shard_dir)
@@ -62,7 +87,7 @@ def cmd_mutate(args) -> int:
 
 def _same(args) -> str:
     """The options that name the report, for the --merge hint."""
-    out = [f"--target {args.target}"] if args.target else []
+    out = [f"--units {' '.join(args.units)}"] if args.units else []
     out += [f"--name {args.name}"] if args.name else []
     return " ".join(out + [f"-o {args.output}"])
 
@@ -83,12 +108,17 @@ def register(sub) -> None:
     """Add `tensore mutate` to tensore's subparsers."""
     from tensore.cli import COUNT_TYPE, SEED_TYPE, int_at_least, output_dir
     from tensore.cosim import mutate as M
-    p = sub.add_parser("mutate", help="mutation testing: single mutations of the golden model's source, each run "
-                       "against a test set; killed / survived / timeout / equivalent, JSON and HTML report")
-    p.add_argument("--target", metavar="FILES", help="model files to mutate, comma- or space-separated (default: "
-                   + ",".join(M.DEFAULT_TARGETS) + ")")
-    p.add_argument("--tests", metavar="TESTS", help="the test set: test files or node ids, space-separated, or a named "
-                   f"set ({', '.join(M.TEST_SETS)}); default fast ({len(M.FAST_TESTS)} files of make test)")
+    p = sub.add_parser("mutate", help="mutation testing: single mutations of the golden model's and the RTL's "
+                       "source, each run against its unit's tests; killed / survived / timeout / stillborn / "
+                       "equivalent per unit, JSON and HTML report")
+    p.add_argument("--units", "--target", nargs="+", metavar="UNIT", help="files of model/ or rtl/ to mutate "
+                   f"(comma- or space-separated), or groups: {', '.join(M.GROUPS)} (rtl: the rtl files the unit map "
+                   "covers); default model: " + ",".join(M.DEFAULT_TARGETS))
+    p.add_argument("--tests", metavar="TESTS", help="the test set: test files or node ids, space-separated, or named "
+                   f"sets ({M.UNIT_SET}: the mutant's unit's tests, {', '.join(M.TEST_SETS)}); default "
+                   f"'{' '.join(M.DEFAULT_TESTS)}' (fast: {len(M.FAST_TESTS)} files of make test)")
+    p.add_argument("--check-map", action="store_true", help="only print the unit -> tests map and its findings "
+                   "(units no test covers); exit 1 if any")
     p.add_argument("--marks", default=M.MARKS, help="pytest -m expression the test set runs with")
     p.add_argument("--sample", type=COUNT_TYPE, default=None, help="run this many mutants, drawn with --seed "
                    "(default: all)")
@@ -107,7 +137,7 @@ def register(sub) -> None:
     p.add_argument("--workers", type=COUNT_TYPE, default=2, help="--dask: shards (and LocalCluster workers)")
     p.add_argument("--fail-under", type=int_at_least(0, "a percentage", hi=100), default=None, metavar="PCT",
                    help="exit 1 if the score is below PCT")
-    p.add_argument("--name", help="the report's name (default: model for the default targets, else the targets' stems)")
+    p.add_argument("--name", help="the report's name (default: the group's for a group's units, else the units' stems)")
     p.add_argument("-o", "--output", default="build/mutate", type=output_dir, help="directory of the reports (NAME.json, NAME.html) "
                    "and shard results (NAME/)")
     p.set_defaults(func=cmd_mutate)

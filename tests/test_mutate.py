@@ -1,7 +1,14 @@
 """The mutation tool (cosim/mutate.py, D-T96): its mutants are the changes they name, an equivalent
 one is found without a run, a run kills a mutant its tests reach and reports one they do not reach
-as survived, the repository's files are never written, and the report counts them."""
+as survived, the repository's files are never written, and the report counts them, per unit.  The
+unit -> tests map covers every unit but the known finding, and an rtl mutant changes what Amaranth's
+simulator runs."""
 import ast
+import json
+import marshal
+import subprocess
+import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -93,7 +100,8 @@ def test_sample_is_reproducible():
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["mutate", "--target", "rtl/pe.py", "--list"], "a target is a .py file under model/"),
+    (["mutate", "--target", "cosim/mutate.py", "--list"], "a unit is a .py file under model/ or rtl/"),
+    (["mutate", "--units", "rtl/nosuch.py", "--list"], "no such file"),
     (["mutate", "--target", TARGET, "--mutant", "model/timing.py:1:0:nosuch", "--list"], "no such mutant"),
     (["mutate", "--tests", "tests/nosuch.py", "--list"], "no such test file"),
 ])
@@ -107,3 +115,138 @@ def test_list_names_every_mutant(capsys):
     assert main(["mutate", "--target", TARGET, "--list", "--sample", "5", "--seed", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 6 and out[-1].startswith("5 of ") and all(line.startswith(TARGET + ":") for line in out[:5])
+
+
+# --- units: the map, rtl targets, the per-unit report -------------------------------------------------
+
+PE = "rtl/pe.py"
+PE_KILLED = "compute = live & (~sparse | (sel < ai.fmaps))"     # ~ removed: no PE of a dense matmul computes
+PE_CONST = "COL_BITS = 9"
+LOCKSTEP = "tests/test_rtl_array.py::test_array_lockstep[cayman-0]"   # every PE register, every cycle
+KNOWN_FINDINGS = ["rtl/array_loop.py: no covering test in UNIT_TESTS"]   # its tests all need Verilator
+
+
+def _pe(mutants, line: str, op: str) -> M.Mutant:
+    found = [m for m in mutants if m.original.strip() == line and m.op == op]
+    assert len(found) == 1, f"{PE} has no single {op} mutant of `{line}`"
+    return found[0]
+
+
+def test_unit_map_covers_every_unit():
+    """Every model target and rtl file has covering tests that exist, but the known finding; an rtl
+    unit's tests run no Verilator; every rtl unit of the map is in the `rtl` group."""
+    assert M.check_map(M.ROOT) == KNOWN_FINDINGS
+    rtl = M.GROUPS["rtl"](M.ROOT)
+    assert PE in rtl and "rtl/array_loop.py" not in rtl and len(rtl) == len(M.rtl_units(M.ROOT)) - 1
+    for unit in rtl:
+        for item in M.UNIT_TESTS[unit]:
+            text = (M.ROOT / item.split("::")[0]).read_text()
+            assert "pytestmark = pytest.mark.verilator" not in text, (unit, item)
+    assert any("lockstep" in (M.ROOT / t.split("::")[0]).read_text() for t in M.UNIT_TESTS[PE])
+
+
+def test_check_map_finds_what_is_missing(tmp_path, monkeypatch):
+    """A unit with no entry, an entry with a missing file and an entry that is no unit are findings."""
+    for rel in ("model/a.py", "rtl/b.py", "rtl/c.py", "rtl/__init__.py"):
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_text("X = 1\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    monkeypatch.setattr(M, "DEFAULT_TARGETS", ["model/a.py"])
+    monkeypatch.setattr(M, "UNIT_TESTS", {"model/a.py": ["tests/test_a.py"], "rtl/b.py": ["tests/test_b.py"],
+                                          "rtl/gone.py": ["tests/test_a.py"]})
+    assert M.check_map(tmp_path) == ["rtl/c.py: no covering test in UNIT_TESTS",
+                                     "rtl/gone.py: UNIT_TESTS names it, but it is no unit (a model target or an rtl file)",
+                                     "rtl/b.py: tests/test_b.py: no such test file"]
+    assert M.GROUPS["rtl"](tmp_path) == ["rtl/b.py"]
+
+
+def test_check_map_cli_reports_the_findings(capsys):
+    """`tensore mutate --check-map` prints the map, collects the tests under the run's marks and
+    exits 1 on the finding."""
+    assert main(["mutate", "--check-map"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [ln for ln in out if ln.startswith("FINDING")] == ["FINDING " + f for f in KNOWN_FINDINGS]
+    assert any(ln.startswith(PE) and LOCKSTEP.split("::")[0] in ln for ln in out)
+
+
+def test_rtl_unit_enumerates_and_runs_its_tests_first():
+    """An rtl unit's mutants apply to its Amaranth source, operators on Values included; a mutant's
+    test set is its unit's tests, then the fast set; `--units rtl` names the group."""
+    mutants = M.enumerate_mutants(M.ROOT, [PE])
+    assert len({m.id for m in mutants}) == len(mutants) > 100
+    source = (M.ROOT / PE).read_text()
+    killed = _pe(mutants, PE_KILLED, "Invert-removed")
+    assert "~" not in ast.unparse(M.mutated_tree(M.ROOT, killed, source)).split("compute = ", 1)[1].split("\n")[0]
+    assert {"Lt->LtE@0", "GtE->Gt@0", "BitAnd->BitOr"} <= {m.op for m in mutants}
+    assert M.test_files(M.ROOT, ["unit", "fast"], PE)[:2] == M.UNIT_TESTS[PE]
+    assert M.expand_units(M.ROOT, ["rtl", PE]) == M.GROUPS["rtl"](M.ROOT)
+    assert M.module_name("rtl/fp/pe_mac.py") == "tensore.rtl.fp.pe_mac"
+    assert M.report_name(M.GROUPS["rtl"](M.ROOT)) == "rtl" and M.report_name([PE]) == "rtl_pe"
+    d = M.diff(killed, source).splitlines()
+    assert d[:2] == [f"--- a/{PE}", f"+++ b/{PE}"] and d[2].startswith(f"@@ -{killed.line - 1},3 ")
+    assert d[4:6] == ["-        " + PE_KILLED, "+        compute = live & (sparse | (sel < ai.fmaps))"]
+
+
+def test_overlay_puts_the_rtl_mutant_in_front():
+    """With the overlay, `tensore.rtl.pe` is the mutant's code, for the modules that import from it
+    too (rtl/array.py's COL_BITS) and for the PE Amaranth elaborates: the test fails if the overlay
+    loads the original."""
+    mutant = _pe(M.enumerate_mutants(M.ROOT, [PE]), PE_CONST, "const+1")
+    runner = M.Runner(M.Config(targets=[PE], tests=["unit"]))
+    try:
+        code = runner.dir / "pe.code"
+        code.write_bytes(marshal.dumps(compile(M.mutated_tree(M.ROOT, mutant), str(M.ROOT / PE), "exec")))
+        env = runner._env(f"{M.module_name(PE)}={M.ROOT / PE}={code}")
+        probe = ("from tensore.rtl import pe, array; "
+                 "print(pe.COL_BITS, array.COL_BITS, pe.PE('mariana').col_index.shape().width, pe.__file__)")
+        out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=M.ROOT, capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["10", "10", "10", str(M.ROOT / PE)]
+        env.pop(M.MUTANT_ENV)
+        out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=M.ROOT, capture_output=True, text=True, check=True)
+        assert out.stdout.split()[:3] == ["9", "9", "9"]
+    finally:
+        runner.close()
+
+
+def _result(status_of: dict) -> dict:
+    mutants = []
+    for k, (file, status) in enumerate(status_of.items()):
+        unit = file.split("#")[0]
+        mutants.append({"id": f"{unit}:{k + 1}:0:const+1", "file": unit, "line": k + 1, "col": 0, "op": "const+1",
+                        "desc": f"{unit}:{k + 1} 1 -> 2", "node": ["Constant", k + 1, 0, k + 1, 1],
+                        "original": "x = 1", "mutated": "x = 2", "status": status, "seconds": 1.0, "detail": "",
+                        **({"diff": "--- a\n+++ b\n-x = 1\n+x = 2\n"} if status == M.SURVIVED else {})})
+    cfg = {**asdict(M.Config(targets=[PE, "rtl/seq.py"])), "root": "/x"}
+    return {"config": cfg, "shard": [0, 1], "mutants": mutants, "baseline_seconds": 5.0, "timeout": 60.0,
+            "timeouts": {PE: 60.0, "rtl/seq.py": 50.0}, "complete": True, "seconds": 9.0, "sources": {}}
+
+
+def test_report_per_unit_from_a_synthetic_result(tmp_path):
+    """Per unit: killed / survived / timeout / stillborn / equivalent, the score, its tests and time
+    cap; the HTML has the unit table and each survivor's diff; the text report one line a unit."""
+    result = _result({f"{PE}#1": M.KILLED, f"{PE}#2": M.SURVIVED, f"{PE}#3": M.TIMEOUT, f"{PE}#4": M.CRASHED,
+                      f"{PE}#5": M.EQUIVALENT, "rtl/seq.py#6": M.KILLED})
+    report = M.merge([result], tmp_path, "synthetic")
+    pe = report["units"][PE]
+    assert (pe[M.KILLED], pe[M.SURVIVED], pe[M.TIMEOUT], pe[M.CRASHED], pe[M.EQUIVALENT]) == (1, 1, 1, 1, 1)
+    assert pe["score"] == 75.0 and pe["tests"] == M.UNIT_TESTS[PE] and pe["timeout_seconds"] == 60.0
+    assert report["units"]["rtl/seq.py"]["score"] == 100.0 and report["summary"]["score"] == 80.0
+    assert json.loads((tmp_path / "synthetic.json").read_text())["units"] == report["units"]
+    page = (tmp_path / "synthetic.html").read_text()
+    assert "<h2>Units</h2>" in page and "+x = 2" in page and page.count("<tr class=") == 6
+    lines = M.format_report(report).splitlines()
+    assert lines[2].split() == [PE, "5", "1", "1", "1", "1", "1", "75.0%"]
+    assert report["files"][PE]["mutants"] == 5                 # the per-file counts stay
+
+
+def test_a_real_rtl_mutant_is_killed_by_the_lockstep():
+    """A PE mutant (no PE of a dense matmul computes) run in Amaranth's simulator: the array
+    lockstep, which passes on the original, kills it; rtl/pe.py is unchanged on disk."""
+    killed = _pe(M.enumerate_mutants(M.ROOT, [PE]), PE_KILLED, "Invert-removed")
+    before = (M.ROOT / PE).read_bytes()
+    result = M.run_shard(M.Config(targets=[PE], tests=[LOCKSTEP], ids=[killed.id], timeout=300))
+    assert (M.ROOT / PE).read_bytes() == before
+    [r] = result["mutants"]
+    assert r["status"] == M.KILLED and "test_array_lockstep" in r["detail"], r
+    assert result["timeouts"] == {} and result["baseline_seconds"] > 0
