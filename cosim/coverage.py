@@ -51,8 +51,8 @@ from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, Tile
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind,
                                        group_step)
-from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue,
-                                  floor_cycles, load_front_issue, profile)
+from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_end,
+                                  column_load_issue, column_port_free, floor_cycles, load_front_issue, profile)
 
 PREFIX = "tensore"
 _LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
@@ -450,7 +450,7 @@ def _advance(o, st, R, C, L, prof):
         st["events"].setdefault(d.events.set_event, []).append(o.t_complete)
     if u.kind == Kind.LOAD and _column(o, prof):
         skew = st["mm"]["passes"] if st["mm"] else 1
-        st["lw_port"], st["lw_end"] = t + skew * -(-u.cols // 2), t + skew * (u.rows + -(-u.cols // 2) - 2) + 1
+        st["lw_port"], st["lw_end"] = column_port_free(t, skew, u.cols), column_load_end(t, skew, u.rows, u.cols)
         st["lw_skew"], st["last_lw"] = skew, t
     elif u.kind in (Kind.LOAD, Kind.SEED):
         st["lw_port"] = st["lw_end"] = t + u.rows

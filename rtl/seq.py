@@ -202,8 +202,7 @@ class Sequencer(wiring.Component):
         event_ok = (we == EVENT_NONE) | self._flags.bit_select(we[:6], 1)
         ready = dly & (now >= barrier_p1) & deps & event_ok
 
-        self._mm_valid, self._mm_passes = mm_valid, mm_passes
-        t_complete, t_mmdone, t_seed_mm = self._completion(now, u)
+        t_complete, t_mmdone, t_seed_mm = self._completion(now, u, skew)
         mm_last = Mux(mm_valid & (mm_done > t_complete), mm_done, t_complete)   # every matmul's, drained
         with m.If(issue):
             m.d.sync += [last_issue.eq(now), any_issued.eq(1),
@@ -234,8 +233,9 @@ class Sequencer(wiring.Component):
                     m.d.sync += sparse_at.eq(sparse_end(now, u.vectors, C))
         return t_complete, t_mmdone, ready
 
-    def _completion(self, now, u):
-        """When the micro-op issued now completes (and raises matmul_done), by model.timing's formulas."""
+    def _completion(self, now, u, skew):
+        """When the micro-op issued now completes (and raises matmul_done), by model.timing's formulas;
+        `skew`: a column-serial load's row skew (the last matmul's passes)."""
         m, R, L, reg = self._m, self.rows, self.L, self._reg
         first_write = write_cycle(now + L, R, u.passes, u.col0, 0)
         last_write = write_cycle(now + L, R, u.passes, u.col0 + u.cols - 1, u.vectors - 1)
@@ -245,7 +245,6 @@ class Sequencer(wiring.Component):
             with m.Case(Kind.LOAD):
                 m.d.comb += t_complete.eq(load_complete(now, u.rows, L))
                 if self.timing.column_loads:    # its last write (docs/timing.md, 'Background loads')
-                    skew = Mux(self._mm_valid, self._mm_passes, 1)
                     with m.If(column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf)):
                         m.d.comb += t_complete.eq(column_load_end(now, skew, u.rows, u.cols) - 1 + L)
             with m.Case(Kind.MATMUL):
