@@ -59,6 +59,15 @@ _LOCK = threading.Lock()            # cocotb-coverage keeps one database per pro
 RULES = ("fifo_full", "inter_instr_delay", "after_barrier", "barrier", "dependency_check_off", "weight_port",
          "swap_wait", "sparse_drain", "moving_port", "after_load", "pass_or_kind_change", "in_flight_limit",
          "wait_event", "pass_rhythm", "unexplained")
+# the rules a profile adds (docs/timing.md, 'Timing profiles'), by the Profile flag that brings each
+PROFILE_RULES = {"row_front": "row_wavefront", "issue_floor": "issue_floor", "column_front": "column_loads",
+                 "column_load_end": "column_loads"}
+
+
+def stall_rules(timing=DEFAULT_PROFILE) -> list:
+    """The issue rules of a profile: the stall group's bins."""
+    prof = profile(timing)
+    return [r for r in RULES if r != "unexplained"] + [r for r, flag in PROFILE_RULES.items() if getattr(prof, flag)]
 FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 VALUES = ("zero", "-0", "normal", "subnormal", "+inf", "-inf", "nan")
 
@@ -81,9 +90,9 @@ def _mx_dtypes(gen) -> list:
     return [_name(d) for d in sorted(dt.dtypes_of(gen)) if dt.is_valid_mx_dtype(d, gen)]
 
 
-def model(gen) -> dict:
-    """{group: (axes {axis: bins}, legal(*bin) or None)} for `gen`: the bins and the combinations that
-    count (the rest are ignore bins of the cross)."""
+def model(gen, timing=DEFAULT_PROFILE) -> dict:
+    """{group: (axes {axis: bins}, legal(*bin) or None)} for `gen` under the timing profile `timing`:
+    the bins and the combinations that count (the rest are ignore bins of the cross)."""
     gen = Gen.parse(gen)
     mav, mx = gen.layout == Gen.MAVERICK, gen >= Gen.MARIANA
     mm_dtypes = [_name(d) for d in sorted(matmul_input_dtypes(gen))]
@@ -144,7 +153,7 @@ def model(gen) -> dict:
                         None),
         "tiles": ({"tile": _tiles(gen)}, None),
         "error": ({"code": _error_bins(gen)}, None),
-        "stall": ({"rule": [r for r in RULES if r != "unexplained"]}, None),
+        "stall": ({"rule": stall_rules(timing)}, None),
         "events": ({"event": ["set", "wait", "wait_stalled"]}, None),
         "config": ({"setting": ["fifo_1", "dependency_check_off", "inter_instr_delay", "bypass_peregwrite",
                                 "matmul_done_first", "perf_counters"]}, None),
@@ -376,7 +385,7 @@ def facts(program, trace, sbuf_latency: int = 2) -> set:
     for v in _value_classes(trace):
         hit("values", v)
     for _, rules in stalls(trace, program.regs, sbuf_latency, program.timing):
-        for r in rules & set(RULES):            # the contract's rules (a profile's own are not bins)
+        for r in rules & set(stall_rules(program.timing)):
             hit("stall", r)
             if r == "wait_event":
                 hit("events", "wait_stalled")
@@ -545,8 +554,9 @@ def _group(cv, name: str, axes: dict, legal, unreach=frozenset()):
 class Coverage:
     """Facts of many runs (hits = runs that hit a bin), written as a cocotb-coverage database."""
 
-    def __init__(self, gens=None):
+    def __init__(self, gens=None, timing=DEFAULT_PROFILE):
         self.gens = [Gen.parse(g) for g in (gens or list(Gen))]
+        self.timing = timing
         self.hits: Counter = Counter()
         self.runs = 0
 
@@ -571,7 +581,7 @@ class Coverage:
             cv.coverage_db.clear()
             samplers = {(g.name, name): _group(cv, f"{PREFIX}.{g.name}.{name}", axes, legal,
                                                frozenset(k for (grp, k) in unreachable(g) if grp == name))
-                        for g in self.gens for name, (axes, legal) in model(g).items()}
+                        for g in self.gens for name, (axes, legal) in model(g, self.timing).items()}
             for (g, name, key), n in sorted(self.hits.items()):
                 if (g, name) in samplers:
                     for _ in range(n):

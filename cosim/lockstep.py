@@ -26,6 +26,7 @@ from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.trace import Event
+from tensore.rtl.column_load import moving_rows
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
 from tensore.rtl.pe import default_pack
@@ -186,9 +187,8 @@ class Lockstep:
     @property
     def mv_rows(self) -> int:
         """The moving port's rows: the array's, and under `column_loads` as many again for the
-        column-serial stationary port (rtl/top.py `mv_rows`)."""
-        from tensore.model.timing import profile
-        return self.rows * (2 if profile(self.program.timing).column_loads else 1)
+        column-serial stationary port (rtl/column_load.py `moving_rows`)."""
+        return moving_rows(self.rows, self.program.timing)
 
     @property
     def writes(self) -> dict:

@@ -40,7 +40,6 @@ from tensore.model.isa import DESCRIPTOR_BYTES, ErrorCode, Opcode, check, error_
 from tensore.model.isa.asm import assemble, disassemble
 from tensore.model.isa.check import matmul_input_dtypes
 from tensore.model.isa.microop import DOUBLE_ROW_FROM, group_step
-from tensore.model.timing import DEFAULT_PROFILE
 
 FP8 = (Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5)
 MIXABLE = FP8 + (Dtype.BFLOAT16, Dtype.FP16)              # moving and stationary formats that may differ
@@ -499,20 +498,30 @@ class _Gen:
             self._mm_line(str(rng.choice([mv.name.lower(), st.name.lower()])), r, c, "", i == 0)
 
     def burst(self):
-        """A run of one-vector 4-pass FP32 matmuls (more than MAX_IN_FLIGHT in flight) with an FP32
-        load of other rows in the middle (the next 4-pass matmul waits for the array's rhythm)."""
+        """A run of one-vector 4-pass FP32 matmuls alternating between two row tiles (disjoint blocks:
+        no issue floor between them, so more than MAX_IN_FLIGHT are in flight), then an FP32 load of
+        other rows and a few matmuls (the next 4-pass matmul waits for the array's rhythm)."""
         b, rng = self.b, self.rng
         mode = f"fp32_mode={rng.choice(['high', 'low_high'])} "
-        r, c = self.rows, int(rng.integers(1, self.cols + 1))
-        for part in range(2):
-            rr = r if part == 0 else int(rng.integers(1, r + 1))
-            ow = self.put(self.codes("fp32", rr, c), 4)
-            b.line(f"ldweights in_dtype=fp32 {mode}rows={rr} cols={c} {b.tile()}{self.order()[1]}"
+        r, c = self.rows // 2, int(rng.integers(1, self.cols + 1))
+        halves = [f"tile_size=(row_size_log2=r64, col_size_log2=c128) tile_sel=(row_sel={s}, col_sel=0) "
+                  if self.mav else f"row_grp={2 * s} " for s in (0, 1)]
+        for where in halves:
+            ow = self.put(self.codes("fp32", r, c), 4)
+            b.line(f"ldweights in_dtype=fp32 {mode}rows={r} cols={c} {where}{self.order()[1]}"
                    f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
-            oa = self.put(self.codes("fp32", rr, 1), 4)
-            for i in range(int(rng.integers(18, 22)) if part == 0 else int(rng.integers(1, 4))):
-                b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={rr} cols={c} {b.tile()}{self.acc(i == 0)} "
-                       f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
+        oa = self.put(self.codes("fp32", r, 1), 4)
+        for i in range(int(rng.integers(18, 22))):
+            b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={r} cols={c} {halves[i % 2]}{self.acc(i < 2)} "
+                   f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
+        rr = int(rng.integers(1, self.rows + 1))
+        ow = self.put(self.codes("fp32", rr, c), 4)
+        b.line(f"ldweights in_dtype=fp32 {mode}rows={rr} cols={c} {b.tile()}{self.order()[1]}"
+               f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        oa = self.put(self.codes("fp32", rr, 1), 4)
+        for i in range(int(rng.integers(1, 4))):
+            b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={rr} cols={c} {b.tile()}{self.acc(i == 0)} "
+                   f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
 
     def tiles_any(self):
         """MAVERICK: a weight load and matmuls in any tile (r128 / r64 x c128 / c256, either select);
@@ -809,7 +818,7 @@ def load(stem) -> Program:
     text = "".join(line + "\n" for line in stem.with_suffix(".s").read_text().splitlines() if not line.startswith("#"))
     p = Program(meta["name"], Gen[meta["gen"]], meta["rows"], meta["cols"], text, z["sbuf"].copy(),
                 regs=meta["regs"], pack=meta["pack"],
-                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()}, timing=meta.get("timing", DEFAULT_PROFILE))
+                refused={int(k): ErrorCode(v) for k, v in meta["refused"].items()}, timing=meta.get("timing", "contract"))   # saved before profiles: contract
     for key, off, bits in zip(z["expect_keys"], z["expect_offsets"], z["expect_bits"]):
         p.expect_fp32[(int(key[0]), int(key[1]))] = (int(off), bits.copy())
     return p

@@ -376,7 +376,7 @@ def run_shard(cfg: Config | dict, i: int, n: int, log=lambda *a: None, checkpoin
     its batch system keeps what it ran); a task that raises is one error case and the shard goes on."""
     from tensore.cosim.coverage import Coverage
     cfg = Config.from_json(cfg) if isinstance(cfg, dict) else cfg
-    cov = Coverage(cfg.gens)
+    cov = Coverage(cfg.gens, cfg.timing)
     t0 = time.perf_counter()
     cases, shrunk = [], set()
 
@@ -461,7 +461,7 @@ def merge(results: list, out_dir) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     cfg = Config.from_json(results[0]["config"])
     cases = [c for r in sorted(results, key=lambda r: r["shard"]) for c in r["cases"]]
-    cov = coverage.Coverage(cfg.gens)
+    cov = coverage.Coverage(cfg.gens, cfg.timing)
     for r in results:
         cov.runs += r["coverage"]["runs"]
         for g, group, key, n in r["coverage"]["hits"]:

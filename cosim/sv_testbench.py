@@ -349,7 +349,7 @@ def write(lk, exported: dict, out_dir, *, max_cycles: int | None = None) -> dict
     (out / "files.f").write_text("".join(f"{f}\n" for f in [f"{TB_TOP}.sv", *lists["rtl"]]))
     (out / "files_verilator.f").write_text("".join(f"{f}\n" for f in [f"{TB_TOP}.sv", *lists["rtl_sim"]]))
     info = {k: v for k, v in exported.items() if k in ("top", "gen", "rows", "cols", "pack", "dtypes", "sbuf_latency",
-                                                       "psum_partitions", "digest", "ports")}
+                                                       "psum_partitions", "timing", "digest", "ports")}
     (out / "engine.json").write_text(json.dumps(info, indent=1) + "\n")
     return {"dir": str(out.resolve()), "exported": exported, "sb_shape": sb_shape, "cycles": lk.end}
 

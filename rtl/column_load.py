@@ -16,7 +16,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
-from tensore.model.timing import LOAD_COLS, column_groups, column_load
+from tensore.model.timing import LOAD_COLS, column_groups, column_load, profile
 from tensore.rtl.interfaces import Bus, arrays
 from tensore.rtl.isa import Kind, uop_layout
 from tensore.rtl.pe import COL_BITS, code_layout, slot_width, weight_layout
@@ -29,6 +29,12 @@ GROUP = data.StructLayout({
     "col": COL_BITS, "mask": LOAD_COLS, "dtype": 8, "pack": 4, "skew4": 1, "rows": 8})
 # what a row's answer is for, L - 1 cycles after its request
 ANSWER = data.StructLayout({"mask": LOAD_COLS, "col": COL_BITS, "dtype": 8, "pack": 4})
+
+
+def moving_rows(rows: int, timing) -> int:
+    """The moving port's rows: the array's, and under `column_loads` as many again for the
+    column-serial stationary port (rows rows .. 2 rows - 1: row k's column-group requests)."""
+    return rows * (2 if profile(timing).column_loads else 1)
 
 
 def column_port(rows: int, cols: int, pack: int) -> dict:

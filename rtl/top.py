@@ -38,7 +38,7 @@ from tensore.model.timing import profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, prototype
-from tensore.rtl.column_load import ColumnLoad
+from tensore.rtl.column_load import ColumnLoad, moving_rows
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
 from tensore.rtl.pe import default_pack
@@ -86,7 +86,7 @@ class Engine(wiring.Component):
         self.timing = timing_profile(timing)
         # the moving port's rows, then (column_loads) the column-serial port's: the SBUF's second
         # input path serves them as moving rows (rtl/column_load.py, D-T99)
-        self.mv_rows = rows * (2 if self.timing.column_loads else 1)
+        self.mv_rows = moving_rows(rows, self.timing)
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
             "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),

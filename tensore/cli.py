@@ -350,10 +350,9 @@ def timing_arg(p) -> None:
     """--timing: the engine's profile of issue rules (model/timing.py PROFILES, D-T98), golden and RTL alike."""
     from tensore.model.timing import DEFAULT_PROFILE, PROFILES
     p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES), type=str.lower,
-                   help="the engine's timing profile (docs/timing.md, 'Timing profiles'): contract, the issue rules "
-                   "of docs/timing.md, public, the rules of AWS's public Tensor Engine cost model as they "
-                   "are adopted, or background, public with weights loaded in the background (D-T99) "
-                   f"(default: {DEFAULT_PROFILE})")
+                   help="the engine's timing profile (docs/timing.md, 'Timing profiles'): public, the rules of AWS's "
+                   "public Tensor Engine cost model with weights loaded in the background (D-T99), or contract, "
+                   f"the row-serial issue rules of docs/timing.md (default: {DEFAULT_PROFILE})")
 OPT_HELP = ("C++ optimisation of the Verilator build: 0 (builds about twice as fast as 1), 1, 2 or 3 "
             "(also O1, or --opt=-O1)")
 WAVES_DEPTH_HELP = ("levels of hierarchy in the waveform, the cosim wrapper (Amaranth: the engine) being 1; "

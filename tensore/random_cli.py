@@ -38,7 +38,7 @@ def cmd_random(args) -> int:
     if args.count < 1:
         raise ValueError(f"--count must be >= 1, got {args.count}")
     cfg = _config(args, gens=[args.gen], programs=args.count, seed=args.seed)
-    cov = Coverage([args.gen]) if args.coverage else None
+    cov = Coverage([args.gen], cfg.timing) if args.coverage else None
     cases = regress.run_random(args.gen, range(args.seed, args.seed + args.count), cfg, cov,
                                log=lambda m: print(m, file=sys.stderr))
     for c in cases:

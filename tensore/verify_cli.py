@@ -58,7 +58,6 @@ def exported_engine(args, cfg) -> dict:
     """The export's metadata: --engine (a testbench or export directory, or its engine.json), checked
     against the options; else the export of the configuration (cached, as `tensore cosim` makes it)."""
     from tensore.cosim import hdl
-    from tensore.model.timing import DEFAULT_PROFILE
     if not args.engine:
         return hdl.export_cached(cfg, log=_say)
     path = Path(args.engine)
@@ -69,7 +68,7 @@ def exported_engine(args, cfg) -> dict:
         raise ValueError(f"{path}: not an export's engine.json ({exc})") from None
     want = {"gen": cfg.gen, "rows": cfg.rows, "cols": cfg.cols, "sbuf_latency": cfg.sbuf_latency,
             "psum_partitions": cfg.psum_partitions, "timing": cfg.timing}
-    info = {"timing": DEFAULT_PROFILE} | info                # an export of before timing profiles (D-T98)
+    info = {"timing": "contract"} | info                   # an export of before timing profiles (D-T98)
     diff = [f"{k} {info.get(k)} (options: {v})" for k, v in want.items() if info.get(k) != v]
     if diff or "ports" not in info:
         raise ValueError(f"{path} describes another engine: {', '.join(diff) or 'no ports'}")

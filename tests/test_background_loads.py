@@ -1,4 +1,4 @@
-"""Weights loaded in the background (model/timing.py `background` profile, D-T99; rtl/column_load.py):
+"""Weights loaded in the background (`Profile.column_loads` of the default `public` profile, model/timing.py, D-T99; rtl/column_load.py):
 a plain weight load writes each row two columns at a time behind the previous matmul's swap front,
 so a load + matmul pair costs what AWS's public cost model says.  The closed-form issue rules are
 checked against a brute-force account of every PE's shadow write, swap and first vector, over the
@@ -17,7 +17,7 @@ from tensore.model.isa.microop import Kind
 from tests.test_timing_profile import _program
 from tests.test_public_cost import PAIRS, TABLE, program, run
 
-# the steady interval between matmul issues under `background`: a load issues by column_load_issue,
+# the steady interval between matmul issues under `public`: a load issues by column_load_issue,
 # 64 cycles after the matmul before it for 128 columns, and its matmul two cycles later (decode)
 BACKGROUND = {"bf16 N=1": 66, "bf16 N=16": 66, "bf16 N=64": 66, "bf16 N=128": 128, "bf16 N=256": 256,
               "bf16 N=512": 512, "fp32 N=128": 512, "reuse N=1": 64}
@@ -27,14 +27,14 @@ BACKGROUND = {"bf16 N=1": 66, "bf16 N=16": 66, "bf16 N=64": 66, "bf16 N=128": 12
 @pytest.mark.parametrize("case,opts,ours,public", TABLE, ids=[t[0] for t in TABLE])
 def test_pairs_cost_the_public_figure(gen, case, opts, ours, public):
     """Every row of the gap table within 2 cycles per matmul of the public cost model."""
-    cmp = run(gen, program(gen, **opts), timing="background")
+    cmp = run(gen, program(gen, **opts), timing="public")
     steady = cmp["rows"][1:-1]
     assert {r.ours for r in steady} == {BACKGROUND[case]}, case
     assert all(abs(r.ours - r.public) <= 2 for r in steady), case
     assert cmp["public"] == PAIRS * public
     slower = BACKGROUND[case] > public
     assert [w.startswith("7 of 7 matmul intervals hold a weight load") for w in cmp["reasons"]] == [True] * slower
-    assert all("behind the previous matmul's swap front" in w for w in cmp["reasons"])
+    assert all("behind that matmul's swap front" in w for w in cmp["reasons"])
 
 
 def test_formulas():
@@ -107,17 +107,17 @@ def _plain(prog) -> bool:
 
 
 def test_no_write_races_a_front():
-    """Library programs of three generations and random ones, under `background` and, as a check of
-    the oracle, `public` and `contract`: no PE's shadow write races a matmul's front."""
+    """Library programs of three generations and random ones, under `public` and, as a check of the
+    oracle, `contract`: no PE's shadow write races a matmul's front."""
     progs = [p for g in ("cayman", "mariana", "maverick") for p in P.library(g)]
     progs += [R.generate(g, s, blocks=12) for g in ("cayman", "mariana") for s in range(6)]
     checked = columns = 0
     for p in progs:
-        for name in ("background", "public", "contract"):
+        for name in ("public", "contract"):
             q = replace(p, timing=name)
             if _plain(q):
                 assert hazards(q) == [], name
-                checked += name == "background"
+                checked += name == "public"
                 columns += sum(e.kind == "shadow_write" and "groups" in e.data for e in q.golden()[1].events)
     assert checked >= 40 and columns >= 200
 
@@ -132,7 +132,7 @@ def test_the_oracle_sees_a_race(monkeypatch):
 
 
 def _race_program():
-    """Two 8 x 8 weight load + matmul pairs of 4 vectors each under `background`."""
+    """Two 8 x 8 weight load + matmul pairs of 4 vectors each under `public`."""
     b = P._Builder("race", "mariana", 8, 8, 7)
     a = b.put(0, b.values("bf16", (8, 4)), 2)
     for _ in range(2):
@@ -140,7 +140,7 @@ def _race_program():
         b.line(f"ldweights in_dtype=bf16 rows=8 cols=8 flags=(load_order=first_col_first) src={P._t3(f'sbuf(0,{w:#x})', 8)}")
         b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single src={P._t3(f'sbuf(0,{a:#x})', 4)} "
                f"dst={P._t3('psum(0,0,0)', 4)}")
-    return replace(b.done(), timing="background")
+    return replace(b.done(), timing="public")
 
 
 def test_a_matmul_of_other_passes_waits_for_the_load():
@@ -165,10 +165,10 @@ def _skews_program():
     b.line(f"ldweights in_dtype=bf16 rows=4 cols=8 {order} wait=1 src={P._t3(f'sbuf(0,{w16:#x})', 8)}")
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 acc=single src={P._t3(f'sbuf(0,{a16:#x})', 4)} "
            f"dst={P._t3('psum(0,1,0)', 4)}")
-    return replace(b.done(), timing="background")
+    return replace(b.done(), timing="public")
 
 
-@pytest.mark.parametrize("name", ["public", "background"])
+@pytest.mark.parametrize("name", ["public", "contract"])
 def test_every_issue_explained(name):
     """The issue-rule monitor (cosim/coverage.py stalls, the regression's check) names a rule of the
     profile for every issue cycle of random programs: the front rules, the issue floor, the column
@@ -181,14 +181,15 @@ def test_every_issue_explained(name):
             stalls = coverage.stalls(p.golden()[1], p.regs, timing=name)
             assert not [o.index for o, rules in stalls if "unexplained" in rules], (gen, seed)
             named |= set().union(*(rules for _, rules in stalls))
-    assert {"issue_floor", "column_front" if name == "background" else "row_front"} <= named
+    assert ({"issue_floor", "column_front", "row_front"} if name == "public" else {"swap_wait"}) <= named
 
 
 def test_same_values():
-    """Every library program of three generations writes the same PSUM bits as under `contract`."""
+    """Every library program of three generations writes the same PSUM bits under `public` as under
+    `contract`."""
     for gen in ("cayman", "mariana", "maverick"):
         for p in P.library(gen):
-            q = replace(p, timing="background")
+            p, q = replace(p, timing="public"), replace(p, timing="contract")
             _, tp, _ = p.golden()
             _, tq, _ = q.golden()
             key = [sorted((e.data["partition"], e.data["offset"], e.data["bits"]) for e in t.events
@@ -197,7 +198,7 @@ def test_same_values():
 
 
 def _pairs(fp32: bool = False, loads: int = 3, per_load: int = 1):
-    return _program(4, 8, loads=loads, per_load=per_load, n=6, fp32=fp32, timing_name="background")
+    return _program(4, 8, loads=loads, per_load=per_load, n=6, fp32=fp32, timing_name="public")
 
 
 @pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
@@ -226,12 +227,12 @@ def test_a_load_a_cycle_earlier_breaks_the_rtl(monkeypatch):
 
 
 @pytest.mark.cosim
-def test_library_on_verilator_under_background():
-    """MARIANA's and MAVERICK's libraries (8 x 8) under `background` on Verilator's compiled harness,
-    every cycle against the golden engine: the column-serial port in the exported Verilog (the
-    array's loop form and its structural rows)."""
+def test_library_on_verilator_under_contract():
+    """MARIANA's and MAVERICK's libraries (8 x 8) under `contract` on Verilator's compiled harness,
+    every cycle against the golden engine: the row-serial engine beside the default's (which
+    tests/test_cosim_hdl.py runs), the sequencer and load unit built without the column port."""
     for gen in ("mariana", "maverick"):
-        progs = [replace(p, timing="background") for p in P.library(gen)]
+        progs = [replace(p, timing="contract") for p in P.library(gen)]
         results = hdl.run_many(progs, pack=8 if gen == "mariana" else None)
         failed = [(p.name, r.mismatch) for p, r in zip(progs, results) if r.mismatch is not None]
         assert not failed, f"{[n for n, _ in failed]} mismatch; {failed[0][0]}: {failed[0][1]}"

@@ -82,6 +82,6 @@ def test_database_report_and_merge(tmp_path):
     assert C.read(merged) == groups
     text = C.write_report(merged, tmp_path / "cov.txt")
     holes = C.holes(merged)
-    assert "MAVERICK.error" in text and "load_seed" in holes["MAVERICK.seed"]
+    assert "MAVERICK.error" in text and "sparse_drain" in holes["MAVERICK.stall"] and "sparse_drain" in text
     page = (tmp_path / "cov.html").write_text(C.html_report(merged)) and (tmp_path / "cov.html").read_text()
-    assert '<span class="hole"' in page and "load_seed" in page
+    assert '<span class="hole"' in page and "sparse_drain" in page

@@ -35,9 +35,9 @@ def port_table() -> dict:
 
 
 def width(expr: str, eng) -> int:
-    """A width expression of the table: R, C (array rows, columns), P (PSUM partitions), PK (elements
-    per PE), max, clog2."""
-    names = {"R": eng.rows, "C": eng.cols, "P": eng.parts, "PK": eng.pack, "max": max,
+    """A width expression of the table: R, C (array rows, columns), M (the moving port's rows), P (PSUM
+    partitions), PK (elements per PE), max, clog2."""
+    names = {"R": eng.rows, "C": eng.cols, "M": eng.mv_rows, "P": eng.parts, "PK": eng.pack, "max": max,
              "clog2": lambda n: max(1, math.ceil(math.log2(n)))}
     return eval(expr, {"__builtins__": {}}, names)
 
@@ -68,8 +68,8 @@ def test_port_table_is_the_engine_signature(cfg):
 
 
 # -- the timing diagram and the example transaction, from a real run -------------------------------
-WAVE = ["clk", "bus_we", "desc_valid", "desc_ready", "desc_data", "st_req_valid", "st_req_part", "st_resp_data",
-        "mv_req_valid[0]", "mv_req_off0[0]", "mv_resp_data[0]", "mv_req_valid[3]", "mon_valid[0]", "mon_offset[0]",
+WAVE = ["clk", "bus_we", "desc_valid", "desc_ready", "desc_data", "mv_req_valid[4]", "mv_req_off0[4]",
+        "mv_resp_data[4]", "mv_req_valid[0]", "mv_req_off0[0]", "mv_resp_data[0]", "mv_req_valid[3]", "mon_valid[0]", "mon_offset[0]",
         "mon_valid[3]", "done"]
 
 
@@ -93,7 +93,7 @@ def gemm4(regs=None):
 def record(late: bool = False):
     """The page's run: gemm4.s with a one-entry instruction FIFO (queue_cfg.fifo_size_sel = 1), every
     port sampled at the end of each cycle (cycle 0: the first after the register setup); and the same
-    program with the stationary answers one cycle late (its Mismatch)."""
+    program with the moving port's answers one cycle late (its Mismatch)."""
     from amaranth.hdl import ClockDomain, Module
 
     from tensore.cosim.amaranth_sim import simulate
@@ -116,11 +116,11 @@ def record(late: bool = False):
             self.cycle += 1
             await super().tick()
 
-    class Late(AmaranthPort):          # each stationary answer applied one cycle after bench's
+    class Late(AmaranthPort):          # each moving-port answer applied one cycle after bench's
         held = None
 
         def set(self, name, value):
-            if name == "st_resp_data":
+            if name == "mv_resp_data":
                 self.held = value
             else:
                 super().set(name, value)
@@ -128,7 +128,7 @@ def record(late: bool = False):
         async def tick(self):
             await super().tick()
             if self.held is not None:
-                super().set("st_resp_data", self.held)
+                super().set("mv_resp_data", self.held)
                 self.held = None
 
     async def testbench(ctx):
@@ -182,14 +182,16 @@ def wavedrom(lk, samples) -> dict:
 
     accepted = [c for c in cycles if samples[c]["desc_valid"] and samples[c]["desc_ready"]]
     offered = lambda c: f"#{sum(a < c for a in accepted)}" if samples[c]["desc_valid"] else None  # noqa: E731
-    st = lambda c: samples[c]["st_req_part"] if samples[c]["st_req_valid"] else None  # noqa: E731
-    off0 = (1 << MV_W["off0"][0]) - 1
+    off0, R = (1 << MV_W["off0"][0]) - 1, lk.rows
     mv0 = lambda c: samples[c]["mv_req_off0"] & off0 if samples[c]["mv_req_valid"] & 1 else None  # noqa: E731
+    w0 = lambda c: samples[c]["mv_req_off0"] >> (MV_W["off0"][0] * R) & off0 \
+        if samples[c]["mv_req_valid"] >> R & 1 else None  # noqa: E731  (array row 0's weight column requests)
     return {"head": {"tick": first}, "signal": [
         {"name": "clk", "wave": "p" + "." * (len(cycles) - 1)}, bits("bus_we"), bits("desc_valid"),
         bits("desc_ready"), lane("desc_data", offered),
-        bits("st_req_valid"), lane("st_req_part", lambda c: None if st(c) is None else f"p{st(c)}"),
-        lane("st_resp_data", lambda c: None if c - Lm not in samples or st(c - Lm) is None else f"A[{st(c - Lm)}]"),
+        bits(f"mv_req_valid[{R}]"), lane(f"mv_req_off0[{R}]", lambda c: None if w0(c) is None else f"{w0(c):#x}"),
+        lane(f"mv_resp_data[{R}]", lambda c: None if c - Lm not in samples or w0(c - Lm) is None
+             else f"A[0,{w0(c - Lm) // 2}:{w0(c - Lm) // 2 + 2}]"),
         bits("mv_req_valid[0]"), lane("mv_req_off0[0]", lambda c: None if mv0(c) is None else f"{mv0(c):#x}"),
         lane("mv_resp_data[0]", lambda c: None if c - Lm not in samples or mv0(c - Lm) is None
              else f"B[0,{(mv0(c - Lm) - 0x400) // 2}]"),
@@ -208,16 +210,17 @@ def transaction(lk, samples) -> str:
 
     def span(cs):
         return f"{cs[0]}..{cs[-1]}" if len(cs) > 1 and cs == list(range(cs[0], cs[-1] + 1)) else ", ".join(map(str, cs))
-    Lm = lk.L - 1
-    st = cyc("st_req_valid")
+    Lm, R = lk.L - 1, lk.rows
     lines = ["| event | cycles |", "|---|---|",
              f"| descriptor #0 (ldweights) accepted: `desc_valid` and `desc_ready` | {desc[0]} |",
              f"| descriptor #1 (matmul) offered, `desc_ready` low (the one-entry FIFO is full) | {span(waiting)} |",
              f"| descriptor #1 accepted | {desc[1]} |",
-             f"| ldweights issues (golden trace) | {ops['ldweights'].t_issue} |",
-             f"| stationary requests, partitions 0..3 (rows of A) | {span(st)} |",
-             f"| their answers on `st_resp_data` | {span([c + Lm for c in st])} |",
-             f"| matmul issues (golden trace) | {ops['matmul'].t_issue} |"]
+             f"| ldweights issues (golden trace) | {ops['ldweights'].t_issue} |"]
+    for k in range(R):
+        w = cyc("mv_req_valid", R + k)
+        lines.append(f"| row {k}'s weight requests on moving row {R + k} (A[{k}, 0..1], A[{k}, 2..3]), answers | "
+                     f"{span(w)}; {span([c + Lm for c in w])} |")
+    lines.append(f"| matmul issues (golden trace) | {ops['matmul'].t_issue} |")
     for r in range(lk.rows):
         mv = cyc("mv_req_valid", r)
         lines.append(f"| row {r}'s moving requests (B[{r}, 0..3]), answers | {span(mv)}; {span([c + Lm for c in mv])} |")
@@ -244,8 +247,9 @@ def test_example_transaction_is_the_run(run):
 
 def test_protocol_claims_hold(run):
     """What the page says of the protocol, in the recorded cycles: a descriptor is taken in a cycle with
-    valid and ready; every stationary / moving request is answered L - 1 cycles later; an answer one
-    cycle late is a mismatch (the engine samples the answer in that one cycle, no response valid)."""
+    valid and ready; the weight load's column groups run down moving rows R .. 2R - 1, a row a cycle;
+    every request is answered L - 1 cycles later; an answer one cycle late is a mismatch (the engine
+    samples the answer in that one cycle, no response valid)."""
     lk, samples, results = run
     cycles = sorted(c for c in samples if c >= 0)
     taken = [c for c in cycles if samples[c]["desc_valid"] and samples[c]["desc_ready"]]
@@ -253,8 +257,10 @@ def test_protocol_claims_hold(run):
                                                for c in cycles)
     assert all(o.t_issue > c for o, c in zip(lk.trace.ops, taken))     # a micro-op issues after its acceptance
     ops = {o.name: o for o in lk.trace.ops}
-    st = [c for c in cycles if samples[c]["st_req_valid"]]
-    assert st[0] == ops["ldweights"].t_issue + 1 and len(st) == lk.rows       # one request a row of A
+    assert not any(samples[c]["st_req_valid"] for c in cycles)                # a plain load: the column port
+    for k in range(lk.rows):                    # row k's groups g = 0, 1 in cycles t + 1 + k + g (docs/timing.md)
+        w = [c for c in cycles if samples[c]["mv_req_valid"] >> (lk.rows + k) & 1]
+        assert w == [ops["ldweights"].t_issue + 1 + k + g for g in range(2)], k
     mv0 = [c for c in cycles if samples[c]["mv_req_valid"] & 1]
     assert mv0[0] == ops["matmul"].t_issue + 1
     writes0 = [c for c in cycles if samples[c]["mon_valid"] & 1]
@@ -329,7 +335,7 @@ def test_engine_interface_commands_run(tmp_path):
 @pytest.mark.slow
 def test_cocotb_walkthrough_on_icarus(tmp_path):
     """docs/cocotb.md's commands: the example test passes on Icarus (its own drivers and the
-    project's testbench); a copy that answers the stationary port one cycle late fails with the
+    project's testbench); a copy that answers the moving port one cycle late fails with the
     scoreboard's mismatch; the export's ports are the page's table's, clk and rst included."""
     from tensore.cosim import hdl
     hdl.ensure_icarus()
@@ -349,8 +355,8 @@ def test_cocotb_walkthrough_on_icarus(tmp_path):
     for f in ("run.py", "test_gemm.py"):
         shutil.copy(EXAMPLE / f, bad / f)
     text = (bad / "test_gemm.py").read_text()
-    assert text.count("cycle + lk.L - 1, {})[\"st\"]") == 1
-    (bad / "test_gemm.py").write_text(text.replace("cycle + lk.L - 1, {})[\"st\"]", "cycle + lk.L, {})[\"st\"]"))
+    assert text.count("cycle + lk.L - 1, {})[\"mv\"]") == 1
+    (bad / "test_gemm.py").write_text(text.replace("cycle + lk.L - 1, {})[\"mv\"]", "cycle + lk.L, {})[\"mv\"]"))
     res = subprocess.run([sys.executable, str(bad / "run.py"), "docs/examples/cocotb/gemm4.s", "--sbuf",
                           "build/cocotb/sbuf.npz", "--work", "build/bad"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)

@@ -127,8 +127,8 @@ def c256_one_cell(n=12, seed=2):
     return b.done()
 
 
-def c256_back_to_back(n=10, bf16_sr=False, seed=3):
-    """MAVERICK 8 x 16, two c256 matmuls of n vectors one after the other: the first's half-1 write
+def c256_back_to_back(n=16, bf16_sr=False, seed=3):
+    """MAVERICK 8 x 16, two c256 matmuls of n vectors one after the other (n >= 16, the issue floor of a 16-column matmul): the first's half-1 write
     of element n + v and the second's half-0 write of element 2n - 8 + v' (v' = v + 8 - n) reach a
     partition in one cycle, the same cell: the first's goes first.  FP32 cells (the second
     accumulates), or with `bf16_sr` BF16 cells with stochastic rounding (see the test below)."""

@@ -32,7 +32,10 @@ CASES = [
 
 
 def trace_of(prog):
-    eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=True)
+    """The golden run under `contract`: the testbench drives the weights a row per cycle on the
+    row-serial bus (the column-serial port's writes are checked by the engine's lockstep,
+    tests/test_background_loads.py)."""
+    eng = Engine(prog.gen, rows=prog.rows, cols=prog.cols, sbuf=prog.sbuf_model(), record_pe=True, timing="contract")
     return eng.run(assemble(prog.text, prog.gen))
 
 

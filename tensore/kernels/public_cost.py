@@ -88,24 +88,21 @@ def compare(trace, timing=DEFAULT_PROFILE) -> dict:
 def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAULT_PROFILE) -> list:
     """The known rules of the timing profile (docs/timing.md) behind the gaps between the engine's
     cycles and the public model's, each a line with its count: a weight load between two matmuls
-    waits for the swap front to cross the whole R x C array (`contract`) or its own rows (`public`);
-    weights reused issue with no 64-cycle floor (`contract`); matmuls on disjoint tiles run one after
-    another."""
+    waits for the swap front to cross the whole R x C array (`contract`) or loads behind it
+    (`public`); weights reused issue with no 64-cycle floor (`contract`); matmuls on disjoint tiles
+    run one after another."""
     prof = profile(timing)
     out = []
     gaps = list(zip(rows, issues, issues[1:]))
     loaded = [r for r, a, b in gaps if r.ours > r.public and any(a < t < b for t in loads)]
     if loaded and prof.column_loads:
-        out.append(f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it writes each row "
-                   f"{LOAD_COLS} columns per cycle behind the previous matmul's swap front (docs/timing.md, "
-                   "'Background loads'), so the front crosses the last column before the load ends, and its "
-                   "matmul issues after the load's decode; the public model counts min(64, N_stationary) for both")
-    elif loaded and prof.row_wavefront:
-        line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it follows the previous "
-                f"matmul's swap front row by row, which crosses a row of {C} columns in {C} cycles x passes "
-                "(docs/timing.md, 'Row wavefront'), then loads a row per cycle; the public model loads the "
-                "next stationary tile while the current one computes")
-        out.append(line + _smaller_engine(rows, R, C))
+        line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: a plain one writes each row "
+                f"{LOAD_COLS} columns at a time, a group each `passes` cycles of the matmul before it, behind that "
+                "matmul's swap front (docs/timing.md, 'Background loads'), so the front crosses the last column "
+                "before the load ends, and its matmul issues after the load's decode; a transposing, MX, LUT, tag "
+                "or last-column-first load follows the front row by row and loads a row per cycle ('Row "
+                "wavefront'); the public model counts min(64, N_stationary) for both")
+        out.append(line)
     elif loaded:
         line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it waits until the previous "
                 f"matmul has swapped weights in every PE of the {R} x {C} array (passes x (R + C) = "

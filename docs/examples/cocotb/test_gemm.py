@@ -50,7 +50,8 @@ def stationary_answer(sbuf: SbufServer, port: CocotbPort) -> list:
 
 
 def moving_answers(sbuf: SbufServer, port: CocotbPort, rows: int) -> dict:
-    """{row: its answer word} for the rows requesting this cycle (MV_ELEMS elements of `esize` bytes)."""
+    """{row: its answer word} for the rows requesting this cycle (MV_ELEMS elements of `esize` bytes);
+    `rows`: the moving port's, the array's and under `public` as many again (the weight column port's)."""
     valid = port.get("mv_req_valid")
     part, esize = port.get("mv_req_part"), port.get("mv_req_esize")
     offs = [port.get(f"mv_req_off{j}") for j in range(MV_ELEMS)]
@@ -110,7 +111,7 @@ async def gemm(dut):
         if port.get("st_req_valid"):
             due.setdefault(cycle + lk.L - 1, {})["st"] = stationary_answer(sbuf, port)
         if port.get("mv_req_valid"):
-            due.setdefault(cycle + lk.L - 1, {})["mv"] = moving_answers(sbuf, port, lk.rows)
+            due.setdefault(cycle + lk.L - 1, {})["mv"] = moving_answers(sbuf, port, lk.mv_rows)
         # the scoreboard: this cycle's writes and error status against the golden run's
         got = psum_writes(port, lk)
         writes += len(got)
