@@ -237,6 +237,9 @@ def test_report_per_unit_from_a_synthetic_result(tmp_path):
     assert "<h2>Units</h2>" in page and "+x = 2" in page and page.count("<tr class=") == 6
     lines = M.format_report(report).splitlines()
     assert lines[2].split() == [PE, "5", "1", "1", "1", "1", "1", "75.0%"]
+    only = M.merge([_result({"rtl/seq.py#1": M.EQUIVALENT})], tmp_path, "equivalent")
+    assert only["units"]["rtl/seq.py"]["score"] is None                 # nothing ran: no score
+    assert M.format_report(only).splitlines()[2].split()[-1] == "-"
     assert report["files"][PE]["mutants"] == 5                 # the per-file counts stay
 
 

@@ -1,4 +1,5 @@
-"""The RTL PSUM partition against model.psum.Psum: the same writes give the same cells and states."""
+"""The RTL PSUM partition against model.psum.Psum: the same writes give the same cells and states; the
+bank's seed ports carry a whole 32-bit state."""
 import numpy as np
 import pytest
 
@@ -135,3 +136,41 @@ def test_host_port_writes_words():
 
     simulate(dut, bench)
     assert got == [int(model.cells(4)[PART, w]) for w in words]
+
+
+def test_bank_seed_load_then_save_keeps_all_32_bits():
+    """LoadSeed through the bank's state ports, then SaveSeed of the same state: the PSUM word holds
+    the loaded value bit for bit (a seed is 32 bits: the values below set bit 31 and bit 0)."""
+    from tensore.rtl.psum_bank import PsumBank
+    loads = {0: (3, 0x80000001), 1: (5, 0xC0FFEE01)}       # partition: (SR state, value loaded)
+    words = {0: 17, 1: 2 * 512 + 40}                       # partition: word SaveSeed writes
+    dut = PsumBank(2, 1)
+    got = {}
+
+    async def bench(ctx):
+        for p, (i, v) in loads.items():
+            ctx.set(dut.state_index[p], i)
+            ctx.set(dut.state_wr_value[p], v)
+        ctx.set(dut.state_wr, 0b11)
+        await ctx.tick()
+        ctx.set(dut.state_wr, 0)
+        for p, w in words.items():
+            wr = dut.wr[0][p]
+            ctx.set(wr.valid, 1)
+            ctx.set(wr.offset, 4 * w)
+            ctx.set(wr.value, 0x12345678)           # replaced by the state
+            ctx.set(wr.save, 1)
+            ctx.set(wr.raw, 1)
+        await ctx.tick()
+        for p in words:
+            ctx.set(dut.wr[0][p].valid, 0)
+        for _ in range(3):
+            await ctx.tick()
+        for p, w in words.items():
+            ctx.set(dut.host.part, p)
+            ctx.set(dut.host.word, w)
+            await ctx.tick()
+            got[p] = ctx.get(dut.host.data)
+
+    simulate(dut, bench)
+    assert {p: hex(v) for p, v in got.items()} == {p: hex(v) for p, (_, v) in loads.items()}
