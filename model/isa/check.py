@@ -1,7 +1,9 @@
 """Validity rules for decoded descriptors (seed 000, seed 004 gates, SPEC sections 6-9).
 
 `check` lists every violation; the engine reports `error_code(violations)`, the smallest code, so
-that the model and the RTL decoder name the same error for the same bytes (SPEC D-23)."""
+that the model and the RTL decoder name the same error for the same bytes (SPEC D-23).  The rules of
+the table in model/isa/rules.py (D-T101) are walked by `_Checker.rules`, where each family's method
+used to be called."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,12 +11,13 @@ from dataclasses import dataclass
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate,
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg,
                              PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
                              XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, MX_BLOCK, PUMP_PACK, SEED_COLS,
-                                       SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of, psum_half, transposes)
+from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_COLS, SEED_STATES, active_cols, is_mx, max_moving,
+                                       pack_of, psum_half, transposes)
+from tensore.model.isa.rules import violations
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -40,7 +43,6 @@ def error_code(violations) -> ErrorCode:
 
 
 MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
-FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 SEED_IDENTITY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 LUT_ENTRY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 _QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
@@ -72,6 +74,11 @@ class _Checker:
 
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
+
+    def rules(self, *families):
+        """The rules of `families` in the table of model/isa/rules.py that the descriptor breaks."""
+        for rule, message in violations(self.d, families, self.array_cols):
+            self.bad(rule.code, rule.field, message)
 
     # -- generic structure -------------------------------------------------------------------
     def structure(self):
@@ -169,47 +176,6 @@ class _Checker:
             self.bad(E.BAD_MX, "in_dtype", f"{Dtype(d).name} is not an MX element dtype "
                      "(FP8_EXP2/3/4/5, FP4_EXP2, INT4)")
 
-    def rows_cols(self):
-        rows, cols = self.f["num_active_rows"], self.f["num_active_cols"]
-        if not 1 <= rows <= ARRAY_ROWS:
-            self.bad(E.BAD_ACTIVE_RANGE, "num_active_rows", f"{rows} is not in 1..{ARRAY_ROWS}")
-        if not self.maverick and not 1 <= cols <= ARRAY_ROWS:
-            self.bad(E.BAD_ACTIVE_RANGE, "num_active_cols", f"{cols} is not in 1..{ARRAY_ROWS}")
-        if self.maverick:
-            ts, sel = self.f["tile_size"], self.f["tile_sel"]
-            if sel["row_sel"] > 1 or sel["col_sel"] > 1:
-                self.bad(E.BAD_TILE, "tile_sel", f"selectors must be <= 1, got {dict(sel)}")
-            if isinstance(ts["row_size_log2"], TileRowSize) and isinstance(ts["col_size_log2"], TileColSize):
-                trows, tcols = 1 << ts["row_size_log2"], 1 << ts["col_size_log2"]
-                if sel["row_sel"] == 1 and ts["row_size_log2"] == TileRowSize.R128:
-                    self.bad(E.BAD_TILE, "tile_sel.row_sel", "row_sel 1 needs a r64 tile")
-                if sel["col_sel"] == 1 and ts["col_size_log2"] == TileColSize.C256:
-                    self.bad(E.BAD_TILE, "tile_sel.col_sel", "col_sel 1 needs a c128 tile")
-                if rows > trows:
-                    self.bad(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a r{trows} tile")
-                if active_cols(self.d, self.array_cols) > tcols:
-                    self.bad(E.BAD_TILE, "num_active_cols", f"{active_cols(self.d, self.array_cols)} columns do not fit a c{tcols} tile")
-        else:
-            rg, cg = self.f["row_grp"], self.f["col_grp"]
-            if rg >= GROUPS or rg * GROUP + rows > ARRAY_ROWS:
-                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} (rows {rg * GROUP}..) with {rows} rows leaves the array")
-            if cg >= GROUPS or cg * GROUP + cols > ARRAY_ROWS:
-                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} (columns {cg * GROUP}..) with {cols} columns leaves the array")
-            step = group_step(self.gen)
-            if rg % step:
-                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} starts a 32-row tile; {self.gen.name} has 64- and "
-                         f"128-row tiles only (row_grp 0 or 2)")
-            if cg % step:
-                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} starts a 32-column tile; {self.gen.name} has 64- and "
-                         f"128-column tiles only (col_grp 0 or 2)")
-
-    def fp32_mode(self):
-        d, mode = self.f["in_dtype"], self.f["fp32_mode"]
-        if d == Dtype.FP32 and mode == FP32Mode.NONE:
-            self.bad(E.BAD_FP32_MODE, "fp32_mode", "FP32 input needs LOW, HIGH or LOW_HIGH")
-        if d != Dtype.FP32 and isinstance(mode, FP32Mode) and mode != FP32Mode.NONE:
-            self.bad(E.BAD_FP32_MODE, "fp32_mode", "only FP32 input takes an fp32_mode")
-
     def compute_dtype(self, xpose, scalar_mode):
         d = self.f["in_dtype"]
         if not dt.is_in_enum(d, self.gen):
@@ -230,39 +196,6 @@ class _Checker:
             if (a == Dtype.FP32) != (b == Dtype.FP32):
                 self.bad(E.DTYPE_MIX, "in_dtype", f"moving {b.name} with stationary {a.name}: FP32 "
                          "(tf32) operands cannot mix with low precision")
-
-    def perf(self):
-        """FP8 double row (D-11, D-T14) within its public limits (D-T97): CAYMAN and later, FP8 input,
-        no column tiling (col_grp 0)."""
-        if "perf_opt" not in self.f or self.f["perf_opt"] != PerfOpt.DOUBLE_ROW:
-            return
-        if self.gen < DOUBLE_ROW_FROM:
-            self.bad(E.BAD_ENUM, "perf_opt", f"DOUBLE_ROW does not exist on {self.gen.name} "
-                     f"(NeuronCore-v3 and later)")
-        if self.f["in_dtype"] not in FP8:
-            self.bad(E.BAD_DTYPE, "perf_opt", "DOUBLE_ROW needs FP8 input")
-        if self.f.get("col_grp", 0):
-            self.bad(E.BAD_TILE, "col_grp", "DOUBLE_ROW cannot be combined with column tiling; col_grp must be 0")
-
-    def out_dtype(self):
-        o = self.f["out_dtype"]
-        ok = {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if self.gen >= Gen.MARIANA else set())
-        if o not in ok:
-            name = Dtype(o).name if dt.is_in_enum(o, self.gen) else f"0x{int(o):02X}"
-            self.bad(E.BAD_OUT_DTYPE, "out_dtype", f"{name} is not an output dtype on {self.gen.name} "
-                     f"({', '.join(sorted(x.name for x in ok))})")
-
-    def accumulate(self):
-        if "psum_accumulate_flags" in self.f:
-            acc = self.f["psum_accumulate_flags"]
-            if acc & ~7:
-                self.bad(E.BAD_ACCUMULATE, "psum_accumulate_flags", f"{acc:#x} has bits beyond the three flags")
-            if acc & PsumAccumulate.BEGIN_MATMUL_GROUP and acc & PsumAccumulate.BEGIN_ACCUM_MATMUL_GROUP:
-                self.bad(E.BAD_ACCUMULATE, "psum_accumulate_flags", "BEGIN and BEGIN_ACCUM together")
-        flags = self.f.get("flags")
-        if flags is not None and "accumulate_flag" in flags and not self.maverick and flags["accumulate_flag"]:
-            self.bad(E.BAD_ACCUMULATE, "flags.accumulate_flag", "MARIANA accumulates by psum_accumulate_flags; "
-                     "accumulate_flag must be 0")
 
     def seed_mode(self, flags):
         mode = flags.get("seed_mode", SeedMode.NONE)
@@ -295,13 +228,9 @@ class _Checker:
         f = self.f
         flags = f.get("flags", {})
         xpose = transposes(self.d)
-        self.rows_cols()
+        self.rules("rows_cols")
         self.compute_dtype(xpose, flags.get("scalar_mode", ScalarMode.NONE))
-        self.fp32_mode()
-        self.perf()
-        if self.d.op == Opcode.MATMUL:
-            self.out_dtype()
-            self.accumulate()
+        self.rules("fp32_mode", "perf", "out_dtype", "accumulate")      # the last two: Matmul only
         self.seed_mode(flags)
         if self.maverick and f["perf_mode"] != MXPerfMode.NONE and not is_mx(self.d):
             self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
@@ -403,11 +332,9 @@ class _Checker:
     def matmul_sparse(self):
         f = self.f
         flags = f.get("flags", {})
-        self.rows_cols()
+        self.rules("rows_cols")
         self.compute_dtype(False, flags.get("scalar_mode", ScalarMode.NONE))
-        self.fp32_mode()
-        self.out_dtype()
-        self.accumulate()
+        self.rules("fp32_mode", "out_dtype", "accumulate")
         if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0):
             self.bad(E.BAD_SPARSE, "flags", "MatmulSparse does not transpose or move seeds")
         src = f["src_mem_pattern"]
@@ -420,11 +347,7 @@ class _Checker:
 
     def ldtags(self):
         f = self.f
-        self.rows_cols()
-        if f["in_dtype"] != Dtype.UINT16:
-            self.bad(E.BAD_SPARSE, "in_dtype", "tags are packed 4 per UINT16")
-        if f["force_tag_bits"] not in (0x0, 0x4, 0x8, 0xC):
-            self.bad(E.BAD_SPARSE, "force_tag_bits", f"{f['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC")
+        self.rules("rows_cols", "ldtags")
         self.pattern("src_mem_pattern", "sbuf", 2, rows=f["num_active_rows"])
 
     def pe_manage_seed(self):
@@ -461,7 +384,7 @@ class _Checker:
 
     def mx_op(self):
         f = self.f
-        self.rows_cols()
+        self.rules("rows_cols")
         self.mx_dtype()      # the scale of MARIANA's MX ops is always E8M0 (no code for it there)
         flags = f["flags"]
         if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0) or flags.get("scalar_mode", 0):
@@ -481,8 +404,7 @@ class _Checker:
             self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"{pat['num_elem']} is not a whole number of "
                      f"{pack}-element PE steps")
         elif self.d.op == Opcode.MATMUL_MX:
-            self.out_dtype()
-            self.accumulate()
+            self.rules("out_dtype", "accumulate")
             self.destination(pat["num_elem"] // pack)
         elif pat["num_elem"] != active_cols(self.d, self.array_cols) * pack:
             self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"the weight tile needs columns x {pack} = "

@@ -1,0 +1,269 @@
+"""The micro-op validity rules written once, evaluated twice (D-T101).
+
+Each `Rule` is a row of one table: its family (the check it belongs to), the opcodes whose checks run
+that family, its error code, the field it names, a predicate saying when it fires, and a message.
+The predicate is written over a small operations layer (`Ops`: `pick`, `in_`, `all_`, `any_`, `not_`,
+`lookup`, and the operators `==`, `!=`, `<`, `>`, `&`, `|` on values), the way model/timing.py writes
+its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends evaluate it:
+
+  `Ints` (here): a decoded Descriptor, Python ints and bools; model/isa/check.py walks the table with
+         it and reports a Violation, with its message, for each rule that fires;
+  the decoder's (rtl/decoder.py): the descriptor bits as Amaranth values, `pick` = Mux; the decoder
+         ORs each rule's predicate into its code's error bit (no messages in hardware).
+
+A predicate uses `v[path]` (a field by dotted path), `v.active_cols` (num_active_cols, MAVERICK's 0
+meaning every column), `v.gen`, `v.maverick` and the operations of `v`; `only(v)` says, from static
+facts alone (generation, layout), whether the rule exists for the descriptor's layout.  A message
+reads the field values (`v[path]` are ints there) and runs on the Python side only.
+
+This module imports no Amaranth: the model never needs it.  Which code is reported when several
+rules fire is the smallest code on both sides (check.error_code, the decoder's priority encoder), so
+the order of the table matters only for the order of check()'s violations: within a family it is the
+order the rules had in check.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import ErrorCode, FP32Mode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound, \
+    TileColSize, TileRowSize
+from tensore.model.isa.microop import ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, active_cols, group_step
+
+E = ErrorCode
+
+
+class Ops:
+    """The operations a rule's predicate is written with.  A backend supplies `true`, `false`, `pick`
+    and `not_`; the rest are built from them and the operators of its values."""
+
+    true, false = True, False
+
+    def pick(self, cond, a, b):
+        """`a if cond else b` (Amaranth: Mux)."""
+        return a if cond else b
+
+    def not_(self, x):
+        return not x
+
+    def all_(self, *xs):
+        out = self.true
+        for x in xs:
+            out = out & x
+        return out
+
+    def any_(self, *xs):
+        out = self.false
+        for x in xs:
+            out = out | x
+        return out
+
+    def in_(self, x, values):
+        """x is one of `values` (ints or enum members)."""
+        return self.any_(*(x == int(v) for v in values))
+
+    def lookup(self, key, table: dict, default):
+        """table[key] for the keys it has, `default` for any other value of `key`."""
+        out = default
+        for k, value in table.items():
+            out = self.pick(key == int(k), value, out)
+        return out
+
+
+class Ints(Ops):
+    """The Python backend: a decoded Descriptor's fields as ints (enum members where valid)."""
+
+    def __init__(self, desc, array_cols=None):
+        self.desc, self.array_cols = desc, array_cols
+        self.gen, self.op = desc.gen, desc.op
+        self.maverick = desc.gen.layout == Gen.MAVERICK
+
+    def __getitem__(self, path):
+        value = self.desc.fields
+        for name in path.split("."):
+            value = value[name]
+        return value
+
+    def has(self, path) -> bool:
+        value = self.desc.fields
+        for name in path.split("."):
+            if not isinstance(value, dict) or name not in value:
+                return False
+            value = value[name]
+        return True
+
+    @property
+    def active_cols(self):
+        return active_cols(self.desc, self.array_cols)
+
+
+def _always(v) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Rule:
+    family: str
+    ops: frozenset
+    code: ErrorCode
+    field: str
+    fires: Callable                   # fires(v): the descriptor breaks the rule (a bool / a 1-bit value)
+    message: Callable                 # message(v) -> str, on the Python backend
+    only: Callable = _always          # only(v) -> bool from static facts: the rule exists for this layout
+    name: str = field(default="", compare=False)   # family:CODE:field, #k for the k-th of one name
+
+
+ARRAY_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL})
+COMPUTE_OPS = ARRAY_OPS | {Opcode.MATMUL_SPARSE}
+TILED_OPS = COMPUTE_OPS | {Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX}
+MATMUL_OPS = frozenset({Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX})
+FP8 = frozenset({Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5})
+TILE_ROWS = {m: 1 << m for m in TileRowSize}
+TILE_COLS = {m: 1 << m for m in TileColSize}
+
+
+def out_dtypes(gen) -> set:
+    """The matmul output dtypes of `gen`: FP32 (or 0 for it), and BFLOAT16 from MARIANA on."""
+    return {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set())
+
+
+def _dtype_name(code, gen) -> str:
+    from tensore.model import dtypes as dt
+    return Dtype(code).name if dt.is_in_enum(code, gen) else f"0x{int(code):02X}"
+
+
+def _tile_valid(v):
+    return v.in_(v["tile_size.row_size_log2"], TileRowSize) & v.in_(v["tile_size.col_size_log2"], TileColSize)
+
+
+def _not_maverick(v):
+    return not v.maverick
+
+
+def _double_row(v):
+    return v["perf_opt"] == PerfOpt.DOUBLE_ROW
+
+
+def _has_acc(v):
+    return v.has("psum_accumulate_flags")
+
+
+_TABLE = [
+    # -- rows_cols: the active block and its tile (seed 000 section 6; MAVERICK TILE_SIZE / TILE_SEL) --
+    Rule("rows_cols", TILED_OPS, E.BAD_ACTIVE_RANGE, "num_active_rows",
+         lambda v: (v["num_active_rows"] < 1) | (v["num_active_rows"] > ARRAY_ROWS),
+         lambda v: f"{v['num_active_rows']} is not in 1..{ARRAY_ROWS}"),
+    Rule("rows_cols", TILED_OPS, E.BAD_ACTIVE_RANGE, "num_active_cols",
+         lambda v: (v["num_active_cols"] < 1) | (v["num_active_cols"] > ARRAY_ROWS),
+         lambda v: f"{v['num_active_cols']} is not in 1..{ARRAY_ROWS}", only=_not_maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "tile_sel",
+         lambda v: (v["tile_sel.row_sel"] > 1) | (v["tile_sel.col_sel"] > 1),
+         lambda v: f"selectors must be <= 1, got {dict(v['tile_sel'])}", only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "tile_sel.row_sel",
+         lambda v: _tile_valid(v) & (v["tile_sel.row_sel"] == 1) & (v["tile_size.row_size_log2"] == TileRowSize.R128),
+         lambda v: "row_sel 1 needs a r64 tile", only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "tile_sel.col_sel",
+         lambda v: _tile_valid(v) & (v["tile_sel.col_sel"] == 1) & (v["tile_size.col_size_log2"] == TileColSize.C256),
+         lambda v: "col_sel 1 needs a c128 tile", only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "num_active_rows",
+         lambda v: _tile_valid(v) & (v["num_active_rows"] > v.lookup(v["tile_size.row_size_log2"], TILE_ROWS, 0)),
+         lambda v: f"{v['num_active_rows']} rows do not fit a r{1 << v['tile_size.row_size_log2']} tile",
+         only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "num_active_cols",
+         lambda v: _tile_valid(v) & (v.active_cols > v.lookup(v["tile_size.col_size_log2"], TILE_COLS, 0)),
+         lambda v: f"{v.active_cols} columns do not fit a c{1 << v['tile_size.col_size_log2']} tile",
+         only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "row_grp",
+         lambda v: (v["row_grp"] >= GROUPS) | (v["row_grp"] * GROUP + v["num_active_rows"] > ARRAY_ROWS),
+         lambda v: f"row group {v['row_grp']} (rows {v['row_grp'] * GROUP}..) with {v['num_active_rows']} rows "
+                   "leaves the array", only=_not_maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "col_grp",
+         lambda v: (v["col_grp"] >= GROUPS) | (v["col_grp"] * GROUP + v["num_active_cols"] > ARRAY_ROWS),
+         lambda v: f"column group {v['col_grp']} (columns {v['col_grp'] * GROUP}..) with {v['num_active_cols']} "
+                   "columns leaves the array", only=_not_maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "row_grp",            # 64- and 128-row tiles only (D-T97)
+         lambda v: v["row_grp"] % group_step(v.gen) != 0,
+         lambda v: f"row group {v['row_grp']} starts a 32-row tile; {v.gen.name} has 64- and "
+                   "128-row tiles only (row_grp 0 or 2)", only=lambda v: not v.maverick and group_step(v.gen) > 1),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "col_grp",
+         lambda v: v["col_grp"] % group_step(v.gen) != 0,
+         lambda v: f"column group {v['col_grp']} starts a 32-column tile; {v.gen.name} has 64- and "
+                   "128-column tiles only (col_grp 0 or 2)", only=lambda v: not v.maverick and group_step(v.gen) > 1),
+
+    # -- fp32_mode: FP32 input and its passes (D-12) --
+    Rule("fp32_mode", COMPUTE_OPS, E.BAD_FP32_MODE, "fp32_mode",
+         lambda v: (v["in_dtype"] == Dtype.FP32) & (v["fp32_mode"] == FP32Mode.NONE),
+         lambda v: "FP32 input needs LOW, HIGH or LOW_HIGH"),
+    Rule("fp32_mode", COMPUTE_OPS, E.BAD_FP32_MODE, "fp32_mode",
+         lambda v: (v["in_dtype"] != Dtype.FP32) & v.in_(v["fp32_mode"], FP32Mode) & (v["fp32_mode"] != FP32Mode.NONE),
+         lambda v: "only FP32 input takes an fp32_mode"),
+
+    # -- perf: FP8 double row (D-11, D-T14) within its public limits (D-T97): CAYMAN and later, FP8
+    #    input, no column tiling --
+    Rule("perf", ARRAY_OPS, E.BAD_ENUM, "perf_opt", _double_row,
+         lambda v: f"DOUBLE_ROW does not exist on {v.gen.name} (NeuronCore-v3 and later)",
+         only=lambda v: v.has("perf_opt") and v.gen < DOUBLE_ROW_FROM),
+    Rule("perf", ARRAY_OPS, E.BAD_DTYPE, "perf_opt",
+         lambda v: _double_row(v) & v.not_(v.in_(v["in_dtype"], FP8)),
+         lambda v: "DOUBLE_ROW needs FP8 input", only=lambda v: v.has("perf_opt")),
+    Rule("perf", ARRAY_OPS, E.BAD_TILE, "col_grp",
+         lambda v: _double_row(v) & (v["col_grp"] != 0),
+         lambda v: "DOUBLE_ROW cannot be combined with column tiling; col_grp must be 0",
+         only=lambda v: v.has("perf_opt") and v.has("col_grp")),
+
+    # -- out_dtype: what a matmul writes to PSUM --
+    Rule("out_dtype", MATMUL_OPS, E.BAD_OUT_DTYPE, "out_dtype",
+         lambda v: v.not_(v.in_(v["out_dtype"], out_dtypes(v.gen))),
+         lambda v: f"{_dtype_name(v['out_dtype'], v.gen)} is not an output dtype on {v.gen.name} "
+                   f"({', '.join(sorted(x.name for x in out_dtypes(v.gen)))})"),
+
+    # -- accumulate: the PSUM accumulate flags (seed 000 section 4.1) --
+    Rule("accumulate", MATMUL_OPS, E.BAD_ACCUMULATE, "psum_accumulate_flags",
+         lambda v: (v["psum_accumulate_flags"] & ~7) != 0,
+         lambda v: f"{v['psum_accumulate_flags']:#x} has bits beyond the three flags", only=_has_acc),
+    Rule("accumulate", MATMUL_OPS, E.BAD_ACCUMULATE, "psum_accumulate_flags",
+         lambda v: ((v["psum_accumulate_flags"] & PsumAccumulate.BEGIN_MATMUL_GROUP) != 0)
+         & ((v["psum_accumulate_flags"] & PsumAccumulate.BEGIN_ACCUM_MATMUL_GROUP) != 0),
+         lambda v: "BEGIN and BEGIN_ACCUM together", only=_has_acc),
+    Rule("accumulate", MATMUL_OPS, E.BAD_ACCUMULATE, "flags.accumulate_flag",
+         lambda v: v["flags.accumulate_flag"] != 0,
+         lambda v: "MARIANA accumulates by psum_accumulate_flags; accumulate_flag must be 0",
+         only=lambda v: not v.maverick and v.has("flags.accumulate_flag")),
+
+    # -- ldtags: the tag load's operands --
+    Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "in_dtype",
+         lambda v: v["in_dtype"] != Dtype.UINT16,
+         lambda v: "tags are packed 4 per UINT16"),
+    Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "force_tag_bits",
+         lambda v: v.not_(v.in_(v["force_tag_bits"], (0x0, 0x4, 0x8, 0xC))),
+         lambda v: f"{v['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC"),
+]
+
+
+def _named(table) -> tuple:
+    """The table with each rule's name: family:CODE:field, `#k` for the k-th rule of one name."""
+    keys = [f"{r.family}:{r.code.name}:{r.field}" for r in table]
+    count = {k: keys.count(k) for k in keys}
+    seen: dict = {}
+    out = []
+    for r, k in zip(table, keys):
+        seen[k] = seen.get(k, 0) + 1
+        out.append(Rule(r.family, r.ops, r.code, r.field, r.fires, r.message, r.only,
+                        k if count[k] == 1 else f"{k}#{seen[k]}"))
+    return tuple(out)
+
+
+RULES = _named(_TABLE)
+FAMILIES = tuple(dict.fromkeys(r.family for r in RULES))
+
+
+def select(families, op, v):
+    """The rules of `families` that apply to opcode `op` on the layout `v` evaluates, in table order
+    (family by family, as given)."""
+    return [r for fam in families for r in RULES if r.family == fam and op in r.ops and r.only(v)]
+
+
+def violations(desc, families, array_cols=None):
+    """(rule, message) for each rule of `families` that `desc` (a decoded Descriptor) breaks."""
+    v = Ints(desc, array_cols)
+    return [(r, r.message(v)) for r in select(families, desc.op, v) if r.fires(v)]
