@@ -24,19 +24,19 @@ from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.addrmap import split
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.check import (LUT_ENTRY_DTYPES, MX_BLOCK_P_F_DIM, SEED_IDENTITY_DTYPES, SEED_SAVE_PATTERN,
+from tensore.model.isa.check import (MX_BLOCK_P_F_DIM, SEED_IDENTITY_DTYPES, SEED_SAVE_PATTERN,
                              elem_bytes, matmul_input_dtypes)
 from tensore.model.isa import microop
-from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, MXPerfMode, Opcode, PeReg, PerfOpt,
-                             PsumAccumulate, PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize,
+from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, Opcode, PerfOpt,
+                             PsumAccumulate, ScalarMode, SeedMode, TagWeightMode, TileColSize,
                              TileRowSize, XposeMode)
-from tensore.model.isa.layouts import (EVENT_NONE, LUT_ENTRIES, NUM_EVENTS,
+from tensore.model.isa.layouts import (EVENT_NONE, NUM_EVENTS,
                                layout_of, opcodes_of)
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
                                        PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols, max_moving,
                                        psum_half)
-from tensore.model.isa.rules import Ops, select
+from tensore.model.isa.rules import Ops, lut_source_ok, reg_source_ok, select
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -131,6 +131,10 @@ class _Values(Ops):
     @property
     def active_cols(self):
         return self.o.active_cols()
+
+    @property
+    def is_mx(self):
+        return self.o.is_mx()
 
 
 class _Op:
@@ -343,8 +347,7 @@ class _Op:
         self.compute_dtype(xpose, self.flag("scalar_mode"))
         self.rules("fp32_mode", "perf", "out_dtype", "accumulate")      # the last two: Matmul only
         self.seed_mode()
-        if self.maverick:
-            self.bad(E.BAD_MX, (self.f.perf_mode != MXPerfMode.NONE) & ~self.is_mx())
+        self.rules("array_op")
         return xpose
 
     def esize_of(self, code):
@@ -484,10 +487,8 @@ class Decoder(wiring.Component):
         f = o.f
         o.rules("rows_cols")
         o.compute_dtype(Const(0, 1), o.flag("scalar_mode"))
-        o.rules("fp32_mode", "out_dtype", "accumulate")
-        o.bad(E.BAD_SPARSE, (o.flag("xpose_mode") != 0) | (o.flag("seed_mode") != 0))
+        o.rules("fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
         fm = f.src_mem_pattern.num_elem[3]
-        o.bad(E.BAD_SPARSE, ~_in((2, 3, 4), fm))
         n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
         per = o.sig(Mux(fm == 0, 0, n // fm), 64, "per_fmap")
         o.c256 = o.destination(Const(1, 1), per)
@@ -563,24 +564,15 @@ class Decoder(wiring.Component):
     _ldweights_mx = _matmul_mx = _mx_op
 
     def _pe_reg_write(self, o):
-        f = o.f
-        valid = _in(list(PeReg), f.reg)
-        o.bad(E.BAD_REGISTER, ~valid)
-        o.bad(E.BAD_REGISTER, valid & (f.reg == PeReg.PSUM_ROUND) & ~_in(list(PsumRound), f.value))
-        one = f.src_mem_pattern.num_elem[0] == 1
-        o.bad(E.BAD_PATTERN, ~one)
-        o.pattern(one, "src_mem_pattern", "sbuf", 4, 1)
+        o.rules("pe_reg_write")
+        o.pattern(Value.cast(reg_source_ok(_Values(o))), "src_mem_pattern", "sbuf", 4, 1)
 
     def _conv_lut_load(self, o):
         f = o.f
-        o.bad(E.BAD_LUT, ~_in(LUT_ENTRY_DTYPES, f.in_dtype))
-        n = f.num_entries
-        rng = (n >= 1) & (n <= LUT_ENTRIES)
-        o.bad(E.BAD_LUT, ~rng)
-        same = f.src_mem_pattern.num_elem[0] == n
-        o.bad(E.BAD_LUT, rng & ~same)
+        o.rules("conv_lut_load")
         in_enum = o.table(lambda x: dt.is_in_enum(x, self.gen), f.in_dtype)
-        o.pattern(rng & same, "src_mem_pattern", "sbuf", Mux(in_enum, o.esize_of(f.in_dtype), 1), 1)
+        o.pattern(Value.cast(lut_source_ok(_Values(o))), "src_mem_pattern", "sbuf",
+                  Mux(in_enum, o.esize_of(f.in_dtype), 1), 1)
 
     # -- array-size rules (model.engine.Engine.fits) ------------------------------------------------
     def _region(self, o):

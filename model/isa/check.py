@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg,
-                             PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
-                             XposeMode)
-from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, ScalarMode, SeedMode, TagWeightMode,
+                             TileColSize, TileRowSize, XposeMode)
+from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
 from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_COLS, SEED_STATES, active_cols, is_mx, max_moving,
                                        pack_of, psum_half, transposes)
-from tensore.model.isa.rules import violations
+from tensore.model.isa.rules import Ints, lut_source_ok, reg_source_ok, select
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -44,7 +43,6 @@ def error_code(violations) -> ErrorCode:
 
 MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 SEED_IDENTITY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
-LUT_ENTRY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 _QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
 MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
 SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
@@ -71,14 +69,16 @@ class _Checker:
         self.maverick = desc.gen.layout == Gen.MAVERICK
         self.stationary_dtype = stationary_dtype
         self.out: list[Violation] = []
+        self.v = Ints(desc, array_cols)                 # the fields for the table's rules
 
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
 
     def rules(self, *families):
         """The rules of `families` in the table of model/isa/rules.py that the descriptor breaks."""
-        for rule, message in violations(self.d, families, self.array_cols):
-            self.bad(rule.code, rule.field, message)
+        for rule in select(families, self.d.op, self.v):
+            if rule.fires(self.v):
+                self.bad(rule.code, rule.field, rule.message(self.v))
 
     # -- generic structure -------------------------------------------------------------------
     def structure(self):
@@ -232,8 +232,7 @@ class _Checker:
         self.compute_dtype(xpose, flags.get("scalar_mode", ScalarMode.NONE))
         self.rules("fp32_mode", "perf", "out_dtype", "accumulate")      # the last two: Matmul only
         self.seed_mode(flags)
-        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and not is_mx(self.d):
-            self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
+        self.rules("array_op")
         return flags, xpose
 
     def ldweights(self):
@@ -334,13 +333,8 @@ class _Checker:
         flags = f.get("flags", {})
         self.rules("rows_cols")
         self.compute_dtype(False, flags.get("scalar_mode", ScalarMode.NONE))
-        self.rules("fp32_mode", "out_dtype", "accumulate")
-        if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0):
-            self.bad(E.BAD_SPARSE, "flags", "MatmulSparse does not transpose or move seeds")
+        self.rules("fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
         src = f["src_mem_pattern"]
-        if src["num_elem"][3] not in (2, 3, 4):
-            self.bad(E.BAD_SPARSE, "src_mem_pattern.num_elem[3]", f"{src['num_elem'][3]} fmaps; MatmulSparse "
-                     "sends 2, 3 or 4 per partition")
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
         per_fmap = n // src["num_elem"][3] if src["num_elem"][3] else 0
         self.destination(per_fmap)
@@ -411,26 +405,14 @@ class _Checker:
                      f"{active_cols(self.d, self.array_cols) * pack} elements per partition")
 
     def pe_reg_write(self):
-        f = self.f
-        if not isinstance(f["reg"], PeReg):
-            self.bad(E.BAD_REGISTER, "reg", f"{f['reg']:#x} is not a PE register")
-        elif f["reg"] == PeReg.PSUM_ROUND and f["value"] not in (PsumRound.RNE, PsumRound.SR):
-            self.bad(E.BAD_REGISTER, "value", f"PSUM_ROUND takes 0 (RNE) or 1 (SR), got {f['value']:#x}")
-        src = f["src_mem_pattern"]
-        if src["num_elem"] != [1]:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", "PeRegWrite fetches one UINT32 from SBUF")
-        else:
+        self.rules("pe_reg_write")
+        if reg_source_ok(self.v):
             self.pattern("src_mem_pattern", "sbuf", 4, rows=1)
 
     def conv_lut_load(self):
         f = self.f
-        if f["in_dtype"] not in LUT_ENTRY_DTYPES:
-            self.bad(E.BAD_LUT, "in_dtype", "LUT entries are BFLOAT16, FP16 or FP32")
-        if not 1 <= f["num_entries"] <= LUT_ENTRIES:
-            self.bad(E.BAD_LUT, "num_entries", f"{f['num_entries']} is not in 1..{LUT_ENTRIES}")
-        elif f["src_mem_pattern"]["num_elem"] != [f["num_entries"]]:
-            self.bad(E.BAD_LUT, "src_mem_pattern.num_elem", "the pattern must hold num_entries elements")
-        else:
+        self.rules("conv_lut_load")
+        if lut_source_ok(self.v):
             self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]) if dt.is_in_enum(f["in_dtype"], self.gen) else 1, rows=1)
 
 

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import ErrorCode, FP32Mode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound, \
-    TileColSize, TileRowSize
-from tensore.model.isa.microop import ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, active_cols, group_step
+from tensore.model.isa.enums import ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, \
+    PsumRound, TileColSize, TileRowSize
+from tensore.model.isa.layouts import LUT_ENTRIES
+from tensore.model.isa.microop import ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, active_cols, group_step, is_mx
 
 E = ErrorCode
 
@@ -96,6 +97,10 @@ class Ints(Ops):
     def active_cols(self):
         return active_cols(self.desc, self.array_cols)
 
+    @property
+    def is_mx(self):
+        return is_mx(self.desc)
+
 
 def _always(v) -> bool:
     return True
@@ -118,6 +123,7 @@ COMPUTE_OPS = ARRAY_OPS | {Opcode.MATMUL_SPARSE}
 TILED_OPS = COMPUTE_OPS | {Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX}
 MATMUL_OPS = frozenset({Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX})
 FP8 = frozenset({Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5})
+LUT_ENTRY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32})
 TILE_ROWS = {m: 1 << m for m in TileRowSize}
 TILE_COLS = {m: 1 << m for m in TileColSize}
 
@@ -146,6 +152,26 @@ def _double_row(v):
 
 def _has_acc(v):
     return v.has("psum_accumulate_flags")
+
+
+def reg_source_ok(v):
+    """PeRegWrite's source is one element: only then is its pattern walked (check.pattern)."""
+    return v["src_mem_pattern.num_elem"][0] == 1
+
+
+def _lut_entries_ok(v):
+    return (v["num_entries"] >= 1) & (v["num_entries"] <= LUT_ENTRIES)
+
+
+def lut_source_ok(v):
+    """ConvLutLoad's entry count is in range and its source holds that many: only then is the source
+    pattern walked."""
+    return _lut_entries_ok(v) & (v["src_mem_pattern.num_elem"][0] == v["num_entries"])
+
+
+def _flag(v, name):
+    """flags.<name>, 0 where the layout's flags have no such part."""
+    return v[f"flags.{name}"] if v.has(f"flags.{name}") else 0
 
 
 _TABLE = [
@@ -230,6 +256,41 @@ _TABLE = [
          lambda v: "MARIANA accumulates by psum_accumulate_flags; accumulate_flag must be 0",
          only=lambda v: not v.maverick and v.has("flags.accumulate_flag")),
 
+    # -- array_op: what Ldweights and Matmul share, besides the families above --
+    Rule("array_op", ARRAY_OPS, E.BAD_MX, "perf_mode",
+         lambda v: (v["perf_mode"] != MXPerfMode.NONE) & v.not_(v.is_mx),
+         lambda v: "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source", only=lambda v: v.maverick),
+
+    # -- matmul_sparse: what MatmulSparse does not do, and its fmaps --
+    Rule("matmul_sparse", frozenset({Opcode.MATMUL_SPARSE}), E.BAD_SPARSE, "flags",
+         lambda v: (_flag(v, "xpose_mode") != 0) | (_flag(v, "seed_mode") != 0),
+         lambda v: "MatmulSparse does not transpose or move seeds"),
+    Rule("matmul_sparse", frozenset({Opcode.MATMUL_SPARSE}), E.BAD_SPARSE, "src_mem_pattern.num_elem[3]",
+         lambda v: v.not_(v.in_(v["src_mem_pattern.num_elem"][3], (2, 3, 4))),
+         lambda v: f"{v['src_mem_pattern.num_elem'][3]} fmaps; MatmulSparse sends 2, 3 or 4 per partition"),
+
+    # -- pe_reg_write: the register, its value, one source element --
+    Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_REGISTER, "reg",
+         lambda v: v.not_(v.in_(v["reg"], PeReg)),
+         lambda v: f"{v['reg']:#x} is not a PE register"),
+    Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_REGISTER, "value",
+         lambda v: v.in_(v["reg"], PeReg) & (v["reg"] == PeReg.PSUM_ROUND) & v.not_(v.in_(v["value"], PsumRound)),
+         lambda v: f"PSUM_ROUND takes 0 (RNE) or 1 (SR), got {v['value']:#x}"),
+    Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: v.not_(reg_source_ok(v)),
+         lambda v: "PeRegWrite fetches one UINT32 from SBUF"),
+
+    # -- conv_lut_load: the LUT entries' dtype and count --
+    Rule("conv_lut_load", frozenset({Opcode.CONV_LUT_LOAD}), E.BAD_LUT, "in_dtype",
+         lambda v: v.not_(v.in_(v["in_dtype"], LUT_ENTRY_DTYPES)),
+         lambda v: "LUT entries are BFLOAT16, FP16 or FP32"),
+    Rule("conv_lut_load", frozenset({Opcode.CONV_LUT_LOAD}), E.BAD_LUT, "num_entries",
+         lambda v: v.not_(_lut_entries_ok(v)),
+         lambda v: f"{v['num_entries']} is not in 1..{LUT_ENTRIES}"),
+    Rule("conv_lut_load", frozenset({Opcode.CONV_LUT_LOAD}), E.BAD_LUT, "src_mem_pattern.num_elem",
+         lambda v: _lut_entries_ok(v) & v.not_(lut_source_ok(v)),
+         lambda v: "the pattern must hold num_entries elements"),
+
     # -- ldtags: the tag load's operands --
     Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "in_dtype",
          lambda v: v["in_dtype"] != Dtype.UINT16,
@@ -262,8 +323,3 @@ def select(families, op, v):
     (family by family, as given)."""
     return [r for fam in families for r in RULES if r.family == fam and op in r.ops and r.only(v)]
 
-
-def violations(desc, families, array_cols=None):
-    """(rule, message) for each rule of `families` that `desc` (a decoded Descriptor) breaks."""
-    v = Ints(desc, array_cols)
-    return [(r, r.message(v)) for r in select(families, desc.op, v) if r.fires(v)]
