@@ -24,8 +24,7 @@ from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.addrmap import split
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.check import (MX_BLOCK_P_F_DIM, SEED_IDENTITY_DTYPES, SEED_SAVE_PATTERN,
-                             elem_bytes, matmul_input_dtypes)
+from tensore.model.isa.check import MX_BLOCK_P_F_DIM, elem_bytes, matmul_input_dtypes
 from tensore.model.isa import microop
 from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, Opcode, PerfOpt,
                              PsumAccumulate, ScalarMode, SeedMode, TagWeightMode, TileColSize,
@@ -36,7 +35,7 @@ from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
                                        PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols, max_moving,
                                        psum_half)
-from tensore.model.isa.rules import Ops, lut_source_ok, reg_source_ok, select
+from tensore.model.isa.rules import Ops, lut_source_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -110,6 +109,11 @@ class _Values(Ops):
         for name in path.split("."):
             value = getattr(value, name)
         return value
+
+    def elems(self, path) -> list:
+        """The elements of the array field at `path`."""
+        view = self[path]
+        return [view[i] for i in range(view.shape().length)]
 
     def has(self, path) -> bool:
         """The layout has the field (a Bits part, a Sub's field) at `path`."""
@@ -503,33 +507,11 @@ class Decoder(wiring.Component):
         self._fits(o)
 
     def _pe_manage_seed(self, o):
-        f = o.f
-        mode = f.mode
-        load, save = mode == SeedMode.LOAD_SEED, mode == SeedMode.SAVE_SEED
-        o.bad(E.BAD_SEED_OP, ~load & ~save)
-        o.bad(E.BAD_SEED_OP, (f.num_active_rows != SEED_STATES) | (f.num_active_cols != SEED_COLS))
-        o.bad(E.BAD_SEED_OP, ~_in(SEED_IDENTITY_DTYPES, f.identity_dtype))
-        ident = f.identity_mem_pattern
-        ok16 = ident.num_elem[0] == SEED_STATES
-        o.bad(E.BAD_SEED_OP, ~ok16)
-        o.pattern(ok16, "identity_mem_pattern", "sbuf", o.esize_of(f.identity_dtype), SEED_STATES)
-        src, dst = f.src_seed_mem_pattern, f.dst_seed_mem_pattern
-        n128 = o.sig(src.num_elem[0] * src.num_elem[1], 32, "seeds") == SEED_COLS
-        o.bad(E.BAD_SEED_OP, load & ~n128)
-        o.pattern(load & n128, "src_seed_mem_pattern", "sbuf", 4, SEED_STATES)
-        a = src.start_addr
-        in_psum = (a >= addrmap.PSUM_BASE) & (a < addrmap.PSUM_END)
-        part = Mux(a < addrmap.SBUF_END, split(a, "sbuf")[0], split(a, "psum")[0])
-        o.bad(E.BAD_SEED_OP, load & n128 & ((a < addrmap.SBUF_END) | in_psum) & (part != 0))
-
-        def empty(p):
-            return (p.num_elem.as_value() == 0) & (p.step_elem.as_value() == 0) & (p.start_addr == 0)
-        o.bad(E.BAD_SEED_OP, load & ~empty(dst))
-        want = SEED_SAVE_PATTERN
-        same = (dst.start_addr == want["start_addr"]) & _and([dst.step_elem[i] == s for i, s in enumerate(want["step_elem"])]) \
-            & _and([dst.num_elem[i] == s for i, s in enumerate(want["num_elem"])])
-        o.bad(E.BAD_SEED_OP, save & ~same)
-        o.bad(E.BAD_SEED_OP, save & ~empty(src))
+        f, v = o.f, _Values(o)
+        o.rules("pe_manage_seed")
+        o.pattern(Value.cast(seed_identity_ok(v)), "identity_mem_pattern", "sbuf", o.esize_of(f.identity_dtype),
+                  SEED_STATES)
+        o.pattern(Value.cast(seed_source_ok(v)), "src_seed_mem_pattern", "sbuf", 4, SEED_STATES)
 
     def _mx_op(self, o):
         f = o.f
@@ -760,9 +742,3 @@ def _four_bit(code, gen) -> bool:
     return dt.is_in_enum(code, gen) and code != Dtype.INVALID and not dt.is_cptc(code) and \
         dt.format_of(code, gen).width == 4
 
-
-def _and(bits):
-    out = Const(1, 1)
-    for b in bits:
-        out = out & b
-    return out

@@ -14,9 +14,9 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, ScalarMode, SeedMode, TagWeightMode,
                              TileColSize, TileRowSize, XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
-from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_COLS, SEED_STATES, active_cols, is_mx, max_moving,
+from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, is_mx, max_moving,
                                        pack_of, psum_half, transposes)
-from tensore.model.isa.rules import Ints, lut_source_ok, reg_source_ok, select
+from tensore.model.isa.rules import Ints, lut_source_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -42,10 +42,8 @@ def error_code(violations) -> ErrorCode:
 
 
 MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
-SEED_IDENTITY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 _QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
 MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
-SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
 
 
 def matmul_input_dtypes(gen) -> set:
@@ -74,9 +72,10 @@ class _Checker:
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
 
-    def rules(self, *families):
-        """The rules of `families` in the table of model/isa/rules.py that the descriptor breaks."""
-        for rule in select(families, self.d.op, self.v):
+    def rules(self, *families, step=None):
+        """The rules of `families` (of that `step`) in the table of model/isa/rules.py that the
+        descriptor breaks."""
+        for rule in select(families, self.d.op, self.v, step):
             if rule.fires(self.v):
                 self.bad(rule.code, rule.field, rule.message(self.v))
 
@@ -345,36 +344,13 @@ class _Checker:
         self.pattern("src_mem_pattern", "sbuf", 2, rows=f["num_active_rows"])
 
     def pe_manage_seed(self):
-        f = self.f
-        mode = f["mode"]
-        if mode not in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
-            self.bad(E.BAD_SEED_OP, "mode", "PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)")
-        if f["num_active_rows"] != SEED_STATES or f["num_active_cols"] != SEED_COLS:
-            self.bad(E.BAD_SEED_OP, "num_active_rows", f"PE_MANAGE_SEED runs on {SEED_STATES} rows x {SEED_COLS} columns")
-        if f["identity_dtype"] not in SEED_IDENTITY_DTYPES:
-            self.bad(E.BAD_SEED_OP, "identity_dtype", "the identity is BF16, FP16, FP32R or FP8")
-        ident = f["identity_mem_pattern"]
-        if ident["num_elem"] != [SEED_STATES]:
-            self.bad(E.BAD_SEED_OP, "identity_mem_pattern.num_elem", f"the identity diagonal has {SEED_STATES} elements")
-        else:
-            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(f["identity_dtype"]), rows=SEED_STATES)
-        src, dst = f["src_seed_mem_pattern"], f["dst_seed_mem_pattern"]
-        if mode == SeedMode.LOAD_SEED:
-            if src["num_elem"][0] * src["num_elem"][1] != SEED_COLS:
-                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem", f"LoadSeed reads {SEED_COLS} INT32 per partition")
-            else:
-                self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=SEED_STATES)
-                loc = addrmap.locate(src["start_addr"])
-                if loc and loc.partition != 0:
-                    self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.start_addr", "seeds sit in SBUF partitions 0-15")
-            if any(dst["num_elem"]) or any(dst["step_elem"]) or dst["start_addr"]:
-                self.bad(E.BAD_SEED_OP, "dst_seed_mem_pattern", "LoadSeed has no destination pattern (must be 0)")
-        elif mode == SeedMode.SAVE_SEED:
-            if {k: dst[k] for k in SEED_SAVE_PATTERN} != SEED_SAVE_PATTERN:
-                self.bad(E.BAD_SEED_OP, "dst_seed_mem_pattern", "SaveSeed writes num_elem [2, 8], step_elem "
-                         "[1, 512] from 0x02000000 (seed 000 section 5.2)")
-            if any(src["num_elem"]) or any(src["step_elem"]) or src["start_addr"]:
-                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern", "SaveSeed has no source pattern (must be 0)")
+        self.rules("pe_manage_seed", step=0)
+        if seed_identity_ok(self.v):
+            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(self.f["identity_dtype"]), rows=SEED_STATES)
+        self.rules("pe_manage_seed", step=1)
+        if seed_source_ok(self.v):
+            self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=SEED_STATES)
+        self.rules("pe_manage_seed", step=2)
 
     def mx_op(self):
         f = self.f

@@ -22,14 +22,16 @@ the order of the table matters only for the order of check()'s violations: withi
 order the rules had in check.py."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, \
-    PsumRound, TileColSize, TileRowSize
+    PsumRound, SeedMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import LUT_ENTRIES
-from tensore.model.isa.microop import ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, active_cols, group_step, is_mx
+from tensore.model import addrmap
+from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, SEED_COLS, SEED_STATES, active_cols,
+                                       group_step, is_mx)
 
 E = ErrorCode
 
@@ -85,6 +87,10 @@ class Ints(Ops):
             value = value[name]
         return value
 
+    def elems(self, path) -> list:
+        """The elements of the array field at `path`."""
+        return list(self[path])
+
     def has(self, path) -> bool:
         value = self.desc.fields
         for name in path.split("."):
@@ -115,6 +121,7 @@ class Rule:
     fires: Callable                   # fires(v): the descriptor breaks the rule (a bool / a 1-bit value)
     message: Callable                 # message(v) -> str, on the Python backend
     only: Callable = _always          # only(v) -> bool from static facts: the rule exists for this layout
+    step: int = 0                     # check.py walks a family's steps apart where patterns come between
     name: str = field(default="", compare=False)   # family:CODE:field, #k for the k-th of one name
 
 
@@ -122,8 +129,12 @@ ARRAY_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL})
 COMPUTE_OPS = ARRAY_OPS | {Opcode.MATMUL_SPARSE}
 TILED_OPS = COMPUTE_OPS | {Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX}
 MATMUL_OPS = frozenset({Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX})
+SEED_OPS = frozenset({Opcode.PE_MANAGE_SEED})
 FP8 = frozenset({Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5})
 LUT_ENTRY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32})
+SEED_IDENTITY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4,
+                                  Dtype.FP8_EXP5})
+SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
 TILE_ROWS = {m: 1 << m for m in TileRowSize}
 TILE_COLS = {m: 1 << m for m in TileColSize}
 
@@ -167,6 +178,42 @@ def lut_source_ok(v):
     """ConvLutLoad's entry count is in range and its source holds that many: only then is the source
     pattern walked."""
     return _lut_entries_ok(v) & (v["src_mem_pattern.num_elem"][0] == v["num_entries"])
+
+
+def seed_identity_ok(v):
+    """PeManageSeed's identity diagonal has SEED_STATES elements: only then is its pattern walked."""
+    return v["identity_mem_pattern.num_elem"][0] == SEED_STATES
+
+
+def _seed_count_ok(v):
+    nums = v["src_seed_mem_pattern.num_elem"]
+    return nums[0] * nums[1] == SEED_COLS
+
+
+def seed_source_ok(v):
+    """A LoadSeed reading SEED_COLS INT32 per partition: only then is its source pattern walked."""
+    return (v["mode"] == SeedMode.LOAD_SEED) & _seed_count_ok(v)
+
+
+def _empty(v, name):
+    """Every count, step and the address of the pattern `name` are 0."""
+    return v.all_(*(x == 0 for x in v.elems(f"{name}.num_elem")), *(x == 0 for x in v.elems(f"{name}.step_elem")),
+                  v[f"{name}.start_addr"] == 0)
+
+
+def _seed_part(v):
+    """The partition of the LoadSeed source address, and whether it is in SBUF or PSUM at all."""
+    a = v["src_seed_mem_pattern.start_addr"]
+    sbuf = a < addrmap.SBUF_END
+    psum = (a >= addrmap.PSUM_BASE) & (a < addrmap.PSUM_END)
+    return sbuf | psum, v.pick(sbuf, addrmap.split(a, "sbuf")[0], addrmap.split(a, "psum")[0])
+
+
+def _save_pattern(v):
+    want = SEED_SAVE_PATTERN
+    return v.all_(v["dst_seed_mem_pattern.start_addr"] == want["start_addr"],
+                  *(x == w for x, w in zip(v.elems("dst_seed_mem_pattern.step_elem"), want["step_elem"])),
+                  *(x == w for x, w in zip(v.elems("dst_seed_mem_pattern.num_elem"), want["num_elem"])))
 
 
 def _flag(v, name):
@@ -291,6 +338,36 @@ _TABLE = [
          lambda v: _lut_entries_ok(v) & v.not_(lut_source_ok(v)),
          lambda v: "the pattern must hold num_entries elements"),
 
+    # -- pe_manage_seed: the seed move's mode and shape (step 0), its LoadSeed source count (step 1,
+    #    before the source pattern), the rest (step 2, after it) --
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "mode",
+         lambda v: v.not_(v.in_(v["mode"], (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED))),
+         lambda v: "PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "num_active_rows",
+         lambda v: (v["num_active_rows"] != SEED_STATES) | (v["num_active_cols"] != SEED_COLS),
+         lambda v: f"PE_MANAGE_SEED runs on {SEED_STATES} rows x {SEED_COLS} columns"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "identity_dtype",
+         lambda v: v.not_(v.in_(v["identity_dtype"], SEED_IDENTITY_DTYPES)),
+         lambda v: "the identity is BF16, FP16, FP32R or FP8"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "identity_mem_pattern.num_elem",
+         lambda v: v.not_(seed_identity_ok(v)),
+         lambda v: f"the identity diagonal has {SEED_STATES} elements"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem",
+         lambda v: (v["mode"] == SeedMode.LOAD_SEED) & v.not_(_seed_count_ok(v)),
+         lambda v: f"LoadSeed reads {SEED_COLS} INT32 per partition", step=1),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "src_seed_mem_pattern.start_addr",
+         lambda v: seed_source_ok(v) & _seed_part(v)[0] & (_seed_part(v)[1] != 0),
+         lambda v: "seeds sit in SBUF partitions 0-15", step=2),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "dst_seed_mem_pattern",
+         lambda v: (v["mode"] == SeedMode.LOAD_SEED) & v.not_(_empty(v, "dst_seed_mem_pattern")),
+         lambda v: "LoadSeed has no destination pattern (must be 0)", step=2),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "dst_seed_mem_pattern",
+         lambda v: (v["mode"] == SeedMode.SAVE_SEED) & v.not_(_save_pattern(v)),
+         lambda v: "SaveSeed writes num_elem [2, 8], step_elem [1, 512] from 0x02000000 (seed 000 section 5.2)", step=2),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "src_seed_mem_pattern",
+         lambda v: (v["mode"] == SeedMode.SAVE_SEED) & v.not_(_empty(v, "src_seed_mem_pattern")),
+         lambda v: "SaveSeed has no source pattern (must be 0)", step=2),
+
     # -- ldtags: the tag load's operands --
     Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "in_dtype",
          lambda v: v["in_dtype"] != Dtype.UINT16,
@@ -309,8 +386,7 @@ def _named(table) -> tuple:
     out = []
     for r, k in zip(table, keys):
         seen[k] = seen.get(k, 0) + 1
-        out.append(Rule(r.family, r.ops, r.code, r.field, r.fires, r.message, r.only,
-                        k if count[k] == 1 else f"{k}#{seen[k]}"))
+        out.append(replace(r, name=k if count[k] == 1 else f"{k}#{seen[k]}"))
     return tuple(out)
 
 
@@ -318,8 +394,9 @@ RULES = _named(_TABLE)
 FAMILIES = tuple(dict.fromkeys(r.family for r in RULES))
 
 
-def select(families, op, v):
+def select(families, op, v, step=None):
     """The rules of `families` that apply to opcode `op` on the layout `v` evaluates, in table order
-    (family by family, as given)."""
-    return [r for fam in families for r in RULES if r.family == fam and op in r.ops and r.only(v)]
+    (family by family, as given); with `step`, only that step's."""
+    return [r for fam in families for r in RULES
+            if r.family == fam and op in r.ops and r.only(v) and step in (None, r.step)]
 
