@@ -24,7 +24,7 @@ from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.addrmap import split
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.check import MX_BLOCK_P_F_DIM, elem_bytes, matmul_input_dtypes
+from tensore.model.isa.check import MX_BLOCK_P_F_DIM, elem_bytes
 from tensore.model.isa import microop
 from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, Opcode, PerfOpt,
                              PsumAccumulate, ScalarMode, SeedMode, TagWeightMode, TileColSize,
@@ -94,9 +94,17 @@ class _Values(Ops):
     """model/isa/rules.py's backend in hardware: the fields of one opcode's layout as Amaranth values."""
 
     true, false = Const(1, 1), Const(0, 1)
+    stationary_dtype = None      # the weights' dtype is the weight state's (wt_mix, D-T31), not a field
 
     def __init__(self, o):
         self.o, self.gen, self.maverick, self.op = o, o.gen, o.maverick, o.op
+
+    def in_(self, x, values):
+        """Against many byte values: a bit of a 256-bit constant (dtype_table), the same answer."""
+        codes = {int(c) for c in values}
+        if len(codes) > 8 and len(Value.cast(x)) == 8:
+            return dtype_table(lambda d: d in codes).bit_select(x, 1)
+        return super().in_(x, codes)
 
     def pick(self, cond, a, b):
         return Mux(cond, a, b)
@@ -140,6 +148,10 @@ class _Values(Ops):
     def is_mx(self):
         return self.o.is_mx()
 
+    @property
+    def xpose(self):
+        return self.o.xpose() == XposeMode.ENABLED
+
 
 class _Op:
     """The rules of one opcode over one layout: model/isa/check.py's _Checker, with `when`
@@ -160,12 +172,13 @@ class _Op:
     def bad(self, code, cond):
         self.r.bad(code, self.when & cond)
 
-    def rules(self, *families):
+    def rules(self, *families, cond=None):
         """The rules of `families` in the table of model/isa/rules.py, each predicate ORed into its
-        code's bit (under `when`)."""
+        code's bit (under `when`, and `cond` when given)."""
         v = _Values(self)
         for rule in select(families, self.op, v):
-            self.bad(rule.code, Value.cast(rule.fires(v)))
+            fires = Value.cast(rule.fires(v))
+            self.bad(rule.code, fires if cond is None else cond & fires)
 
     def table(self, pred, code):
         return dtype_table(pred).bit_select(code, 1)
@@ -253,7 +266,7 @@ class _Op:
         return self.sig(Mux(sel["tensor3d"], t, Mux(sel["mxtensor_v2"], mx, 0)), 64, f"{name}_count")
 
     def mx_pattern(self, cond, pat, rows, name):
-        self.mx_dtype(cond)
+        self.rules("mx_dtype", cond=cond)
         e8 = pat.scale_dtype == Dtype.SFP8_E8
         self.bad(E.BAD_MX, cond & (pat.scale_dtype != Dtype.INVALID) & ~e8)
         self.bad(E.BAD_MX, cond & e8 & (pat.p_f_dim != MX_BLOCK_P_F_DIM))
@@ -267,11 +280,6 @@ class _Op:
         per = self.sig(n // self.pack(), 16, name + "_per")
         self.window(ok & e8, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], rows, name + "_sc")
         return Mux(zero, 0, n)
-
-    def mx_dtype(self, cond):
-        d = self.f.in_dtype
-        self.bad(E.BAD_MX, cond & self.table(lambda x: dt.is_in_enum(x, self.gen), d)
-                 & ~self.table(lambda x: dt.is_valid_mx_dtype(x, self.gen), d))
 
     def is_mx(self):
         if self.op in MX_OPS:
@@ -312,19 +320,6 @@ class _Op:
         return Const(0, 8)
 
     # -- rules -------------------------------------------------------------------------------------
-    def compute_dtype(self, xpose, scalar):
-        d = self.f.in_dtype
-        in_enum = self.table(lambda x: dt.is_in_enum(x, self.gen), d)
-        mx = self.is_mx() if self.op not in (Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX) else Const(0, 1)
-        lut = ~mx & (scalar == ScalarMode.LUT)
-        xp = ~mx & ~lut & (xpose == XposeMode.ENABLED)
-        plain = ~mx & ~lut & ~xp
-        self.bad(E.BAD_LUT, in_enum & lut & (d != Dtype.UINT8))
-        self.bad(E.BAD_DTYPE, in_enum & xp & ~self.table(
-            lambda x: dt.is_valid_dtype(x, self.gen) and elem_bytes(x) <= 4 and not dt.is_cptc(x), d))
-        inputs = matmul_input_dtypes(self.gen)
-        self.bad(E.BAD_DTYPE, in_enum & plain & ~self.table(lambda x: x in inputs, d))
-
     def seed_mode(self):
         mode = self.flag("seed_mode")
         active = (mode == SeedMode.LOAD_SEED) | (mode == SeedMode.SAVE_SEED)
@@ -347,9 +342,7 @@ class _Op:
 
     def array_op(self):
         xpose = self.xpose()
-        self.rules("rows_cols")
-        self.compute_dtype(xpose, self.flag("scalar_mode"))
-        self.rules("fp32_mode", "perf", "out_dtype", "accumulate")      # the last two: Matmul only
+        self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
         self.seed_mode()
         self.rules("array_op")
         return xpose
@@ -489,9 +482,7 @@ class Decoder(wiring.Component):
 
     def _matmul_sparse(self, o):
         f = o.f
-        o.rules("rows_cols")
-        o.compute_dtype(Const(0, 1), o.flag("scalar_mode"))
-        o.rules("fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
+        o.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
         fm = f.src_mem_pattern.num_elem[3]
         n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
         per = o.sig(Mux(fm == 0, 0, n // fm), 64, "per_fmap")
@@ -515,8 +506,7 @@ class Decoder(wiring.Component):
 
     def _mx_op(self, o):
         f = o.f
-        o.rules("rows_cols")
-        o.mx_dtype(Const(1, 1))
+        o.rules("rows_cols", "mx_dtype")
         o.bad(E.BAD_MX, (o.flag("xpose_mode") != 0) | (o.flag("seed_mode") != 0) | (o.flag("scalar_mode") != 0))
         pat = f.src_mem_pattern
         o.bad(E.UNSUPPORTED_PATTERN, pat.index_addr != 0)

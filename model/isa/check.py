@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, ScalarMode, SeedMode, TagWeightMode,
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, SeedMode, TagWeightMode,
                              TileColSize, TileRowSize, XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
-from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, is_mx, max_moving,
+from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, max_moving,
                                        pack_of, psum_half, transposes)
-from tensore.model.isa.rules import Ints, lut_source_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select
+from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
+                                     select)
+from tensore.model.isa.rules import matmul_input_dtypes  # noqa: F401  (callers read it from here)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -41,23 +43,8 @@ def error_code(violations) -> ErrorCode:
     return min((v.code for v in violations), default=ErrorCode.NONE)
 
 
-MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 _QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
 MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
-
-
-def matmul_input_dtypes(gen) -> set:
-    """Non-MX matmul inputs: seed 000 section 8 (+ FP8_EXP2 where it exists)."""
-    return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
-
-
-def elem_bytes(dtype) -> int:
-    """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
-    try:
-        fmt = dt.format_of(dtype, Gen.MAVERICK)
-    except ValueError:
-        return 1
-    return max(1, fmt.width // 8)
 
 
 class _Checker:
@@ -67,7 +54,7 @@ class _Checker:
         self.maverick = desc.gen.layout == Gen.MAVERICK
         self.stationary_dtype = stationary_dtype
         self.out: list[Violation] = []
-        self.v = Ints(desc, array_cols)                 # the fields for the table's rules
+        self.v = Ints(desc, array_cols, stationary_dtype)     # the fields for the table's rules
 
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
@@ -153,7 +140,7 @@ class _Checker:
                      f" run past partition {addrmap.PARTITIONS - 1}")
 
     def mx_pattern(self, name, pat, rows):
-        self.mx_dtype()
+        self.rules("mx_dtype")
         if pat["scale_dtype"] not in (Dtype.INVALID, Dtype.SFP8_E8):
             self.bad(E.BAD_MX, f"{name}.scale_dtype", "MX scales are SFP8_E8 (E8M0), or 0 for none")
         if pat["scale_dtype"] == Dtype.SFP8_E8 and pat["p_f_dim"] != MX_BLOCK_P_F_DIM:
@@ -168,33 +155,6 @@ class _Checker:
             self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1],
                         [max(1, nums[0] * nums[1] // self.pack())], rows)
         return nums[0] * nums[1]
-
-    def mx_dtype(self):
-        d = self.f["in_dtype"]
-        if dt.is_in_enum(d, self.gen) and not dt.is_valid_mx_dtype(d, self.gen):
-            self.bad(E.BAD_MX, "in_dtype", f"{Dtype(d).name} is not an MX element dtype "
-                     "(FP8_EXP2/3/4/5, FP4_EXP2, INT4)")
-
-    def compute_dtype(self, xpose, scalar_mode):
-        d = self.f["in_dtype"]
-        if not dt.is_in_enum(d, self.gen):
-            return
-        if is_mx(self.d):
-            pass                                      # the MX element rule (mx_pattern) applies
-        elif scalar_mode == ScalarMode.LUT:
-            if d != Dtype.UINT8:
-                self.bad(E.BAD_LUT, "in_dtype", "LUT mode operands are UINT8 table indices")
-        elif xpose:
-            if not dt.is_valid_dtype(d, self.gen) or elem_bytes(d) > 4 or dt.is_cptc(d):
-                self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} cannot be transposed (8/16/32-bit data only)")
-        elif d not in matmul_input_dtypes(self.gen):
-            self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} is not a matmul input "
-                     f"({', '.join(sorted(x.name for x in matmul_input_dtypes(self.gen)))})")
-        if self.stationary_dtype is not None and self.d.op != Opcode.LDWEIGHTS:
-            a, b = Dtype(self.stationary_dtype), Dtype(d)
-            if (a == Dtype.FP32) != (b == Dtype.FP32):
-                self.bad(E.DTYPE_MIX, "in_dtype", f"moving {b.name} with stationary {a.name}: FP32 "
-                         "(tf32) operands cannot mix with low precision")
 
     def seed_mode(self, flags):
         mode = flags.get("seed_mode", SeedMode.NONE)
@@ -227,9 +187,7 @@ class _Checker:
         f = self.f
         flags = f.get("flags", {})
         xpose = transposes(self.d)
-        self.rules("rows_cols")
-        self.compute_dtype(xpose, flags.get("scalar_mode", ScalarMode.NONE))
-        self.rules("fp32_mode", "perf", "out_dtype", "accumulate")      # the last two: Matmul only
+        self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
         self.seed_mode(flags)
         self.rules("array_op")
         return flags, xpose
@@ -330,9 +288,7 @@ class _Checker:
     def matmul_sparse(self):
         f = self.f
         flags = f.get("flags", {})
-        self.rules("rows_cols")
-        self.compute_dtype(False, flags.get("scalar_mode", ScalarMode.NONE))
-        self.rules("fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
+        self.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
         src = f["src_mem_pattern"]
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
         per_fmap = n // src["num_elem"][3] if src["num_elem"][3] else 0
@@ -354,8 +310,7 @@ class _Checker:
 
     def mx_op(self):
         f = self.f
-        self.rules("rows_cols")
-        self.mx_dtype()      # the scale of MARIANA's MX ops is always E8M0 (no code for it there)
+        self.rules("rows_cols", "mx_dtype")      # the scale of MARIANA's MX ops is always E8M0 (no code for it there)
         flags = f["flags"]
         if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0) or flags.get("scalar_mode", 0):
             self.bad(E.BAD_MX, "flags", "MX micro-ops do not transpose, move seeds or use the LUT")

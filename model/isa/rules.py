@@ -22,16 +22,18 @@ the order of the table matters only for the order of check()'s violations: withi
 order the rules had in check.py."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, \
-    PsumRound, SeedMode, TileColSize, TileRowSize
+    PsumRound, ScalarMode, SeedMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import LUT_ENTRIES
 from tensore.model import addrmap
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, SEED_COLS, SEED_STATES, active_cols,
-                                       group_step, is_mx)
+                                       group_step, is_mx, transposes)
 
 E = ErrorCode
 
@@ -76,8 +78,8 @@ class Ops:
 class Ints(Ops):
     """The Python backend: a decoded Descriptor's fields as ints (enum members where valid)."""
 
-    def __init__(self, desc, array_cols=None):
-        self.desc, self.array_cols = desc, array_cols
+    def __init__(self, desc, array_cols=None, stationary_dtype=None):
+        self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
         self.gen, self.op = desc.gen, desc.op
         self.maverick = desc.gen.layout == Gen.MAVERICK
 
@@ -107,6 +109,10 @@ class Ints(Ops):
     def is_mx(self):
         return is_mx(self.desc)
 
+    @property
+    def xpose(self):
+        return transposes(self.desc)
+
 
 def _always(v) -> bool:
     return True
@@ -125,12 +131,14 @@ class Rule:
     name: str = field(default="", compare=False)   # family:CODE:field, #k for the k-th of one name
 
 
+ALL_OPS = frozenset(Opcode)
 ARRAY_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL})
 COMPUTE_OPS = ARRAY_OPS | {Opcode.MATMUL_SPARSE}
 TILED_OPS = COMPUTE_OPS | {Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX}
 MATMUL_OPS = frozenset({Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX})
 SEED_OPS = frozenset({Opcode.PE_MANAGE_SEED})
 FP8 = frozenset({Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5})
+MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 LUT_ENTRY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32})
 SEED_IDENTITY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4,
                                   Dtype.FP8_EXP5})
@@ -139,13 +147,37 @@ TILE_ROWS = {m: 1 << m for m in TileRowSize}
 TILE_COLS = {m: 1 << m for m in TileColSize}
 
 
+def matmul_input_dtypes(gen) -> set:
+    """Non-MX matmul inputs: seed 000 section 8 (+ FP8_EXP2 where it exists)."""
+    return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
+
+
+def elem_bytes(dtype) -> int:
+    """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
+    try:
+        fmt = dt.format_of(dtype, Gen.MAVERICK)
+    except ValueError:
+        return 1
+    return max(1, fmt.width // 8)
+
+
+@functools.cache
+def dtype_codes(gen, which: str) -> tuple:
+    """The byte values of `gen` that are dtypes (`enum`), MX element dtypes (`mx`), transposable
+    (`xpose`: 8/16/32-bit data) or matmul inputs (`inputs`)."""
+    pred = {"enum": lambda x: dt.is_in_enum(x, gen),
+            "mx": lambda x: dt.is_valid_mx_dtype(x, gen),
+            "xpose": lambda x: dt.is_valid_dtype(x, gen) and elem_bytes(x) <= 4 and not dt.is_cptc(x),
+            "inputs": lambda x: x in matmul_input_dtypes(gen)}[which]
+    return tuple(x for x in range(256) if pred(x))
+
+
 def out_dtypes(gen) -> set:
     """The matmul output dtypes of `gen`: FP32 (or 0 for it), and BFLOAT16 from MARIANA on."""
     return {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set())
 
 
 def _dtype_name(code, gen) -> str:
-    from tensore.model import dtypes as dt
     return Dtype(code).name if dt.is_in_enum(code, gen) else f"0x{int(code):02X}"
 
 
@@ -221,6 +253,19 @@ def _flag(v, name):
     return v[f"flags.{name}"] if v.has(f"flags.{name}") else 0
 
 
+def _dtype_is(v, which, name="in_dtype"):
+    return v.in_(v[name], dtype_codes(v.gen, which))
+
+
+def _operand(v):
+    """(in enum, LUT mode, transposing) of a non-MX array operand, as compute_dtype tells them apart:
+    MX sources have their own element rule, LUT mode comes before the transpose."""
+    plain = _dtype_is(v, "enum") & v.not_(v.is_mx)
+    lut = _flag(v, "scalar_mode") == ScalarMode.LUT
+    xpose = v.xpose if v.op != Opcode.MATMUL_SPARSE else False     # MatmulSparse never transposes
+    return plain, lut, xpose
+
+
 _TABLE = [
     # -- rows_cols: the active block and its tile (seed 000 section 6; MAVERICK TILE_SIZE / TILE_SEL) --
     Rule("rows_cols", TILED_OPS, E.BAD_ACTIVE_RANGE, "num_active_rows",
@@ -262,6 +307,31 @@ _TABLE = [
          lambda v: v["col_grp"] % group_step(v.gen) != 0,
          lambda v: f"column group {v['col_grp']} starts a 32-column tile; {v.gen.name} has 64- and "
                    "128-column tiles only (col_grp 0 or 2)", only=lambda v: not v.maverick and group_step(v.gen) > 1),
+
+    # -- compute_dtype: the moving / stationary operand's dtype --
+    Rule("compute_dtype", COMPUTE_OPS, E.BAD_LUT, "in_dtype",
+         lambda v: _operand(v)[0] & _operand(v)[1] & (v["in_dtype"] != Dtype.UINT8),
+         lambda v: "LUT mode operands are UINT8 table indices"),
+    Rule("compute_dtype", COMPUTE_OPS, E.BAD_DTYPE, "in_dtype",
+         lambda v: _operand(v)[0] & v.not_(_operand(v)[1]) & _operand(v)[2] & v.not_(_dtype_is(v, "xpose")),
+         lambda v: f"{Dtype(v['in_dtype']).name} cannot be transposed (8/16/32-bit data only)"),
+    Rule("compute_dtype", COMPUTE_OPS, E.BAD_DTYPE, "in_dtype",
+         lambda v: _operand(v)[0] & v.not_(_operand(v)[1]) & v.not_(_operand(v)[2]) & v.not_(_dtype_is(v, "inputs")),
+         lambda v: f"{Dtype(v['in_dtype']).name} is not a matmul input "
+                   f"({', '.join(sorted(x.name for x in matmul_input_dtypes(v.gen)))})"),
+    # the fp32 / tf32 no-mix rule against the engine's loaded weights: the model's only (stationary_dtype
+    # is the engine's); the decoder applies it to the weight state's answer (D-T31)
+    Rule("compute_dtype", COMPUTE_OPS, E.DTYPE_MIX, "in_dtype",
+         lambda v: _dtype_is(v, "enum") & ((v.stationary_dtype == Dtype.FP32) != (v["in_dtype"] == Dtype.FP32)),
+         lambda v: f"moving {Dtype(v['in_dtype']).name} with stationary {Dtype(v.stationary_dtype).name}: FP32 "
+                   "(tf32) operands cannot mix with low precision",
+         only=lambda v: v.stationary_dtype is not None and v.op != Opcode.LDWEIGHTS),
+
+    # -- mx_dtype: an MX source's element dtype (where check.py's call site says the source is MX) --
+    Rule("mx_dtype", ALL_OPS, E.BAD_MX, "in_dtype",
+         lambda v: _dtype_is(v, "enum") & v.not_(_dtype_is(v, "mx")),
+         lambda v: f"{Dtype(v['in_dtype']).name} is not an MX element dtype (FP8_EXP2/3/4/5, FP4_EXP2, INT4)",
+         only=lambda v: v.has("in_dtype")),
 
     # -- fp32_mode: FP32 input and its passes (D-12) --
     Rule("fp32_mode", COMPUTE_OPS, E.BAD_FP32_MODE, "fp32_mode",
