@@ -11,10 +11,13 @@ its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends eva
   the decoder's (rtl/decoder.py): the descriptor bits as Amaranth values, `pick` = Mux; the decoder
          ORs each rule's predicate into its code's error bit (no messages in hardware).
 
-A predicate uses `v[path]` (a field by dotted path), `v.active_cols` (num_active_cols, MAVERICK's 0
-meaning every column), `v.gen`, `v.maverick` and the operations of `v`; `only(v)` says, from static
-facts alone (generation, layout), whether the rule exists for the descriptor's layout.  A message
-reads the field values (`v[path]` are ints there) and runs on the Python side only.
+A predicate uses `v[path]` (a field by dotted path), `v.elems(path)` (an array field's elements),
+`v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.gen`,
+`v.maverick`, `v.op` and the operations of `v`; `only(v)` says, from static facts alone (generation,
+layout, `v.has(path)`), whether the rule exists for the descriptor's layout; `v.stationary_dtype` (the
+engine's loaded weights) is the model's only, None in hardware.  A message reads the field values
+(`v[path]` are ints there) and runs on the Python side only.  `step` splits a family whose checks walk
+a pattern between its rules; the conditions for walking those patterns (`*_ok`) are defined here too.
 
 This module imports no Amaranth: the model never needs it.  Which code is reported when several
 rules fire is the smallest code on both sides (check.error_code, the decoder's priority encoder), so
