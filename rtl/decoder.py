@@ -35,7 +35,8 @@ from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
                                        PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols, max_moving,
                                        psum_half)
-from tensore.model.isa.rules import Ops, lut_source_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select
+from tensore.model.isa.rules import (Ops, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok, seed_identity_ok,
+                                     seed_source_ok, select)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -151,6 +152,10 @@ class _Values(Ops):
     @property
     def xpose(self):
         return self.o.xpose() == XposeMode.ENABLED
+
+    @property
+    def pack(self):
+        return self.o.pack()
 
 
 class _Op:
@@ -506,30 +511,23 @@ class Decoder(wiring.Component):
 
     def _mx_op(self, o):
         f = o.f
-        o.rules("rows_cols", "mx_dtype")
-        o.bad(E.BAD_MX, (o.flag("xpose_mode") != 0) | (o.flag("seed_mode") != 0) | (o.flag("scalar_mode") != 0))
+        v = _Values(o)
+        o.rules("rows_cols", "mx_dtype", "mx_op")
         pat = f.src_mem_pattern
-        o.bad(E.UNSUPPORTED_PATTERN, pat.index_addr != 0)
-        zero = pat.num_elem == 0
-        o.bad(E.BAD_PATTERN, zero)
-        ok = ~zero
+        ok = Value.cast(mx_count_ok(v))
         one = Const(1, signed(16))
         o.window(ok, pat.data_addr, "sbuf", 1, [pat.step_elem], [pat.num_elem], f.num_active_rows, "mxd")
         pack = o.pack()
         per = o.sig(pat.num_elem // pack, 16, "per")
         o.window(ok, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], f.num_active_rows, "mxs")
-        rem = o.sig(pat.num_elem % pack, 4, "rem")
-        o.bad(E.BAD_PATTERN, ok & (rem != 0))
         if o.op == Opcode.MATMUL_MX:
-            go = ok & (rem == 0)
+            go = Value.cast(mx_steps_ok(v))
             o.when_saved = o.when
             o.when = o.when & go
             o.rules("out_dtype", "accumulate")
             o.c256 = o.destination(Const(1, 1), per)
             o.when = o.when_saved
             o.n, o.xp, o.seed = pat.num_elem, Const(0, 1), Const(0, 1)
-        else:
-            o.bad(E.BAD_PATTERN, ok & (rem == 0) & (pat.num_elem != o.active_cols() * pack))
         self._fits(o)
         self._weight_rules(o)
 

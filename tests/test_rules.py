@@ -119,13 +119,14 @@ def test_families_are_stated_once():
         for fn in _functions(path):
             if fn.name.lstrip("_") in FAMILIES:
                 assert not _calls_bad(fn), f"{path}: {fn.name} states rules of its table family"
-    src = open(CHECK.__file__).read()
+    literals = {n.value for n in ast.walk(ast.parse(open(CHECK.__file__).read()))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     for gen, op in CASES:
         for b in samples(gen, op, n=0):
             py = Ints(decode(b, gen))
             for r in select(FAMILIES, op, py):
                 if r.fires(py):
-                    assert r.message(py) not in src, f"check.py restates the message of {r.name}"
+                    assert r.message(py) not in literals, f"check.py restates the message of {r.name}"
 
 
 def test_the_model_does_not_import_amaranth():

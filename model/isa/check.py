@@ -16,8 +16,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Se
 from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
 from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, max_moving,
                                        pack_of, psum_half, transposes)
-from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
-                                     select)
+from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok,
+                                     seed_identity_ok, seed_source_ok, select)
 from tensore.model.isa.rules import matmul_input_dtypes  # noqa: F401  (callers read it from here)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
@@ -310,30 +310,17 @@ class _Checker:
 
     def mx_op(self):
         f = self.f
-        self.rules("rows_cols", "mx_dtype")      # the scale of MARIANA's MX ops is always E8M0 (no code for it there)
-        flags = f["flags"]
-        if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0) or flags.get("scalar_mode", 0):
-            self.bad(E.BAD_MX, "flags", "MX micro-ops do not transpose, move seeds or use the LUT")
+        self.rules("rows_cols", "mx_dtype", "mx_op", step=0)   # MARIANA's MX scales are E8M0 (no code for it)
         pat = f["src_mem_pattern"]
-        if pat["index_addr"]:
-            self.bad(E.UNSUPPORTED_PATTERN, "src_mem_pattern.index_addr", "indirect MX indexing is not executed (D-T18)")
-        if pat["num_elem"] == 0:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", "count must be >= 1")
-            return
-        self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
-                    f["num_active_rows"])
-        pack = self.pack()
-        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // pack)],
-                    f["num_active_rows"])
-        if pat["num_elem"] % pack:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"{pat['num_elem']} is not a whole number of "
-                     f"{pack}-element PE steps")
-        elif self.d.op == Opcode.MATMUL_MX:
+        if mx_count_ok(self.v):
+            self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
+                        f["num_active_rows"])
+            self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1],
+                        [max(1, pat["num_elem"] // self.pack())], f["num_active_rows"])
+        self.rules("mx_op", step=1)
+        if self.d.op == Opcode.MATMUL_MX and mx_steps_ok(self.v):
             self.rules("out_dtype", "accumulate")
-            self.destination(pat["num_elem"] // pack)
-        elif pat["num_elem"] != active_cols(self.d, self.array_cols) * pack:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"the weight tile needs columns x {pack} = "
-                     f"{active_cols(self.d, self.array_cols) * pack} elements per partition")
+            self.destination(pat["num_elem"] // self.pack())
 
     def pe_reg_write(self):
         self.rules("pe_reg_write")

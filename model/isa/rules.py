@@ -36,7 +36,7 @@ from tensore.model.isa.enums import ErrorCode, FP32Mode, MXPerfMode, Opcode, PeR
 from tensore.model.isa.layouts import LUT_ENTRIES
 from tensore.model import addrmap
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, SEED_COLS, SEED_STATES, active_cols,
-                                       group_step, is_mx, transposes)
+                                       DOUBLE_ROW_PACK, PUMP_PACK, group_step, is_mx, pack_of, transposes)
 
 E = ErrorCode
 
@@ -116,6 +116,10 @@ class Ints(Ops):
     def xpose(self):
         return transposes(self.desc)
 
+    @property
+    def pack(self):
+        return pack_of(self.desc)
+
 
 def _always(v) -> bool:
     return True
@@ -140,6 +144,7 @@ COMPUTE_OPS = ARRAY_OPS | {Opcode.MATMUL_SPARSE}
 TILED_OPS = COMPUTE_OPS | {Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX}
 MATMUL_OPS = frozenset({Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX})
 SEED_OPS = frozenset({Opcode.PE_MANAGE_SEED})
+MX_OPS = frozenset({Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX})
 FP8 = frozenset({Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5})
 MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 LUT_ENTRY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32})
@@ -249,6 +254,20 @@ def _save_pattern(v):
     return v.all_(v["dst_seed_mem_pattern.start_addr"] == want["start_addr"],
                   *(x == w for x, w in zip(v.elems("dst_seed_mem_pattern.step_elem"), want["step_elem"])),
                   *(x == w for x, w in zip(v.elems("dst_seed_mem_pattern.num_elem"), want["num_elem"])))
+
+
+# a whole number of PE steps is a mask test: every pack is a power of two
+assert all(p & (p - 1) == 0 for p in (1, DOUBLE_ROW_PACK, *PUMP_PACK.values()))
+
+
+def mx_count_ok(v):
+    """A MARIANA MX source of at least one element: only then are its data and scale windows walked."""
+    return v["src_mem_pattern.num_elem"] != 0
+
+
+def mx_steps_ok(v):
+    """... and a whole number of PE steps: only then does a MatmulMX's destination count."""
+    return mx_count_ok(v) & ((v["src_mem_pattern.num_elem"] & (v.pack - 1)) == 0)
 
 
 def _flag(v, name):
@@ -388,6 +407,25 @@ _TABLE = [
     Rule("matmul_sparse", frozenset({Opcode.MATMUL_SPARSE}), E.BAD_SPARSE, "src_mem_pattern.num_elem[3]",
          lambda v: v.not_(v.in_(v["src_mem_pattern.num_elem"][3], (2, 3, 4))),
          lambda v: f"{v['src_mem_pattern.num_elem'][3]} fmaps; MatmulSparse sends 2, 3 or 4 per partition"),
+
+    # -- mx_op: MARIANA's LdweightsMX / MatmulMX source (step 0), its count in PE steps (step 1, after
+    #    the data and scale windows) --
+    Rule("mx_op", MX_OPS, E.BAD_MX, "flags",
+         lambda v: (_flag(v, "xpose_mode") != 0) | (_flag(v, "seed_mode") != 0) | (_flag(v, "scalar_mode") != 0),
+         lambda v: "MX micro-ops do not transpose, move seeds or use the LUT"),
+    Rule("mx_op", MX_OPS, E.UNSUPPORTED_PATTERN, "src_mem_pattern.index_addr",
+         lambda v: v["src_mem_pattern.index_addr"] != 0,
+         lambda v: "indirect MX indexing is not executed (D-T18)"),
+    Rule("mx_op", MX_OPS, E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: v.not_(mx_count_ok(v)),
+         lambda v: "count must be >= 1"),
+    Rule("mx_op", MX_OPS, E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: mx_count_ok(v) & v.not_(mx_steps_ok(v)),
+         lambda v: f"{v['src_mem_pattern.num_elem']} is not a whole number of {v.pack}-element PE steps", step=1),
+    Rule("mx_op", MX_OPS, E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: mx_steps_ok(v) & (v["src_mem_pattern.num_elem"] != v.active_cols * v.pack),
+         lambda v: f"the weight tile needs columns x {v.pack} = {v.active_cols * v.pack} elements per partition",
+         only=lambda v: v.op == Opcode.LDWEIGHTS_MX, step=1),
 
     # -- pe_reg_write: the register, its value, one source element --
     Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_REGISTER, "reg",
