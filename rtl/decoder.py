@@ -157,6 +157,9 @@ class _Values(Ops):
     def pack(self):
         return self.o.pack()
 
+    def count(self, name):
+        return self.o.counts[name]
+
 
 class _Op:
     """The rules of one opcode over one layout: model/isa/check.py's _Checker, with `when`
@@ -170,6 +173,7 @@ class _Op:
         self.names = {fd.name for fd in self.sd.fields}
         self.when = when
         self.r, self.fit = _Rules(), _Rules()
+        self.counts = {}
 
     def has(self, name):
         return name in self.names
@@ -263,12 +267,15 @@ class _Op:
         view = getattr(self.f, name)
         kind = next(fd.kind for fd in self.sd.fields if fd.name == name)
         if isinstance(kind, Sub):
-            return self.tensor(cond, view, memory, esize, rows, name)
-        sel = self.member(view)
-        self.bad(E.UNSUPPORTED_PATTERN, cond & sel["indirect16b"])
-        t = self.tensor(cond & sel["tensor3d"], view.tensor3d, memory, esize, rows, name)
-        mx = self.mx_pattern(cond & sel["mxtensor_v2"], view.mxtensor_v2, rows, name)
-        return self.sig(Mux(sel["tensor3d"], t, Mux(sel["mxtensor_v2"], mx, 0)), 64, f"{name}_count")
+            n = self.tensor(cond, view, memory, esize, rows, name)
+        else:
+            sel = self.member(view)
+            self.bad(E.UNSUPPORTED_PATTERN, cond & sel["indirect16b"])
+            t = self.tensor(cond & sel["tensor3d"], view.tensor3d, memory, esize, rows, name)
+            mx = self.mx_pattern(cond & sel["mxtensor_v2"], view.mxtensor_v2, rows, name)
+            n = self.sig(Mux(sel["tensor3d"], t, Mux(sel["mxtensor_v2"], mx, 0)), 64, f"{name}_count")
+        self.counts[name] = n                       # the table's v.count(name)
+        return n
 
     def mx_pattern(self, cond, pat, rows, name):
         self.rules("mx_dtype", cond=cond)
@@ -450,19 +457,12 @@ class Decoder(wiring.Component):
     def _ldweights(self, o):
         f = o.f
         xpose = o.array_op()
-        if o.has("bg_xpose_mode"):
-            o.bad(E.BAD_ENUM, f.bg_xpose_mode != 0)
         esize = o.esize_of(f.in_dtype)
         if o.has("tag_weight_mode"):
-            tagw = f.tag_weight_mode == TagWeightMode.TAG_WEIGHT
-            o.bad(E.BAD_SPARSE, tagw & ~_in((Dtype.BFLOAT16, Dtype.FP16), f.in_dtype))
-            esize = Mux(tagw, 4, esize)
-        rows, cols, pack = f.num_active_rows, o.active_cols(), o.pack()
-        xp = xpose == XposeMode.ENABLED
-        parts = Mux(xp, cols, rows)
-        per = o.sig(Mux(xp, rows * pack, cols * pack), 16, "per")
-        n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", esize, parts)
-        o.bad(E.BAD_PATTERN, (n != 0) & (n != per))
+            esize = Mux(f.tag_weight_mode == TagWeightMode.TAG_WEIGHT, 4, esize)
+        parts = Mux(xpose == XposeMode.ENABLED, o.active_cols(), f.num_active_rows)
+        o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", esize, parts)
+        o.rules("ldweights")
         self._fits(o)
 
     def _matmul(self, o):

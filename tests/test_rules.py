@@ -3,7 +3,7 @@
 Every rule of the table is evaluated on sample descriptors by both backends, the model's (`Ints`, on
 the decoded fields) and the decoder's (Amaranth values of the 64 descriptor bytes, in Amaranth's
 simulator), and the two agree: on which rules exist for the layout (`only`) and on whether each
-fires.  And the rules of a family in the table are stated nowhere else: neither model/isa/check.py
+fires (a rule on a walked pattern's count gets the model's count on both sides).  And the rules of a family in the table are stated nowhere else: neither model/isa/check.py
 nor rtl/decoder.py restates them."""
 import ast
 import importlib
@@ -44,12 +44,22 @@ def samples(gen, op, n=60) -> list:
     return out
 
 
-def hardware_verdicts(gen, op, descs, cols):
-    """{rule name: [fires on desc]} by the decoder's backend, in Amaranth's simulator."""
+def model_view(data, gen, cols=None, stationary_dtype=None) -> Ints:
+    """The model's backend on `data` after check.py walked it (so the walked patterns' counts are set)."""
+    d = decode(data, gen)
+    checker = CHECK._Checker(d, stationary_dtype, cols)
+    CHECK._BY_OP[d.op](checker)
+    return checker.v
+
+
+def hardware_verdicts(gen, op, descs, cols, counts):
+    """{rule name: [fires on desc]} by the decoder's backend, in Amaranth's simulator; a walked
+    pattern's count (`v.count`) is the model's, `counts[k]` for descriptor k."""
     dec = D.Decoder(gen, cols=cols)
     dec._MustUse__silence = True                        # only its fields and ports are used
     dec._m = m = Module()
     o = D._Op(dec, op, Const(1, 1))
+    o.counts = {fd.name: Signal(64, name=f"count_{fd.name}") for fd in o.sd.fields if fd.name.endswith("pattern")}
     v = D._Values(o)
     outs = {}
     for rule in select(FAMILIES, op, v):
@@ -59,8 +69,10 @@ def hardware_verdicts(gen, op, descs, cols):
     got = {name: [] for name in outs}
 
     async def tb(ctx):
-        for b in descs:
+        for b, given in zip(descs, counts):
             ctx.set(dec.desc, int.from_bytes(b, "little"))
+            for name, s in o.counts.items():
+                ctx.set(s, given.get(name, 0))
             for name, s in outs.items():
                 got[name].append(bool(ctx.get(s)))
 
@@ -74,9 +86,9 @@ def hardware_verdicts(gen, op, descs, cols):
 def test_rules_agree_on_both_backends(gen, op):
     cols = 16 if gen.layout == Gen.MAVERICK else None         # MAVERICK's num_active_cols 0: a scaled array
     descs = samples(gen, op)
-    got = hardware_verdicts(gen, op, descs, cols)
-    for k, b in enumerate(descs):
-        py = Ints(decode(b, gen), cols)
+    models = [model_view(b, gen, cols) for b in descs]
+    got = hardware_verdicts(gen, op, descs, cols, [py.counts for py in models])
+    for k, (b, py) in enumerate(zip(descs, models)):
         rules = select(FAMILIES, op, py)
         assert [r.name for r in rules] == list(got), "the backends disagree on which rules exist"
         for r in rules:
@@ -93,7 +105,7 @@ def test_every_rule_fires():
     for gen, op in CASES:
         for b in samples(gen, op, n=0):
             for stationary in (None, Dtype.FP32, Dtype.BFLOAT16):
-                py = Ints(decode(b, gen), stationary_dtype=stationary)
+                py = model_view(b, gen, stationary_dtype=stationary)
                 rules = select(FAMILIES, op, py)
                 fired |= {r.name for r in rules if r.fires(py)}
                 if stationary is not None:
@@ -123,7 +135,7 @@ def test_families_are_stated_once():
                 if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     for gen, op in CASES:
         for b in samples(gen, op, n=0):
-            py = Ints(decode(b, gen))
+            py = model_view(b, gen)
             for r in select(FAMILIES, op, py):
                 if r.fires(py):
                     assert r.message(py) not in literals, f"check.py restates the message of {r.name}"

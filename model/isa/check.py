@@ -105,10 +105,13 @@ class _Checker:
         kind = pat.get("kind", "tensor")
         if kind == "indirect16b":
             self.bad(E.UNSUPPORTED_PATTERN, name, "INDIRECT16B patterns are not executed by the PE (D-T18)")
-            return 0
-        if kind == "mxtensor_v2":
-            return self.mx_pattern(name, pat, rows)
-        return self.tensor(name, pat, memory, esize, rows)
+            n = 0
+        elif kind == "mxtensor_v2":
+            n = self.mx_pattern(name, pat, rows)
+        else:
+            n = self.tensor(name, pat, memory, esize, rows)
+        self.v.counts[name] = n                     # the table's v.count(name)
+        return n
 
     def tensor(self, name, pat, memory, esize, rows):
         nums, steps = pat["num_elem"], pat["step_elem"]
@@ -195,22 +198,12 @@ class _Checker:
     def ldweights(self):
         f = self.f
         _, xpose = self.array_op()
-        if f.get("bg_xpose_mode", 0):
-            self.bad(E.BAD_ENUM, "bg_xpose_mode", "background transpose is not modelled; must be 0 (D-T14)")
-        tagw = f.get("tag_weight_mode", TagWeightMode.NONE)
-        esize = elem_bytes(f["in_dtype"])
-        if tagw == TagWeightMode.TAG_WEIGHT:
-            if f["in_dtype"] not in (Dtype.BFLOAT16, Dtype.FP16):
-                self.bad(E.BAD_SPARSE, "tag_weight_mode", "TAG_WEIGHT elements are {u16 weight, u16 tag}: "
-                         "in_dtype must be BFLOAT16 or FP16")
-            esize = 4
-        rows, cols, pack = f["num_active_rows"], active_cols(self.d, self.array_cols), self.pack()
-        parts, per = (cols, rows * pack) if xpose else (rows, cols * pack)
-        n = self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
-        if n and n != per:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition; the weight tile needs {per}"
-                     + (" (transposed: rows x pack per column partition)" if xpose else
-                        " (columns x elements per PE)"))
+        self.rules("ldweights", step=0)
+        tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
+        esize = 4 if tagw else elem_bytes(f["in_dtype"])
+        parts = active_cols(self.d, self.array_cols) if xpose else f["num_active_rows"]
+        self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
+        self.rules("ldweights", step=1)
 
     def matmul(self):
         f = self.f

@@ -12,7 +12,8 @@ its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends eva
          ORs each rule's predicate into its code's error bit (no messages in hardware).
 
 A predicate uses `v[path]` (a field by dotted path), `v.elems(path)` (an array field's elements),
-`v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.gen`,
+`v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.pack`,
+`v.count(pattern)` (a walked pattern's element count), `v.gen`,
 `v.maverick`, `v.op` and the operations of `v`; `only(v)` says, from static facts alone (generation,
 layout, `v.has(path)`), whether the rule exists for the descriptor's layout; `v.stationary_dtype` (the
 engine's loaded weights) is the model's only, None in hardware.  A message reads the field values
@@ -32,7 +33,7 @@ from typing import Callable
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, \
-    PsumRound, ScalarMode, SeedMode, TileColSize, TileRowSize
+    PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import LUT_ENTRIES
 from tensore.model import addrmap
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, SEED_COLS, SEED_STATES, active_cols,
@@ -85,6 +86,11 @@ class Ints(Ops):
         self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
         self.gen, self.op = desc.gen, desc.op
         self.maverick = desc.gen.layout == Gen.MAVERICK
+        self.counts = {}                # pattern name -> its element count, as check.pattern walked it
+
+    def count(self, name):
+        """The element count (per partition) of the pattern `name`, 0 when unusable."""
+        return self.counts[name]
 
     def __getitem__(self, path):
         value = self.desc.fields
@@ -270,6 +276,12 @@ def mx_steps_ok(v):
     return mx_count_ok(v) & ((v["src_mem_pattern.num_elem"] & (v.pack - 1)) == 0)
 
 
+def _weight_tile(v):
+    """Elements per source partition of a weight load: rows x pack per column partition when it
+    transposes, else columns x pack per row partition."""
+    return v.pick(v.xpose, v["num_active_rows"] * v.pack, v.active_cols * v.pack)
+
+
 def _flag(v, name):
     """flags.<name>, 0 where the layout's flags have no such part."""
     return v[f"flags.{name}"] if v.has(f"flags.{name}") else 0
@@ -289,6 +301,21 @@ def _operand(v):
 
 
 _TABLE = [
+    # -- ldweights: background transpose, tagged weights (step 0), the walked source's size (step 1) --
+    Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_ENUM, "bg_xpose_mode",
+         lambda v: v["bg_xpose_mode"] != 0,
+         lambda v: "background transpose is not modelled; must be 0 (D-T14)", only=lambda v: v.has("bg_xpose_mode")),
+    Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_SPARSE, "tag_weight_mode",
+         lambda v: (v["tag_weight_mode"] == TagWeightMode.TAG_WEIGHT)
+         & v.not_(v.in_(v["in_dtype"], (Dtype.BFLOAT16, Dtype.FP16))),
+         lambda v: "TAG_WEIGHT elements are {u16 weight, u16 tag}: in_dtype must be BFLOAT16 or FP16",
+         only=lambda v: v.has("tag_weight_mode")),
+    Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: (v.count("src_mem_pattern") != 0) & (v.count("src_mem_pattern") != _weight_tile(v)),
+         lambda v: f"{v.count('src_mem_pattern')} elements per partition; the weight tile needs {_weight_tile(v)}"
+                   + (" (transposed: rows x pack per column partition)" if v.xpose else " (columns x elements per PE)"),
+         step=1),
+
     # -- rows_cols: the active block and its tile (seed 000 section 6; MAVERICK TILE_SIZE / TILE_SEL) --
     Rule("rows_cols", TILED_OPS, E.BAD_ACTIVE_RANGE, "num_active_rows",
          lambda v: (v["num_active_rows"] < 1) | (v["num_active_rows"] > ARRAY_ROWS),
