@@ -13,8 +13,8 @@ its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends eva
 
 A predicate uses `v[path]` (a field by dotted path), `v.elems(path)` (an array field's elements),
 `v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.pack`,
-`v.count(pattern)` (a walked pattern's element count), `v.gen`,
-`v.maverick`, `v.op` and the operations of `v`; `only(v)` says, from static facts alone (generation,
+`v.count(pattern)` (a walked pattern's element count), `v.gen`, `v.maverick`, `v.op` and the
+operations of `v`; `only(v)` says, from static facts alone (generation,
 layout, `v.has(path)`), whether the rule exists for the descriptor's layout; `v.stationary_dtype` (the
 engine's loaded weights) is the model's only, None in hardware.  A message reads the field values
 (`v[path]` are ints there) and runs on the Python side only.  `step` splits a family whose checks walk
@@ -30,14 +30,14 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, \
-    PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
+                                     ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize)
 from tensore.model.isa.layouts import LUT_ENTRIES
-from tensore.model import addrmap
-from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, SEED_COLS, SEED_STATES, active_cols,
-                                       DOUBLE_ROW_PACK, PUMP_PACK, group_step, is_mx, pack_of, transposes)
+from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, PUMP_PACK, SEED_COLS,
+                                       SEED_STATES, active_cols, group_step, is_mx, pack_of, transposes)
 
 E = ErrorCode
 
