@@ -55,7 +55,7 @@ from types import CodeType
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TARGETS = ["model/dtypes.py", "model/psum.py", "model/mac.py", "model/fp.py", "model/timing.py",
-                   "model/isa/check.py", "model/fastpaths.py"]
+                   "model/isa/check.py", "model/isa/rules.py", "model/fastpaths.py"]
 # `fast`: pure-Python tests of make test, those that name numbers first (about 20 s on one core)
 FAST_TESTS = ["tests/test_constants_literal.py", "tests/test_dtypes.py", "tests/test_mac.py", "tests/test_fp32_fast.py",
               "tests/test_model_corners.py", "tests/test_microop.py", "tests/test_isa.py", "tests/test_check_rules.py",
@@ -78,12 +78,13 @@ UNIT_TESTS = {
     "model/fp.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],
     "model/timing.py": ["tests/test_engine.py", "tests/test_microop.py", "tests/test_array_paths.py"],
     "model/isa/check.py": ["tests/test_check_rules.py", "tests/test_isa.py", "tests/test_model_corners.py"],
+    "model/isa/rules.py": ["tests/test_check_rules.py", "tests/test_rules.py", "tests/test_isa.py"],
     "model/fastpaths.py": ["tests/test_array_paths.py", "tests/test_constants_literal.py", "tests/test_engine.py"],
     "rtl/array.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/array_loop.py": [],
     "rtl/blackbox.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist", "tests/test_rtl_top.py"],
     "rtl/column_load.py": ["tests/test_background_loads.py"],
-    "rtl/decoder.py": ["tests/test_rtl_decoder.py"],
+    "rtl/decoder.py": ["tests/test_rules.py", "tests/test_rtl_decoder.py"],
     "rtl/export.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist"],
     "rtl/fp/fused_add.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/fp/pe_mac.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],

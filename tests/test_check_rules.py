@@ -3,9 +3,10 @@ inside (the rule does not fire) and one just outside (it fires, at its own call 
 
 The rules are read from check.py itself: each `self.bad(E.CODE, field, ...)` and each `Violation(...)`
 of `check()` is a rule, named `function:CODE:field` (`#k` for the k-th site of the same name, in
-source order).  Which sites a descriptor reaches is recorded by wrapping check.py's Violation, so a
-fixture proves the very site it names fired; a rule added to check.py without a fixture here fails
-test_every_rule_has_a_fixture."""
+source order), and from the table of model/isa/rules.py that check.py walks (`_Checker.rules`), each
+row named the same way by its family (`Rule.name`).  Which sites a descriptor reaches is recorded by
+wrapping check.py's Violation, so a fixture proves the very site (or table row) it names fired; a
+rule added to check.py or to the table without a fixture here fails test_every_rule_has_a_fixture."""
 import ast
 import importlib
 import sys
@@ -17,6 +18,8 @@ from tensore.model.dtypes import Dtype
 from tests.fixtures import valid
 
 CHECK = importlib.import_module("tensore.model.isa.check")
+RULES = importlib.import_module("tensore.model.isa.rules")
+INTERPRETER = "rules"           # _Checker.rules walks the table: its call is no rule of its own
 
 
 def rule_sites() -> dict:
@@ -24,7 +27,7 @@ def rule_sites() -> dict:
     tree = ast.parse(open(CHECK.__file__).read())
     found = []
     for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef):
+        if not isinstance(fn, ast.FunctionDef) or fn.name == INTERPRETER:
             continue
         for node in ast.walk(fn):
             if not isinstance(node, ast.Call):
@@ -42,6 +45,9 @@ def rule_sites() -> dict:
         sites[name if seen[name] == 1 else f"{name}#{seen[name]}"] = (lo, hi)
     for name in [n for n in sites if seen.get(n, 0) > 1]:          # the first of several is #1
         sites[f"{name}#1"] = sites.pop(name)
+    for rule in RULES.RULES:
+        assert rule.name not in sites, rule.name
+        sites[rule.name] = None
     return sites
 
 
@@ -57,7 +63,10 @@ def fired(desc: bytes, gen: str, **kw) -> set:
         frame = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_filename == CHECK.__file__:
-                hits.update(n for n, (lo, hi) in SITES.items() if lo <= frame.f_lineno <= hi)
+                hits.update(n for n, at in SITES.items() if at and at[0] <= frame.f_lineno <= at[1])
+                rule = frame.f_locals.get("rule")
+                if frame.f_code.co_name == INTERPRETER and isinstance(rule, RULES.Rule):
+                    hits.add(rule.name)
             frame = frame.f_back
         return real(*args, **kwargs)
     CHECK.Violation = record

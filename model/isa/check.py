@@ -1,7 +1,9 @@
 """Validity rules for decoded descriptors (seed 000, seed 004 gates, SPEC sections 6-9).
 
 `check` lists every violation; the engine reports `error_code(violations)`, the smallest code, so
-that the model and the RTL decoder name the same error for the same bytes (SPEC D-23)."""
+that the model and the RTL decoder name the same error for the same bytes (SPEC D-23).  The rules of
+the table in model/isa/rules.py (D-T101) are walked by `_Checker.rules`, where each family's method
+used to be called."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,12 +11,14 @@ from dataclasses import dataclass
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate,
-                             PsumRound, ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize,
-                             XposeMode)
-from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, GROUP, GROUPS, MX_BLOCK, PUMP_PACK, SEED_COLS,
-                                       SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of, psum_half, transposes)
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, SeedMode, TagWeightMode,
+                             TileColSize, TileRowSize, XposeMode)
+from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
+from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, max_moving,
+                                       pack_of, psum_half, transposes)
+from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok,
+                                     seed_identity_ok, seed_source_ok, select)
+from tensore.model.isa.rules import matmul_input_dtypes  # noqa: F401  (callers read it from here)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 
 E = ErrorCode
@@ -39,27 +43,8 @@ def error_code(violations) -> ErrorCode:
     return min((v.code for v in violations), default=ErrorCode.NONE)
 
 
-MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
-FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
-SEED_IDENTITY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
-LUT_ENTRY_DTYPES = {Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
 _QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
 MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
-SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
-
-
-def matmul_input_dtypes(gen) -> set:
-    """Non-MX matmul inputs: seed 000 section 8 (+ FP8_EXP2 where it exists)."""
-    return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
-
-
-def elem_bytes(dtype) -> int:
-    """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
-    try:
-        fmt = dt.format_of(dtype, Gen.MAVERICK)
-    except ValueError:
-        return 1
-    return max(1, fmt.width // 8)
 
 
 class _Checker:
@@ -69,9 +54,17 @@ class _Checker:
         self.maverick = desc.gen.layout == Gen.MAVERICK
         self.stationary_dtype = stationary_dtype
         self.out: list[Violation] = []
+        self.v = Ints(desc, array_cols, stationary_dtype)     # the fields for the table's rules
 
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
+
+    def rules(self, *families, step=None):
+        """The rules of `families` (of that `step`) in the table of model/isa/rules.py that the
+        descriptor breaks."""
+        for rule in select(families, self.d.op, self.v, step):
+            if rule.fires(self.v):
+                self.bad(rule.code, rule.field, rule.message(self.v))
 
     # -- generic structure -------------------------------------------------------------------
     def structure(self):
@@ -112,10 +105,13 @@ class _Checker:
         kind = pat.get("kind", "tensor")
         if kind == "indirect16b":
             self.bad(E.UNSUPPORTED_PATTERN, name, "INDIRECT16B patterns are not executed by the PE (D-T18)")
-            return 0
-        if kind == "mxtensor_v2":
-            return self.mx_pattern(name, pat, rows)
-        return self.tensor(name, pat, memory, esize, rows)
+            n = 0
+        elif kind == "mxtensor_v2":
+            n = self.mx_pattern(name, pat, rows)
+        else:
+            n = self.tensor(name, pat, memory, esize, rows)
+        self.v.counts[name] = n                     # the table's v.count(name)
+        return n
 
     def tensor(self, name, pat, memory, esize, rows):
         nums, steps = pat["num_elem"], pat["step_elem"]
@@ -147,7 +143,7 @@ class _Checker:
                      f" run past partition {addrmap.PARTITIONS - 1}")
 
     def mx_pattern(self, name, pat, rows):
-        self.mx_dtype()
+        self.rules("mx_dtype")
         if pat["scale_dtype"] not in (Dtype.INVALID, Dtype.SFP8_E8):
             self.bad(E.BAD_MX, f"{name}.scale_dtype", "MX scales are SFP8_E8 (E8M0), or 0 for none")
         if pat["scale_dtype"] == Dtype.SFP8_E8 and pat["p_f_dim"] != MX_BLOCK_P_F_DIM:
@@ -162,107 +158,6 @@ class _Checker:
             self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1],
                         [max(1, nums[0] * nums[1] // self.pack())], rows)
         return nums[0] * nums[1]
-
-    def mx_dtype(self):
-        d = self.f["in_dtype"]
-        if dt.is_in_enum(d, self.gen) and not dt.is_valid_mx_dtype(d, self.gen):
-            self.bad(E.BAD_MX, "in_dtype", f"{Dtype(d).name} is not an MX element dtype "
-                     "(FP8_EXP2/3/4/5, FP4_EXP2, INT4)")
-
-    def rows_cols(self):
-        rows, cols = self.f["num_active_rows"], self.f["num_active_cols"]
-        if not 1 <= rows <= ARRAY_ROWS:
-            self.bad(E.BAD_ACTIVE_RANGE, "num_active_rows", f"{rows} is not in 1..{ARRAY_ROWS}")
-        if not self.maverick and not 1 <= cols <= ARRAY_ROWS:
-            self.bad(E.BAD_ACTIVE_RANGE, "num_active_cols", f"{cols} is not in 1..{ARRAY_ROWS}")
-        if self.maverick:
-            ts, sel = self.f["tile_size"], self.f["tile_sel"]
-            if sel["row_sel"] > 1 or sel["col_sel"] > 1:
-                self.bad(E.BAD_TILE, "tile_sel", f"selectors must be <= 1, got {dict(sel)}")
-            if isinstance(ts["row_size_log2"], TileRowSize) and isinstance(ts["col_size_log2"], TileColSize):
-                trows, tcols = 1 << ts["row_size_log2"], 1 << ts["col_size_log2"]
-                if sel["row_sel"] == 1 and ts["row_size_log2"] == TileRowSize.R128:
-                    self.bad(E.BAD_TILE, "tile_sel.row_sel", "row_sel 1 needs a r64 tile")
-                if sel["col_sel"] == 1 and ts["col_size_log2"] == TileColSize.C256:
-                    self.bad(E.BAD_TILE, "tile_sel.col_sel", "col_sel 1 needs a c128 tile")
-                if rows > trows:
-                    self.bad(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a r{trows} tile")
-                if active_cols(self.d, self.array_cols) > tcols:
-                    self.bad(E.BAD_TILE, "num_active_cols", f"{active_cols(self.d, self.array_cols)} columns do not fit a c{tcols} tile")
-        else:
-            rg, cg = self.f["row_grp"], self.f["col_grp"]
-            if rg >= GROUPS or rg * GROUP + rows > ARRAY_ROWS:
-                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} (rows {rg * GROUP}..) with {rows} rows leaves the array")
-            if cg >= GROUPS or cg * GROUP + cols > ARRAY_ROWS:
-                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} (columns {cg * GROUP}..) with {cols} columns leaves the array")
-            step = group_step(self.gen)
-            if rg % step:
-                self.bad(E.BAD_TILE, "row_grp", f"row group {rg} starts a 32-row tile; {self.gen.name} has 64- and "
-                         f"128-row tiles only (row_grp 0 or 2)")
-            if cg % step:
-                self.bad(E.BAD_TILE, "col_grp", f"column group {cg} starts a 32-column tile; {self.gen.name} has 64- and "
-                         f"128-column tiles only (col_grp 0 or 2)")
-
-    def fp32_mode(self):
-        d, mode = self.f["in_dtype"], self.f["fp32_mode"]
-        if d == Dtype.FP32 and mode == FP32Mode.NONE:
-            self.bad(E.BAD_FP32_MODE, "fp32_mode", "FP32 input needs LOW, HIGH or LOW_HIGH")
-        if d != Dtype.FP32 and isinstance(mode, FP32Mode) and mode != FP32Mode.NONE:
-            self.bad(E.BAD_FP32_MODE, "fp32_mode", "only FP32 input takes an fp32_mode")
-
-    def compute_dtype(self, xpose, scalar_mode):
-        d = self.f["in_dtype"]
-        if not dt.is_in_enum(d, self.gen):
-            return
-        if is_mx(self.d):
-            pass                                      # the MX element rule (mx_pattern) applies
-        elif scalar_mode == ScalarMode.LUT:
-            if d != Dtype.UINT8:
-                self.bad(E.BAD_LUT, "in_dtype", "LUT mode operands are UINT8 table indices")
-        elif xpose:
-            if not dt.is_valid_dtype(d, self.gen) or elem_bytes(d) > 4 or dt.is_cptc(d):
-                self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} cannot be transposed (8/16/32-bit data only)")
-        elif d not in matmul_input_dtypes(self.gen):
-            self.bad(E.BAD_DTYPE, "in_dtype", f"{Dtype(d).name} is not a matmul input "
-                     f"({', '.join(sorted(x.name for x in matmul_input_dtypes(self.gen)))})")
-        if self.stationary_dtype is not None and self.d.op != Opcode.LDWEIGHTS:
-            a, b = Dtype(self.stationary_dtype), Dtype(d)
-            if (a == Dtype.FP32) != (b == Dtype.FP32):
-                self.bad(E.DTYPE_MIX, "in_dtype", f"moving {b.name} with stationary {a.name}: FP32 "
-                         "(tf32) operands cannot mix with low precision")
-
-    def perf(self):
-        """FP8 double row (D-11, D-T14) within its public limits (D-T97): CAYMAN and later, FP8 input,
-        no column tiling (col_grp 0)."""
-        if "perf_opt" not in self.f or self.f["perf_opt"] != PerfOpt.DOUBLE_ROW:
-            return
-        if self.gen < DOUBLE_ROW_FROM:
-            self.bad(E.BAD_ENUM, "perf_opt", f"DOUBLE_ROW does not exist on {self.gen.name} "
-                     f"(NeuronCore-v3 and later)")
-        if self.f["in_dtype"] not in FP8:
-            self.bad(E.BAD_DTYPE, "perf_opt", "DOUBLE_ROW needs FP8 input")
-        if self.f.get("col_grp", 0):
-            self.bad(E.BAD_TILE, "col_grp", "DOUBLE_ROW cannot be combined with column tiling; col_grp must be 0")
-
-    def out_dtype(self):
-        o = self.f["out_dtype"]
-        ok = {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if self.gen >= Gen.MARIANA else set())
-        if o not in ok:
-            name = Dtype(o).name if dt.is_in_enum(o, self.gen) else f"0x{int(o):02X}"
-            self.bad(E.BAD_OUT_DTYPE, "out_dtype", f"{name} is not an output dtype on {self.gen.name} "
-                     f"({', '.join(sorted(x.name for x in ok))})")
-
-    def accumulate(self):
-        if "psum_accumulate_flags" in self.f:
-            acc = self.f["psum_accumulate_flags"]
-            if acc & ~7:
-                self.bad(E.BAD_ACCUMULATE, "psum_accumulate_flags", f"{acc:#x} has bits beyond the three flags")
-            if acc & PsumAccumulate.BEGIN_MATMUL_GROUP and acc & PsumAccumulate.BEGIN_ACCUM_MATMUL_GROUP:
-                self.bad(E.BAD_ACCUMULATE, "psum_accumulate_flags", "BEGIN and BEGIN_ACCUM together")
-        flags = self.f.get("flags")
-        if flags is not None and "accumulate_flag" in flags and not self.maverick and flags["accumulate_flag"]:
-            self.bad(E.BAD_ACCUMULATE, "flags.accumulate_flag", "MARIANA accumulates by psum_accumulate_flags; "
-                     "accumulate_flag must be 0")
 
     def seed_mode(self, flags):
         mode = flags.get("seed_mode", SeedMode.NONE)
@@ -295,37 +190,20 @@ class _Checker:
         f = self.f
         flags = f.get("flags", {})
         xpose = transposes(self.d)
-        self.rows_cols()
-        self.compute_dtype(xpose, flags.get("scalar_mode", ScalarMode.NONE))
-        self.fp32_mode()
-        self.perf()
-        if self.d.op == Opcode.MATMUL:
-            self.out_dtype()
-            self.accumulate()
+        self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
         self.seed_mode(flags)
-        if self.maverick and f["perf_mode"] != MXPerfMode.NONE and not is_mx(self.d):
-            self.bad(E.BAD_MX, "perf_mode", "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source")
+        self.rules("array_op")
         return flags, xpose
 
     def ldweights(self):
         f = self.f
         _, xpose = self.array_op()
-        if f.get("bg_xpose_mode", 0):
-            self.bad(E.BAD_ENUM, "bg_xpose_mode", "background transpose is not modelled; must be 0 (D-T14)")
-        tagw = f.get("tag_weight_mode", TagWeightMode.NONE)
-        esize = elem_bytes(f["in_dtype"])
-        if tagw == TagWeightMode.TAG_WEIGHT:
-            if f["in_dtype"] not in (Dtype.BFLOAT16, Dtype.FP16):
-                self.bad(E.BAD_SPARSE, "tag_weight_mode", "TAG_WEIGHT elements are {u16 weight, u16 tag}: "
-                         "in_dtype must be BFLOAT16 or FP16")
-            esize = 4
-        rows, cols, pack = f["num_active_rows"], active_cols(self.d, self.array_cols), self.pack()
-        parts, per = (cols, rows * pack) if xpose else (rows, cols * pack)
-        n = self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
-        if n and n != per:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition; the weight tile needs {per}"
-                     + (" (transposed: rows x pack per column partition)" if xpose else
-                        " (columns x elements per PE)"))
+        self.rules("ldweights", step=0)
+        tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
+        esize = 4 if tagw else elem_bytes(f["in_dtype"])
+        parts = active_cols(self.d, self.array_cols) if xpose else f["num_active_rows"]
+        self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
+        self.rules("ldweights", step=1)
 
     def matmul(self):
         f = self.f
@@ -403,112 +281,49 @@ class _Checker:
     def matmul_sparse(self):
         f = self.f
         flags = f.get("flags", {})
-        self.rows_cols()
-        self.compute_dtype(False, flags.get("scalar_mode", ScalarMode.NONE))
-        self.fp32_mode()
-        self.out_dtype()
-        self.accumulate()
-        if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0):
-            self.bad(E.BAD_SPARSE, "flags", "MatmulSparse does not transpose or move seeds")
+        self.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
         src = f["src_mem_pattern"]
-        if src["num_elem"][3] not in (2, 3, 4):
-            self.bad(E.BAD_SPARSE, "src_mem_pattern.num_elem[3]", f"{src['num_elem'][3]} fmaps; MatmulSparse "
-                     "sends 2, 3 or 4 per partition")
         n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
         per_fmap = n // src["num_elem"][3] if src["num_elem"][3] else 0
         self.destination(per_fmap)
 
     def ldtags(self):
         f = self.f
-        self.rows_cols()
-        if f["in_dtype"] != Dtype.UINT16:
-            self.bad(E.BAD_SPARSE, "in_dtype", "tags are packed 4 per UINT16")
-        if f["force_tag_bits"] not in (0x0, 0x4, 0x8, 0xC):
-            self.bad(E.BAD_SPARSE, "force_tag_bits", f"{f['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC")
+        self.rules("rows_cols", "ldtags")
         self.pattern("src_mem_pattern", "sbuf", 2, rows=f["num_active_rows"])
 
     def pe_manage_seed(self):
-        f = self.f
-        mode = f["mode"]
-        if mode not in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
-            self.bad(E.BAD_SEED_OP, "mode", "PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)")
-        if f["num_active_rows"] != SEED_STATES or f["num_active_cols"] != SEED_COLS:
-            self.bad(E.BAD_SEED_OP, "num_active_rows", f"PE_MANAGE_SEED runs on {SEED_STATES} rows x {SEED_COLS} columns")
-        if f["identity_dtype"] not in SEED_IDENTITY_DTYPES:
-            self.bad(E.BAD_SEED_OP, "identity_dtype", "the identity is BF16, FP16, FP32R or FP8")
-        ident = f["identity_mem_pattern"]
-        if ident["num_elem"] != [SEED_STATES]:
-            self.bad(E.BAD_SEED_OP, "identity_mem_pattern.num_elem", f"the identity diagonal has {SEED_STATES} elements")
-        else:
-            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(f["identity_dtype"]), rows=SEED_STATES)
-        src, dst = f["src_seed_mem_pattern"], f["dst_seed_mem_pattern"]
-        if mode == SeedMode.LOAD_SEED:
-            if src["num_elem"][0] * src["num_elem"][1] != SEED_COLS:
-                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem", f"LoadSeed reads {SEED_COLS} INT32 per partition")
-            else:
-                self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=SEED_STATES)
-                loc = addrmap.locate(src["start_addr"])
-                if loc and loc.partition != 0:
-                    self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern.start_addr", "seeds sit in SBUF partitions 0-15")
-            if any(dst["num_elem"]) or any(dst["step_elem"]) or dst["start_addr"]:
-                self.bad(E.BAD_SEED_OP, "dst_seed_mem_pattern", "LoadSeed has no destination pattern (must be 0)")
-        elif mode == SeedMode.SAVE_SEED:
-            if {k: dst[k] for k in SEED_SAVE_PATTERN} != SEED_SAVE_PATTERN:
-                self.bad(E.BAD_SEED_OP, "dst_seed_mem_pattern", "SaveSeed writes num_elem [2, 8], step_elem "
-                         "[1, 512] from 0x02000000 (seed 000 section 5.2)")
-            if any(src["num_elem"]) or any(src["step_elem"]) or src["start_addr"]:
-                self.bad(E.BAD_SEED_OP, "src_seed_mem_pattern", "SaveSeed has no source pattern (must be 0)")
+        self.rules("pe_manage_seed", step=0)
+        if seed_identity_ok(self.v):
+            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(self.f["identity_dtype"]), rows=SEED_STATES)
+        self.rules("pe_manage_seed", step=1)
+        if seed_source_ok(self.v):
+            self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=SEED_STATES)
+        self.rules("pe_manage_seed", step=2)
 
     def mx_op(self):
         f = self.f
-        self.rows_cols()
-        self.mx_dtype()      # the scale of MARIANA's MX ops is always E8M0 (no code for it there)
-        flags = f["flags"]
-        if flags.get("xpose_mode", 0) or flags.get("seed_mode", 0) or flags.get("scalar_mode", 0):
-            self.bad(E.BAD_MX, "flags", "MX micro-ops do not transpose, move seeds or use the LUT")
+        self.rules("rows_cols", "mx_dtype", "mx_op", step=0)   # MARIANA's MX scales are E8M0 (no code for it)
         pat = f["src_mem_pattern"]
-        if pat["index_addr"]:
-            self.bad(E.UNSUPPORTED_PATTERN, "src_mem_pattern.index_addr", "indirect MX indexing is not executed (D-T18)")
-        if pat["num_elem"] == 0:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", "count must be >= 1")
-            return
-        self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
-                    f["num_active_rows"])
-        pack = self.pack()
-        self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1], [max(1, pat["num_elem"] // pack)],
-                    f["num_active_rows"])
-        if pat["num_elem"] % pack:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"{pat['num_elem']} is not a whole number of "
-                     f"{pack}-element PE steps")
-        elif self.d.op == Opcode.MATMUL_MX:
-            self.out_dtype()
-            self.accumulate()
-            self.destination(pat["num_elem"] // pack)
-        elif pat["num_elem"] != active_cols(self.d, self.array_cols) * pack:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", f"the weight tile needs columns x {pack} = "
-                     f"{active_cols(self.d, self.array_cols) * pack} elements per partition")
+        if mx_count_ok(self.v):
+            self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
+                        f["num_active_rows"])
+            self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1],
+                        [max(1, pat["num_elem"] // self.pack())], f["num_active_rows"])
+        self.rules("mx_op", step=1)
+        if self.d.op == Opcode.MATMUL_MX and mx_steps_ok(self.v):
+            self.rules("out_dtype", "accumulate")
+            self.destination(pat["num_elem"] // self.pack())
 
     def pe_reg_write(self):
-        f = self.f
-        if not isinstance(f["reg"], PeReg):
-            self.bad(E.BAD_REGISTER, "reg", f"{f['reg']:#x} is not a PE register")
-        elif f["reg"] == PeReg.PSUM_ROUND and f["value"] not in (PsumRound.RNE, PsumRound.SR):
-            self.bad(E.BAD_REGISTER, "value", f"PSUM_ROUND takes 0 (RNE) or 1 (SR), got {f['value']:#x}")
-        src = f["src_mem_pattern"]
-        if src["num_elem"] != [1]:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern.num_elem", "PeRegWrite fetches one UINT32 from SBUF")
-        else:
+        self.rules("pe_reg_write")
+        if reg_source_ok(self.v):
             self.pattern("src_mem_pattern", "sbuf", 4, rows=1)
 
     def conv_lut_load(self):
         f = self.f
-        if f["in_dtype"] not in LUT_ENTRY_DTYPES:
-            self.bad(E.BAD_LUT, "in_dtype", "LUT entries are BFLOAT16, FP16 or FP32")
-        if not 1 <= f["num_entries"] <= LUT_ENTRIES:
-            self.bad(E.BAD_LUT, "num_entries", f"{f['num_entries']} is not in 1..{LUT_ENTRIES}")
-        elif f["src_mem_pattern"]["num_elem"] != [f["num_entries"]]:
-            self.bad(E.BAD_LUT, "src_mem_pattern.num_elem", "the pattern must hold num_entries elements")
-        else:
+        self.rules("conv_lut_load")
+        if lut_source_ok(self.v):
             self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]) if dt.is_in_enum(f["in_dtype"], self.gen) else 1, rows=1)
 
 

@@ -1,0 +1,540 @@
+"""The micro-op validity rules written once, evaluated twice (D-T101).
+
+Each `Rule` is a row of one table: its family (the check it belongs to), the opcodes whose checks run
+that family, its error code, the field it names, a predicate saying when it fires, and a message.
+The predicate is written over a small operations layer (`Ops`: `pick`, `in_`, `all_`, `any_`, `not_`,
+`lookup`, and the operators `==`, `!=`, `<`, `>`, `&`, `|` on values), the way model/timing.py writes
+its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends evaluate it:
+
+  `Ints` (here): a decoded Descriptor, Python ints and bools; model/isa/check.py walks the table with
+         it and reports a Violation, with its message, for each rule that fires;
+  the decoder's (rtl/decoder.py): the descriptor bits as Amaranth values, `pick` = Mux; the decoder
+         ORs each rule's predicate into its code's error bit (no messages in hardware).
+
+A predicate uses `v[path]` (a field by dotted path), `v.elems(path)` (an array field's elements),
+`v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.pack`,
+`v.count(pattern)` (a walked pattern's element count), `v.gen`, `v.maverick`, `v.op` and the
+operations of `v`; `only(v)` says, from static facts alone (generation,
+layout, `v.has(path)`), whether the rule exists for the descriptor's layout; `v.stationary_dtype` (the
+engine's loaded weights) is the model's only, None in hardware.  A message reads the field values
+(`v[path]` are ints there) and runs on the Python side only.  `step` splits a family whose checks walk
+a pattern between its rules; the conditions for walking those patterns (`*_ok`) are defined here too.
+
+This module imports no Amaranth: the model never needs it.  Which code is reported when several
+rules fire is the smallest code on both sides (check.error_code, the decoder's priority encoder), so
+the order of the table matters only for the order of check()'s violations: within a family it is the
+order the rules had in check.py."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from tensore.model import addrmap
+from tensore.model import dtypes as dt
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
+                                     ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize)
+from tensore.model.isa.layouts import LUT_ENTRIES
+from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, PUMP_PACK, SEED_COLS,
+                                       SEED_STATES, active_cols, group_step, is_mx, pack_of, transposes)
+
+E = ErrorCode
+
+
+class Ops:
+    """The operations a rule's predicate is written with.  A backend supplies `true`, `false`, `pick`
+    and `not_`; the rest are built from them and the operators of its values."""
+
+    true, false = True, False
+
+    def pick(self, cond, a, b):
+        """`a if cond else b` (Amaranth: Mux)."""
+        return a if cond else b
+
+    def not_(self, x):
+        return not x
+
+    def all_(self, *xs):
+        out = self.true
+        for x in xs:
+            out = out & x
+        return out
+
+    def any_(self, *xs):
+        out = self.false
+        for x in xs:
+            out = out | x
+        return out
+
+    def in_(self, x, values):
+        """x is one of `values` (ints or enum members)."""
+        return self.any_(*(x == int(v) for v in values))
+
+    def lookup(self, key, table: dict, default):
+        """table[key] for the keys it has, `default` for any other value of `key`."""
+        out = default
+        for k, value in table.items():
+            out = self.pick(key == int(k), value, out)
+        return out
+
+
+class Ints(Ops):
+    """The Python backend: a decoded Descriptor's fields as ints (enum members where valid)."""
+
+    def __init__(self, desc, array_cols=None, stationary_dtype=None):
+        self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
+        self.gen, self.op = desc.gen, desc.op
+        self.maverick = desc.gen.layout == Gen.MAVERICK
+        self.counts = {}                # pattern name -> its element count, as check.pattern walked it
+
+    def count(self, name):
+        """The element count (per partition) of the pattern `name`, 0 when unusable."""
+        return self.counts[name]
+
+    def __getitem__(self, path):
+        value = self.desc.fields
+        for name in path.split("."):
+            value = value[name]
+        return value
+
+    def elems(self, path) -> list:
+        """The elements of the array field at `path`."""
+        return list(self[path])
+
+    def has(self, path) -> bool:
+        value = self.desc.fields
+        for name in path.split("."):
+            if not isinstance(value, dict) or name not in value:
+                return False
+            value = value[name]
+        return True
+
+    @property
+    def active_cols(self):
+        return active_cols(self.desc, self.array_cols)
+
+    @property
+    def is_mx(self):
+        return is_mx(self.desc)
+
+    @property
+    def xpose(self):
+        return transposes(self.desc)
+
+    @property
+    def pack(self):
+        return pack_of(self.desc)
+
+
+def _always(v) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Rule:
+    family: str
+    ops: frozenset
+    code: ErrorCode
+    field: str
+    fires: Callable                   # fires(v): the descriptor breaks the rule (a bool / a 1-bit value)
+    message: Callable                 # message(v) -> str, on the Python backend
+    only: Callable = _always          # only(v) -> bool from static facts: the rule exists for this layout
+    step: int = 0                     # check.py walks a family's steps apart where patterns come between
+    name: str = field(default="", compare=False)   # family:CODE:field, #k for the k-th of one name
+
+
+ALL_OPS = frozenset(Opcode)
+ARRAY_OPS = frozenset({Opcode.LDWEIGHTS, Opcode.MATMUL})
+COMPUTE_OPS = ARRAY_OPS | {Opcode.MATMUL_SPARSE}
+TILED_OPS = COMPUTE_OPS | {Opcode.LDTAGS, Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX}
+MATMUL_OPS = frozenset({Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX})
+SEED_OPS = frozenset({Opcode.PE_MANAGE_SEED})
+MX_OPS = frozenset({Opcode.LDWEIGHTS_MX, Opcode.MATMUL_MX})
+FP8 = frozenset({Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5})
+MATMUL_FP_INPUTS = {Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5, Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32}
+LUT_ENTRY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32})
+SEED_IDENTITY_DTYPES = frozenset({Dtype.BFLOAT16, Dtype.FP16, Dtype.FP32R, Dtype.FP8_EXP3, Dtype.FP8_EXP4,
+                                  Dtype.FP8_EXP5})
+SEED_SAVE_PATTERN = {"start_addr": addrmap.PSUM_BASE, "step_elem": [1, 512], "num_elem": [2, 8]}
+TILE_ROWS = {m: 1 << m for m in TileRowSize}
+TILE_COLS = {m: 1 << m for m in TileColSize}
+
+
+def matmul_input_dtypes(gen) -> set:
+    """Non-MX matmul inputs: seed 000 section 8 (+ FP8_EXP2 where it exists)."""
+    return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
+
+
+def elem_bytes(dtype) -> int:
+    """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
+    try:
+        fmt = dt.format_of(dtype, Gen.MAVERICK)
+    except ValueError:
+        return 1
+    return max(1, fmt.width // 8)
+
+
+@functools.cache
+def dtype_codes(gen, which: str) -> tuple:
+    """The byte values of `gen` that are dtypes (`enum`), MX element dtypes (`mx`), transposable
+    (`xpose`: 8/16/32-bit data) or matmul inputs (`inputs`)."""
+    pred = {"enum": lambda x: dt.is_in_enum(x, gen),
+            "mx": lambda x: dt.is_valid_mx_dtype(x, gen),
+            "xpose": lambda x: dt.is_valid_dtype(x, gen) and elem_bytes(x) <= 4 and not dt.is_cptc(x),
+            "inputs": lambda x: x in matmul_input_dtypes(gen)}[which]
+    return tuple(x for x in range(256) if pred(x))
+
+
+def out_dtypes(gen) -> set:
+    """The matmul output dtypes of `gen`: FP32 (or 0 for it), and BFLOAT16 from MARIANA on."""
+    return {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set())
+
+
+def _dtype_name(code, gen) -> str:
+    return Dtype(code).name if dt.is_in_enum(code, gen) else f"0x{int(code):02X}"
+
+
+def _tile_valid(v):
+    return v.in_(v["tile_size.row_size_log2"], TileRowSize) & v.in_(v["tile_size.col_size_log2"], TileColSize)
+
+
+def _not_maverick(v):
+    return not v.maverick
+
+
+def _double_row(v):
+    return v["perf_opt"] == PerfOpt.DOUBLE_ROW
+
+
+def _has_acc(v):
+    return v.has("psum_accumulate_flags")
+
+
+def reg_source_ok(v):
+    """PeRegWrite's source is one element: only then is its pattern walked (check.pattern)."""
+    return v["src_mem_pattern.num_elem"][0] == 1
+
+
+def _lut_entries_ok(v):
+    return (v["num_entries"] >= 1) & (v["num_entries"] <= LUT_ENTRIES)
+
+
+def lut_source_ok(v):
+    """ConvLutLoad's entry count is in range and its source holds that many: only then is the source
+    pattern walked."""
+    return _lut_entries_ok(v) & (v["src_mem_pattern.num_elem"][0] == v["num_entries"])
+
+
+def seed_identity_ok(v):
+    """PeManageSeed's identity diagonal has SEED_STATES elements: only then is its pattern walked."""
+    return v["identity_mem_pattern.num_elem"][0] == SEED_STATES
+
+
+def _seed_count_ok(v):
+    nums = v["src_seed_mem_pattern.num_elem"]
+    return nums[0] * nums[1] == SEED_COLS
+
+
+def seed_source_ok(v):
+    """A LoadSeed reading SEED_COLS INT32 per partition: only then is its source pattern walked."""
+    return (v["mode"] == SeedMode.LOAD_SEED) & _seed_count_ok(v)
+
+
+def _empty(v, name):
+    """Every count, step and the address of the pattern `name` are 0."""
+    return v.all_(*(x == 0 for x in v.elems(f"{name}.num_elem")), *(x == 0 for x in v.elems(f"{name}.step_elem")),
+                  v[f"{name}.start_addr"] == 0)
+
+
+def _seed_part(v):
+    """The partition of the LoadSeed source address, and whether it is in SBUF or PSUM at all."""
+    a = v["src_seed_mem_pattern.start_addr"]
+    sbuf = a < addrmap.SBUF_END
+    psum = (a >= addrmap.PSUM_BASE) & (a < addrmap.PSUM_END)
+    return sbuf | psum, v.pick(sbuf, addrmap.split(a, "sbuf")[0], addrmap.split(a, "psum")[0])
+
+
+def _save_pattern(v):
+    want = SEED_SAVE_PATTERN
+    return v.all_(v["dst_seed_mem_pattern.start_addr"] == want["start_addr"],
+                  *(x == w for x, w in zip(v.elems("dst_seed_mem_pattern.step_elem"), want["step_elem"])),
+                  *(x == w for x, w in zip(v.elems("dst_seed_mem_pattern.num_elem"), want["num_elem"])))
+
+
+# a whole number of PE steps is a mask test: every pack is a power of two
+assert all(p & (p - 1) == 0 for p in (1, DOUBLE_ROW_PACK, *PUMP_PACK.values()))
+
+
+def mx_count_ok(v):
+    """A MARIANA MX source of at least one element: only then are its data and scale windows walked."""
+    return v["src_mem_pattern.num_elem"] != 0
+
+
+def mx_steps_ok(v):
+    """... and a whole number of PE steps: only then does a MatmulMX's destination count."""
+    return mx_count_ok(v) & ((v["src_mem_pattern.num_elem"] & (v.pack - 1)) == 0)
+
+
+def _weight_tile(v):
+    """Elements per source partition of a weight load: rows x pack per column partition when it
+    transposes, else columns x pack per row partition."""
+    return v.pick(v.xpose, v["num_active_rows"] * v.pack, v.active_cols * v.pack)
+
+
+def _flag(v, name):
+    """flags.<name>, 0 where the layout's flags have no such part."""
+    return v[f"flags.{name}"] if v.has(f"flags.{name}") else 0
+
+
+def _dtype_is(v, which, name="in_dtype"):
+    return v.in_(v[name], dtype_codes(v.gen, which))
+
+
+def _operand(v):
+    """(in enum, LUT mode, transposing) of a non-MX array operand, as compute_dtype tells them apart:
+    MX sources have their own element rule, LUT mode comes before the transpose."""
+    plain = _dtype_is(v, "enum") & v.not_(v.is_mx)
+    lut = _flag(v, "scalar_mode") == ScalarMode.LUT
+    xpose = v.xpose if v.op != Opcode.MATMUL_SPARSE else False     # MatmulSparse never transposes
+    return plain, lut, xpose
+
+
+_TABLE = [
+    # -- ldweights: background transpose, tagged weights (step 0), the walked source's size (step 1) --
+    Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_ENUM, "bg_xpose_mode",
+         lambda v: v["bg_xpose_mode"] != 0,
+         lambda v: "background transpose is not modelled; must be 0 (D-T14)", only=lambda v: v.has("bg_xpose_mode")),
+    Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_SPARSE, "tag_weight_mode",
+         lambda v: (v["tag_weight_mode"] == TagWeightMode.TAG_WEIGHT)
+         & v.not_(v.in_(v["in_dtype"], (Dtype.BFLOAT16, Dtype.FP16))),
+         lambda v: "TAG_WEIGHT elements are {u16 weight, u16 tag}: in_dtype must be BFLOAT16 or FP16",
+         only=lambda v: v.has("tag_weight_mode")),
+    Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: (v.count("src_mem_pattern") != 0) & (v.count("src_mem_pattern") != _weight_tile(v)),
+         lambda v: f"{v.count('src_mem_pattern')} elements per partition; the weight tile needs {_weight_tile(v)}"
+                   + (" (transposed: rows x pack per column partition)" if v.xpose else " (columns x elements per PE)"),
+         step=1),
+
+    # -- rows_cols: the active block and its tile (seed 000 section 6; MAVERICK TILE_SIZE / TILE_SEL) --
+    Rule("rows_cols", TILED_OPS, E.BAD_ACTIVE_RANGE, "num_active_rows",
+         lambda v: (v["num_active_rows"] < 1) | (v["num_active_rows"] > ARRAY_ROWS),
+         lambda v: f"{v['num_active_rows']} is not in 1..{ARRAY_ROWS}"),
+    Rule("rows_cols", TILED_OPS, E.BAD_ACTIVE_RANGE, "num_active_cols",
+         lambda v: (v["num_active_cols"] < 1) | (v["num_active_cols"] > ARRAY_ROWS),
+         lambda v: f"{v['num_active_cols']} is not in 1..{ARRAY_ROWS}", only=_not_maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "tile_sel",
+         lambda v: (v["tile_sel.row_sel"] > 1) | (v["tile_sel.col_sel"] > 1),
+         lambda v: f"selectors must be <= 1, got {dict(v['tile_sel'])}", only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "tile_sel.row_sel",
+         lambda v: _tile_valid(v) & (v["tile_sel.row_sel"] == 1) & (v["tile_size.row_size_log2"] == TileRowSize.R128),
+         lambda v: "row_sel 1 needs a r64 tile", only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "tile_sel.col_sel",
+         lambda v: _tile_valid(v) & (v["tile_sel.col_sel"] == 1) & (v["tile_size.col_size_log2"] == TileColSize.C256),
+         lambda v: "col_sel 1 needs a c128 tile", only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "num_active_rows",
+         lambda v: _tile_valid(v) & (v["num_active_rows"] > v.lookup(v["tile_size.row_size_log2"], TILE_ROWS, 0)),
+         lambda v: f"{v['num_active_rows']} rows do not fit a r{1 << v['tile_size.row_size_log2']} tile",
+         only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "num_active_cols",
+         lambda v: _tile_valid(v) & (v.active_cols > v.lookup(v["tile_size.col_size_log2"], TILE_COLS, 0)),
+         lambda v: f"{v.active_cols} columns do not fit a c{1 << v['tile_size.col_size_log2']} tile",
+         only=lambda v: v.maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "row_grp",
+         lambda v: (v["row_grp"] >= GROUPS) | (v["row_grp"] * GROUP + v["num_active_rows"] > ARRAY_ROWS),
+         lambda v: f"row group {v['row_grp']} (rows {v['row_grp'] * GROUP}..) with {v['num_active_rows']} rows "
+                   "leaves the array", only=_not_maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "col_grp",
+         lambda v: (v["col_grp"] >= GROUPS) | (v["col_grp"] * GROUP + v["num_active_cols"] > ARRAY_ROWS),
+         lambda v: f"column group {v['col_grp']} (columns {v['col_grp'] * GROUP}..) with {v['num_active_cols']} "
+                   "columns leaves the array", only=_not_maverick),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "row_grp",            # 64- and 128-row tiles only (D-T97)
+         lambda v: v["row_grp"] % group_step(v.gen) != 0,
+         lambda v: f"row group {v['row_grp']} starts a 32-row tile; {v.gen.name} has 64- and "
+                   "128-row tiles only (row_grp 0 or 2)", only=lambda v: not v.maverick and group_step(v.gen) > 1),
+    Rule("rows_cols", TILED_OPS, E.BAD_TILE, "col_grp",
+         lambda v: v["col_grp"] % group_step(v.gen) != 0,
+         lambda v: f"column group {v['col_grp']} starts a 32-column tile; {v.gen.name} has 64- and "
+                   "128-column tiles only (col_grp 0 or 2)", only=lambda v: not v.maverick and group_step(v.gen) > 1),
+
+    # -- compute_dtype: the moving / stationary operand's dtype --
+    Rule("compute_dtype", COMPUTE_OPS, E.BAD_LUT, "in_dtype",
+         lambda v: _operand(v)[0] & _operand(v)[1] & (v["in_dtype"] != Dtype.UINT8),
+         lambda v: "LUT mode operands are UINT8 table indices"),
+    Rule("compute_dtype", COMPUTE_OPS, E.BAD_DTYPE, "in_dtype",
+         lambda v: _operand(v)[0] & v.not_(_operand(v)[1]) & _operand(v)[2] & v.not_(_dtype_is(v, "xpose")),
+         lambda v: f"{Dtype(v['in_dtype']).name} cannot be transposed (8/16/32-bit data only)"),
+    Rule("compute_dtype", COMPUTE_OPS, E.BAD_DTYPE, "in_dtype",
+         lambda v: _operand(v)[0] & v.not_(_operand(v)[1]) & v.not_(_operand(v)[2]) & v.not_(_dtype_is(v, "inputs")),
+         lambda v: f"{Dtype(v['in_dtype']).name} is not a matmul input "
+                   f"({', '.join(sorted(x.name for x in matmul_input_dtypes(v.gen)))})"),
+    # the fp32 / tf32 no-mix rule against the engine's loaded weights: the model's only (stationary_dtype
+    # is the engine's); the decoder applies it to the weight state's answer (D-T31)
+    Rule("compute_dtype", COMPUTE_OPS, E.DTYPE_MIX, "in_dtype",
+         lambda v: _dtype_is(v, "enum") & ((v.stationary_dtype == Dtype.FP32) != (v["in_dtype"] == Dtype.FP32)),
+         lambda v: f"moving {Dtype(v['in_dtype']).name} with stationary {Dtype(v.stationary_dtype).name}: FP32 "
+                   "(tf32) operands cannot mix with low precision",
+         only=lambda v: v.stationary_dtype is not None and v.op != Opcode.LDWEIGHTS),
+
+    # -- mx_dtype: an MX source's element dtype (where check.py's call site says the source is MX) --
+    Rule("mx_dtype", ALL_OPS, E.BAD_MX, "in_dtype",
+         lambda v: _dtype_is(v, "enum") & v.not_(_dtype_is(v, "mx")),
+         lambda v: f"{Dtype(v['in_dtype']).name} is not an MX element dtype (FP8_EXP2/3/4/5, FP4_EXP2, INT4)",
+         only=lambda v: v.has("in_dtype")),
+
+    # -- fp32_mode: FP32 input and its passes (D-12) --
+    Rule("fp32_mode", COMPUTE_OPS, E.BAD_FP32_MODE, "fp32_mode",
+         lambda v: (v["in_dtype"] == Dtype.FP32) & (v["fp32_mode"] == FP32Mode.NONE),
+         lambda v: "FP32 input needs LOW, HIGH or LOW_HIGH"),
+    Rule("fp32_mode", COMPUTE_OPS, E.BAD_FP32_MODE, "fp32_mode",
+         lambda v: (v["in_dtype"] != Dtype.FP32) & v.in_(v["fp32_mode"], FP32Mode) & (v["fp32_mode"] != FP32Mode.NONE),
+         lambda v: "only FP32 input takes an fp32_mode"),
+
+    # -- perf: FP8 double row (D-11, D-T14) within its public limits (D-T97): CAYMAN and later, FP8
+    #    input, no column tiling --
+    Rule("perf", ARRAY_OPS, E.BAD_ENUM, "perf_opt", _double_row,
+         lambda v: f"DOUBLE_ROW does not exist on {v.gen.name} (NeuronCore-v3 and later)",
+         only=lambda v: v.has("perf_opt") and v.gen < DOUBLE_ROW_FROM),
+    Rule("perf", ARRAY_OPS, E.BAD_DTYPE, "perf_opt",
+         lambda v: _double_row(v) & v.not_(v.in_(v["in_dtype"], FP8)),
+         lambda v: "DOUBLE_ROW needs FP8 input", only=lambda v: v.has("perf_opt")),
+    Rule("perf", ARRAY_OPS, E.BAD_TILE, "col_grp",
+         lambda v: _double_row(v) & (v["col_grp"] != 0),
+         lambda v: "DOUBLE_ROW cannot be combined with column tiling; col_grp must be 0",
+         only=lambda v: v.has("perf_opt") and v.has("col_grp")),
+
+    # -- out_dtype: what a matmul writes to PSUM --
+    Rule("out_dtype", MATMUL_OPS, E.BAD_OUT_DTYPE, "out_dtype",
+         lambda v: v.not_(v.in_(v["out_dtype"], out_dtypes(v.gen))),
+         lambda v: f"{_dtype_name(v['out_dtype'], v.gen)} is not an output dtype on {v.gen.name} "
+                   f"({', '.join(sorted(x.name for x in out_dtypes(v.gen)))})"),
+
+    # -- accumulate: the PSUM accumulate flags (seed 000 section 4.1) --
+    Rule("accumulate", MATMUL_OPS, E.BAD_ACCUMULATE, "psum_accumulate_flags",
+         lambda v: (v["psum_accumulate_flags"] & ~7) != 0,
+         lambda v: f"{v['psum_accumulate_flags']:#x} has bits beyond the three flags", only=_has_acc),
+    Rule("accumulate", MATMUL_OPS, E.BAD_ACCUMULATE, "psum_accumulate_flags",
+         lambda v: ((v["psum_accumulate_flags"] & PsumAccumulate.BEGIN_MATMUL_GROUP) != 0)
+         & ((v["psum_accumulate_flags"] & PsumAccumulate.BEGIN_ACCUM_MATMUL_GROUP) != 0),
+         lambda v: "BEGIN and BEGIN_ACCUM together", only=_has_acc),
+    Rule("accumulate", MATMUL_OPS, E.BAD_ACCUMULATE, "flags.accumulate_flag",
+         lambda v: v["flags.accumulate_flag"] != 0,
+         lambda v: "MARIANA accumulates by psum_accumulate_flags; accumulate_flag must be 0",
+         only=lambda v: not v.maverick and v.has("flags.accumulate_flag")),
+
+    # -- array_op: what Ldweights and Matmul share, besides the families above --
+    Rule("array_op", ARRAY_OPS, E.BAD_MX, "perf_mode",
+         lambda v: (v["perf_mode"] != MXPerfMode.NONE) & v.not_(v.is_mx),
+         lambda v: "QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source", only=lambda v: v.maverick),
+
+    # -- matmul_sparse: what MatmulSparse does not do, and its fmaps --
+    Rule("matmul_sparse", frozenset({Opcode.MATMUL_SPARSE}), E.BAD_SPARSE, "flags",
+         lambda v: (_flag(v, "xpose_mode") != 0) | (_flag(v, "seed_mode") != 0),
+         lambda v: "MatmulSparse does not transpose or move seeds"),
+    Rule("matmul_sparse", frozenset({Opcode.MATMUL_SPARSE}), E.BAD_SPARSE, "src_mem_pattern.num_elem[3]",
+         lambda v: v.not_(v.in_(v["src_mem_pattern.num_elem"][3], (2, 3, 4))),
+         lambda v: f"{v['src_mem_pattern.num_elem'][3]} fmaps; MatmulSparse sends 2, 3 or 4 per partition"),
+
+    # -- mx_op: MARIANA's LdweightsMX / MatmulMX source (step 0), its count in PE steps (step 1, after
+    #    the data and scale windows) --
+    Rule("mx_op", MX_OPS, E.BAD_MX, "flags",
+         lambda v: (_flag(v, "xpose_mode") != 0) | (_flag(v, "seed_mode") != 0) | (_flag(v, "scalar_mode") != 0),
+         lambda v: "MX micro-ops do not transpose, move seeds or use the LUT"),
+    Rule("mx_op", MX_OPS, E.UNSUPPORTED_PATTERN, "src_mem_pattern.index_addr",
+         lambda v: v["src_mem_pattern.index_addr"] != 0,
+         lambda v: "indirect MX indexing is not executed (D-T18)"),
+    Rule("mx_op", MX_OPS, E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: v.not_(mx_count_ok(v)),
+         lambda v: "count must be >= 1"),
+    Rule("mx_op", MX_OPS, E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: mx_count_ok(v) & v.not_(mx_steps_ok(v)),
+         lambda v: f"{v['src_mem_pattern.num_elem']} is not a whole number of {v.pack}-element PE steps", step=1),
+    Rule("mx_op", MX_OPS, E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: mx_steps_ok(v) & (v["src_mem_pattern.num_elem"] != v.active_cols * v.pack),
+         lambda v: f"the weight tile needs columns x {v.pack} = {v.active_cols * v.pack} elements per partition",
+         only=lambda v: v.op == Opcode.LDWEIGHTS_MX, step=1),
+
+    # -- pe_reg_write: the register, its value, one source element --
+    Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_REGISTER, "reg",
+         lambda v: v.not_(v.in_(v["reg"], PeReg)),
+         lambda v: f"{v['reg']:#x} is not a PE register"),
+    Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_REGISTER, "value",
+         lambda v: v.in_(v["reg"], PeReg) & (v["reg"] == PeReg.PSUM_ROUND) & v.not_(v.in_(v["value"], PsumRound)),
+         lambda v: f"PSUM_ROUND takes 0 (RNE) or 1 (SR), got {v['value']:#x}"),
+    Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_PATTERN, "src_mem_pattern.num_elem",
+         lambda v: v.not_(reg_source_ok(v)),
+         lambda v: "PeRegWrite fetches one UINT32 from SBUF"),
+
+    # -- conv_lut_load: the LUT entries' dtype and count --
+    Rule("conv_lut_load", frozenset({Opcode.CONV_LUT_LOAD}), E.BAD_LUT, "in_dtype",
+         lambda v: v.not_(v.in_(v["in_dtype"], LUT_ENTRY_DTYPES)),
+         lambda v: "LUT entries are BFLOAT16, FP16 or FP32"),
+    Rule("conv_lut_load", frozenset({Opcode.CONV_LUT_LOAD}), E.BAD_LUT, "num_entries",
+         lambda v: v.not_(_lut_entries_ok(v)),
+         lambda v: f"{v['num_entries']} is not in 1..{LUT_ENTRIES}"),
+    Rule("conv_lut_load", frozenset({Opcode.CONV_LUT_LOAD}), E.BAD_LUT, "src_mem_pattern.num_elem",
+         lambda v: _lut_entries_ok(v) & v.not_(lut_source_ok(v)),
+         lambda v: "the pattern must hold num_entries elements"),
+
+    # -- pe_manage_seed: the seed move's mode and shape (step 0), its LoadSeed source count (step 1,
+    #    before the source pattern), the rest (step 2, after it) --
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "mode",
+         lambda v: v.not_(v.in_(v["mode"], (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED))),
+         lambda v: "PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "num_active_rows",
+         lambda v: (v["num_active_rows"] != SEED_STATES) | (v["num_active_cols"] != SEED_COLS),
+         lambda v: f"PE_MANAGE_SEED runs on {SEED_STATES} rows x {SEED_COLS} columns"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "identity_dtype",
+         lambda v: v.not_(v.in_(v["identity_dtype"], SEED_IDENTITY_DTYPES)),
+         lambda v: "the identity is BF16, FP16, FP32R or FP8"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "identity_mem_pattern.num_elem",
+         lambda v: v.not_(seed_identity_ok(v)),
+         lambda v: f"the identity diagonal has {SEED_STATES} elements"),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "src_seed_mem_pattern.num_elem",
+         lambda v: (v["mode"] == SeedMode.LOAD_SEED) & v.not_(_seed_count_ok(v)),
+         lambda v: f"LoadSeed reads {SEED_COLS} INT32 per partition", step=1),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "src_seed_mem_pattern.start_addr",
+         lambda v: seed_source_ok(v) & _seed_part(v)[0] & (_seed_part(v)[1] != 0),
+         lambda v: "seeds sit in SBUF partitions 0-15", step=2),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "dst_seed_mem_pattern",
+         lambda v: (v["mode"] == SeedMode.LOAD_SEED) & v.not_(_empty(v, "dst_seed_mem_pattern")),
+         lambda v: "LoadSeed has no destination pattern (must be 0)", step=2),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "dst_seed_mem_pattern",
+         lambda v: (v["mode"] == SeedMode.SAVE_SEED) & v.not_(_save_pattern(v)),
+         lambda v: "SaveSeed writes num_elem [2, 8], step_elem [1, 512] from 0x02000000 (seed 000 section 5.2)", step=2),
+    Rule("pe_manage_seed", SEED_OPS, E.BAD_SEED_OP, "src_seed_mem_pattern",
+         lambda v: (v["mode"] == SeedMode.SAVE_SEED) & v.not_(_empty(v, "src_seed_mem_pattern")),
+         lambda v: "SaveSeed has no source pattern (must be 0)", step=2),
+
+    # -- ldtags: the tag load's operands --
+    Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "in_dtype",
+         lambda v: v["in_dtype"] != Dtype.UINT16,
+         lambda v: "tags are packed 4 per UINT16"),
+    Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "force_tag_bits",
+         lambda v: v.not_(v.in_(v["force_tag_bits"], (0x0, 0x4, 0x8, 0xC))),
+         lambda v: f"{v['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC"),
+]
+
+
+def _named(table) -> tuple:
+    """The table with each rule's name: family:CODE:field, `#k` for the k-th rule of one name."""
+    keys = [f"{r.family}:{r.code.name}:{r.field}" for r in table]
+    count = {k: keys.count(k) for k in keys}
+    seen: dict = {}
+    out = []
+    for r, k in zip(table, keys):
+        seen[k] = seen.get(k, 0) + 1
+        out.append(replace(r, name=k if count[k] == 1 else f"{k}#{seen[k]}"))
+    return tuple(out)
+
+
+RULES = _named(_TABLE)
+FAMILIES = tuple(dict.fromkeys(r.family for r in RULES))
+
+
+def select(families, op, v, step=None):
+    """The rules of `families` that apply to opcode `op` on the layout `v` evaluates, in table order
+    (family by family, as given); with `step`, only that step's."""
+    return [r for fam in families for r in RULES
+            if r.family == fam and op in r.ops and r.only(v) and step in (None, r.step)]
+
