@@ -501,27 +501,31 @@ class _Gen:
         """A run of one-vector 4-pass FP32 matmuls alternating between two row tiles (disjoint blocks:
         no issue floor between them, so more than MAX_IN_FLIGHT are in flight), then an FP32 load of
         other rows and a few matmuls (the next 4-pass matmul waits for the array's rhythm)."""
-        b, rng = self.b, self.rng
+        rng = self.rng
         mode = f"fp32_mode={rng.choice(['high', 'low_high'])} "
         r, c = self.rows // 2, int(rng.integers(1, self.cols + 1))
         halves = [f"tile_size=(row_size_log2=r64, col_size_log2=c128) tile_sel=(row_sel={s}, col_sel=0) "
                   if self.mav else f"row_grp={2 * s} " for s in (0, 1)]
         for where in halves:
-            ow = self.put(self.codes("fp32", r, c), 4)
-            b.line(f"ldweights in_dtype=fp32 {mode}rows={r} cols={c} {where}{self.order()[1]}"
-                   f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+            self._fp32_load(mode, r, c, where)
         oa = self.put(self.codes("fp32", r, 1), 4)
         for i in range(int(rng.integers(18, 22))):
-            b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={r} cols={c} {halves[i % 2]}{self.acc(i < 2)} "
-                   f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
+            self._fp32_vector(mode, r, c, halves[i % 2], i < 2, oa)
         rr = int(rng.integers(1, self.rows + 1))
-        ow = self.put(self.codes("fp32", rr, c), 4)
-        b.line(f"ldweights in_dtype=fp32 {mode}rows={rr} cols={c} {b.tile()}{self.order()[1]}"
-               f"src={_t3(f'sbuf(0,{ow:#x})', c)}")
+        self._fp32_load(mode, rr, c, self.b.tile())
         oa = self.put(self.codes("fp32", rr, 1), 4)
         for i in range(int(rng.integers(1, 4))):
-            b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={rr} cols={c} {b.tile()}{self.acc(i == 0)} "
-                   f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
+            self._fp32_vector(mode, rr, c, self.b.tile(), i == 0, oa)
+
+    def _fp32_load(self, mode, rows, cols, where):
+        ow = self.put(self.codes("fp32", rows, cols), 4)
+        self.b.line(f"ldweights in_dtype=fp32 {mode}rows={rows} cols={cols} {where}{self.order()[1]}"
+                    f"src={_t3(f'sbuf(0,{ow:#x})', cols)}")
+
+    def _fp32_vector(self, mode, rows, cols, where, first, oa):
+        """A one-vector 4-pass FP32 matmul of the moving vector at `oa`."""
+        self.b.line(f"matmul in_dtype=fp32 {mode}out_dtype=fp32 rows={rows} cols={cols} {where}{self.acc(first)} "
+                    f"src={_t3(f'sbuf(0,{oa:#x})', 1)} dst={self.dst(1, 'fp32')}")
 
     def tiles_any(self):
         """MAVERICK: a weight load and matmuls in any tile (r128 / r64 x c128 / c256, either select);

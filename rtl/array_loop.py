@@ -71,9 +71,11 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
     # and cells are automatic variables of the clocked block: Verilator makes them C++ locals, which
     # the compiler keeps in registers, instead of members of the model stored on every assignment.
     temps = [f"logic [{a - 1}:0] x_act;", "logic [31:0] x_psum;", "logic x_pvalid, x_wl_valid, x_tag_valid;",
-             f"logic [{w - 1}:0] x_wl;", "logic [3:0] x_tag;", *net.declarations("")]
+             f"logic [{w - 1}:0] x_wl;", "logic [3:0] x_tag;", *net.declarations(""),
+             *([f"logic [{LOAD_COLS - 1}:0] x_cw_valid;", f"logic [{COL_BITS - 1}:0] x_cw_col;"] if column_loads else [])]
     lines += ["  always_ff @(posedge clk) begin", *(f"    automatic {t}" for t in temps),
               f"    for (int r = {rows - 1}; r >= 0; r--) begin",
+              *(_row_column_write() if column_loads else []),
               f"      for (int c = {cols - 1}; c >= 0; c--) begin",
               f"        x_act = c == 0 ? row_in[{a}*r +: {a}] : {net.output('act_out', left)};",
               f"        x_psum = r == 0 ? top_psum[32*c +: 32] : {net.output('psum_out', above)};",
@@ -102,13 +104,19 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
     return "\n".join(lines)
 
 
+def _row_column_write() -> list:
+    """Row r's column write (mask and first column), selected once per row, not once per PE: a
+    variable part-select of the wide cw_* ports costs Verilator a shift over the whole port."""
+    return [f"      x_cw_valid = cw_valid[{LOAD_COLS}*r +: {LOAD_COLS}];",
+            f"      x_cw_col = cw_col[{COL_BITS}*r +: {COL_BITS}];"]
+
+
 def _column_writes(rows: int, w: int) -> list:
     """PE (r, c)'s column-serial weight write (rtl/column_load.py): record j of row r's group when
-    its first column cw_col is c - j."""
+    its first column x_cw_col (_row_column_write) is c - j."""
     out = []
     for j in reversed(range(LOAD_COLS)):
-        hit = (f"c >= {j} && cw_valid[{LOAD_COLS}*r + {j}] && "
-               f"cw_col[{COL_BITS}*r +: {COL_BITS}] == {COL_BITS}'(c - {j})")
+        hit = f"x_cw_valid[{j}] && c >= {j} && x_cw_col == {COL_BITS}'(c - {j})"
         out += [f"        if ({hit}) begin", "          x_wl_valid = 1'b1;",
                 f"          x_wl = cw_data[{w * LOAD_COLS}*r + {w * j} +: {w}];", "        end"]
     return out

@@ -37,7 +37,7 @@ from tensore.model.timing import DEFAULT_PROFILE
 from tensore.model.timing import profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
-from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.blackbox import black_box, ports, prototype
 from tensore.rtl.column_load import ColumnLoad, moving_rows
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
@@ -56,6 +56,9 @@ REGISTER_BUS = wiring.Signature({"addr": In(12), "wdata": In(32), "we": In(1), "
 # sequencer) and those of the load, launch and write-back units
 UNSUPPORTED = data.StructLayout({"uop": 1, "load": load_unit.UNSUPPORTED, "launch": launch_unit.UNSUPPORTED,
                                  "write": writeback.UNSUPPORTED})
+
+
+TOP_INPUT_BITS = 1 << 16        # Amaranth's netlist: a cell's output bits (the top's inputs) are indexed in 16 bits
 
 
 class Engine(wiring.Component):
@@ -96,6 +99,18 @@ class Engine(wiring.Component):
             **{name: Out(monitor) for name in monitor_names(psum_ports)[1:]},
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
         })
+        self._check_inputs()
+
+    def _check_inputs(self):
+        """One clear line where Amaranth cannot convert the engine: its top module's input bits are
+        one netlist cell's outputs, at most TOP_INPUT_BITS (the SBUF answers dominate: 32 x max(C x PK,
+        256) stationary, 128 x the moving port's rows)."""
+        width = sum(len(v) for v, flow in ports(self).values() if flow == In)
+        if width > TOP_INPUT_BITS:
+            raise ValueError(f"a {self.gen.name} {self.rows} x {self.cols} engine with {self.pack} elements per PE "
+                             f"under the {self.timing} timing profile has {width:,} input bits, more than the "
+                             f"{TOP_INPUT_BITS:,} Amaranth converts in one module: build it with fewer elements "
+                             "per PE (--pack) or --timing contract (no column-serial rows on the moving port)")
 
     def _array(self):
         return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32,

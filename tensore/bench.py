@@ -18,6 +18,7 @@ import ml_dtypes as md  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tensore.model import dtypes as dt
+from tensore.model.timing import DEFAULT_PROFILE, PROFILES
 
 
 def best_of(fn, repeat: int = 5) -> float:
@@ -174,28 +175,35 @@ def _engine_run(prog, *, pack, parts, dtypes, harness="compiled", array_form="lo
     return exported, built, runs[True], runs[True].seconds, runs[False].seconds
 
 
-def bench_verilator_engine(sizes=SIZES, opt="-O1") -> list[dict]:
+def bench_verilator_engine(sizes=SIZES, opt="-O1", timings=(DEFAULT_PROFILE,)) -> list[dict]:
     """The exported engine on Verilator through the compiled harness (D-T60, D-T61): export and build
     time, build peak memory, and simulation speed of a long bf16 matmul checked every cycle against
     the golden engine (the harness's simulation plus the comparison in Python) and unchecked.  4
     elements per PE (FP8 double row, MX quad; 1 for a bf16-only build) and max(16, rows) PSUM
     partitions: the 128 x 128 and 128 x 256 builds are the ones `make cosim-full` uses.  Up to 16 x 16
     the same program also runs the former path (cocotb, a hierarchical block per PE) as the baseline.
-    `opt`: the C++ optimisation of the builds."""
+    `opt`: the C++ optimisation of the builds; `timings`: the timing profiles to build each size
+    with (a row each; a profile other than the default is named in the row)."""
     from tensore.cosim import programs
     from tensore.rtl.fp.pe_mac import parse_dtypes
     rows = []
-    for spec in sizes:
+    for spec, timing in ((s, t) for s in sizes for t in timings):
         size, _, dnames = spec.partition(":")
         gen, r, c = parse_size(size)
         dtypes = parse_dtypes(gen, dnames.split(",")) if dnames else None
         pack = 1 if dtypes else 4
         prog = programs.single(gen, "bf16", rows=r, cols=r, n=512)          # MAVERICK: the left half
+        prog.timing = timing
         parts = max(16, r)
+        tag = f"{' ' + dnames + ' only' if dnames else ''}{'' if timing == DEFAULT_PROFILE else ' ' + timing}"
         t0 = time.perf_counter()
-        exported, built, res, checked_s, free_s = _engine_run(prog, pack=pack, parts=parts, dtypes=dtypes, opt=opt)
+        try:
+            exported, built, res, checked_s, free_s = _engine_run(prog, pack=pack, parts=parts, dtypes=dtypes, opt=opt)
+        except ValueError as exc:           # an engine Amaranth cannot convert (rtl/top.py _check_inputs)
+            rows.append({"name": f"verilator engine {gen} {r}x{c}{tag}", "timing": timing, "error": str(exc)})
+            continue
         assert res.mismatch is None, str(res.mismatch)
-        row = {"name": f"verilator engine {gen} {r}x{c}{' ' + dnames + ' only' if dnames else ''}",
+        row = {"name": f"verilator engine {gen} {r}x{c}{tag}", "timing": timing,
                "export_seconds": exported["wall_seconds"], "build_seconds": built["seconds"], "opt": opt,
                "build_peak_mb": built["peak_child_mb"], "cycles": res.cycles, "seconds": checked_s,
                "cycles_per_s": res.cycles / checked_s, "pe_cycles_per_s": res.cycles * r * c / checked_s,
@@ -275,13 +283,16 @@ def main(argv=None) -> int:
     parser.add_argument("--opt", default="-O1", choices=["-O0", "-O1", "-O2", "-O3"], metavar="LEVEL",
                         help="verilator_engine: C++ optimisation of the builds (--opt=-O0 builds about twice as "
                         "fast; default -O1)")
+    parser.add_argument("--timing", nargs="*", default=[DEFAULT_PROFILE], choices=list(PROFILES), metavar="PROFILE",
+                        help=f"verilator_engine: the timing profiles to build each size with (default {DEFAULT_PROFILE}; "
+                        "e.g. --timing public contract: the column-serial port's cost in simulation speed)")
     args = parser.parse_args(argv)
     from tensore.cosim import toolchain
     os.environ.setdefault(toolchain.CCACHE_ENV, "0")     # build times are cold builds' (D-T80)
     results = []
     for name in args.only or BENCHES:
         print(f"running {name} ...", flush=True)
-        results.extend(BENCHES[name](args.sizes, args.opt) if name == "verilator_engine" else BENCHES[name]())
+        results.extend(BENCHES[name](args.sizes, args.opt, args.timing) if name == "verilator_engine" else BENCHES[name]())
     report = {"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                           "numpy": np.__version__, "openblas_threads": os.environ["OPENBLAS_NUM_THREADS"]},
               "results": results}
@@ -290,6 +301,9 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(report, indent=2))
     print(f"\n{'benchmark':<44} {'value':>14} {'baseline':>14} {'ratio':>8}")
     for r in results:
+        if "error" in r:
+            print(f"{r['name']:<44} not built: {r['error']}")
+            continue
         if "utilisation" in r:
             value, base = f"{r['cycles']:,} cyc", f"{round(r['ideal_cycles']):,} ideal"
             print(f"{r['name']:<44} {value:>14} {base:>14} {r['utilisation']:>8.1%}")

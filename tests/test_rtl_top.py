@@ -162,3 +162,15 @@ def test_corners_on_verilator(group):
     results = hdl.run_many(progs, psum_partitions=16, opt="-O0")
     failed = [(p.name, str(r.mismatch)) for p, r in zip(progs, results) if r.mismatch is not None]
     assert not failed, failed
+
+
+def test_an_engine_amaranth_cannot_convert_is_one_clear_error():
+    """Under `public` the column-serial rows double the moving answers: a full-size MAVERICK at 4
+    elements per PE has more top input bits than Amaranth's netlist indexes (65,536); the engine
+    says so in one line with the remedies, and the same engine under `contract` or at 2 elements per
+    PE builds."""
+    with pytest.raises(ValueError, match=r"68,258 input bits, more than the 65,536 .*--pack.*--timing contract"):
+        Engine("maverick", 128, 256, pack=4, timing="public")
+    for eng in (Engine("maverick", 128, 256, pack=4, timing="contract"), Engine("maverick", 128, 256, pack=2)):
+        eng._MustUse__silence = True
+        assert eng.mv_rows == (128 if eng.timing.name == "contract" else 256)
