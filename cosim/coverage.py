@@ -68,6 +68,8 @@ def stall_rules(timing=DEFAULT_PROFILE) -> list:
     """The issue rules of a profile: the stall group's bins."""
     prof = profile(timing)
     return [r for r in RULES if r != "unexplained"] + [r for r, flag in PROFILE_RULES.items() if getattr(prof, flag)]
+
+
 FP8 = {Dtype.FP8_EXP2, Dtype.FP8_EXP3, Dtype.FP8_EXP4, Dtype.FP8_EXP5}
 VALUES = ("zero", "-0", "normal", "subnormal", "+inf", "-inf", "nan")
 
