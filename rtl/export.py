@@ -182,6 +182,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
                 psum_partitions=psum_partitions, dtypes=None if dtypes is None else [int(d) for d in dtypes],
                 sparse32=sparse32, psum_ports=psum_ports, timing=timing_profile(timing).name)
     eng = prototype(_engine(args))
+    eng.check_convertible()
     blocks = blocks_of(eng)
     array = next(b for b in blocks if isinstance(b, Array))
     loop_file = f"{array.module_name}_loop.sv"

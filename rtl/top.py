@@ -99,12 +99,12 @@ class Engine(wiring.Component):
             **{name: Out(monitor) for name in monitor_names(psum_ports)[1:]},
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
         })
-        self._check_inputs()
 
-    def _check_inputs(self):
-        """One clear line where Amaranth cannot convert the engine: its top module's input bits are
-        one netlist cell's outputs, at most TOP_INPUT_BITS (the SBUF answers dominate: 32 x max(C x PK,
-        256) stationary, 128 x the moving port's rows)."""
+    def check_convertible(self):
+        """One clear line where Amaranth cannot convert the engine to Verilog (rtl/export.py calls it
+        before converting): its top module's input bits are one netlist cell's outputs, at most
+        TOP_INPUT_BITS (the SBUF answers dominate: 32 x max(C x PK, 256) stationary, 128 x the moving
+        port's rows)."""
         width = sum(len(v) for v, flow in ports(self).values() if flow == In)
         if width > TOP_INPUT_BITS:
             raise ValueError(f"a {self.gen.name} {self.rows} x {self.cols} engine with {self.pack} elements per PE "

@@ -196,14 +196,15 @@ def bench_verilator_engine(sizes=SIZES, opt="-O1", timings=(DEFAULT_PROFILE,)) -
         prog.timing = timing
         parts = max(16, r)
         tag = f"{' ' + dnames + ' only' if dnames else ''}{'' if timing == DEFAULT_PROFILE else ' ' + timing}"
+        name = f"verilator engine {gen} {r}x{c}{tag}"
         t0 = time.perf_counter()
         try:
             exported, built, res, checked_s, free_s = _engine_run(prog, pack=pack, parts=parts, dtypes=dtypes, opt=opt)
-        except ValueError as exc:           # an engine Amaranth cannot convert (rtl/top.py _check_inputs)
-            rows.append({"name": f"verilator engine {gen} {r}x{c}{tag}", "timing": timing, "error": str(exc)})
+        except ValueError as exc:           # an engine Amaranth cannot convert (rtl/top.py check_convertible)
+            rows.append({"name": name, "timing": timing, "error": str(exc)})
             continue
         assert res.mismatch is None, str(res.mismatch)
-        row = {"name": f"verilator engine {gen} {r}x{c}{tag}", "timing": timing,
+        row = {"name": name, "timing": timing,
                "export_seconds": exported["wall_seconds"], "build_seconds": built["seconds"], "opt": opt,
                "build_peak_mb": built["peak_child_mb"], "cycles": res.cycles, "seconds": checked_s,
                "cycles_per_s": res.cycles / checked_s, "pe_cycles_per_s": res.cycles * r * c / checked_s,

@@ -166,11 +166,14 @@ def test_corners_on_verilator(group):
 
 def test_an_engine_amaranth_cannot_convert_is_one_clear_error():
     """Under `public` the column-serial rows double the moving answers: a full-size MAVERICK at 4
-    elements per PE has more top input bits than Amaranth's netlist indexes (65,536); the engine
-    says so in one line with the remedies, and the same engine under `contract` or at 2 elements per
-    PE builds."""
+    elements per PE has more top input bits than Amaranth's netlist indexes (65,536); the export
+    says so in one line with the remedies before converting, and the same engine under `contract` or
+    at 2 elements per PE converts."""
+    big = Engine("maverick", 128, 256, pack=4, timing="public")
+    big._MustUse__silence = True
     with pytest.raises(ValueError, match=r"68,258 input bits, more than the 65,536 .*--pack.*--timing contract"):
-        Engine("maverick", 128, 256, pack=4, timing="public")
+        big.check_convertible()
     for eng in (Engine("maverick", 128, 256, pack=4, timing="contract"), Engine("maverick", 128, 256, pack=2)):
         eng._MustUse__silence = True
+        eng.check_convertible()
         assert eng.mv_rows == (128 if eng.timing.name == "contract" else 256)

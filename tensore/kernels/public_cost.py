@@ -96,13 +96,12 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAUL
     gaps = list(zip(rows, issues, issues[1:]))
     loaded = [r for r, a, b in gaps if r.ours > r.public and any(a < t < b for t in loads)]
     if loaded and prof.column_loads:
-        line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: a plain one writes each row "
-                f"{LOAD_COLS} columns at a time, a group each `passes` cycles of the matmul before it, behind that "
-                "matmul's swap front (docs/timing.md, 'Background loads'), so the front crosses the last column "
-                "before the load ends, and its matmul issues after the load's decode; a transposing, MX, LUT, tag "
-                "or last-column-first load follows the front row by row and loads a row per cycle ('Row "
-                "wavefront'); the public model counts min(64, N_stationary) for both")
-        out.append(line)
+        out.append(f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: a plain one writes each row "
+                   f"{LOAD_COLS} columns at a time, a group each `passes` cycles of the matmul before it, behind that "
+                   "matmul's swap front (docs/timing.md, 'Background loads'), so the front crosses the last column "
+                   "before the load ends, and its matmul issues after the load's decode; a transposing, MX, LUT, tag "
+                   "or last-column-first load follows the front row by row and loads a row per cycle ('Row "
+                   "wavefront'); the public model counts min(64, N_stationary) for both")
     elif loaded:
         line = (f"{len(loaded)} of {len(gaps)} matmul intervals hold a weight load: it waits until the previous "
                 f"matmul has swapped weights in every PE of the {R} x {C} array (passes x (R + C) = "
