@@ -85,6 +85,7 @@ struct Pending {
     std::vector<uint8_t> sc_bytes;
     std::vector<int> mv_rows;
     std::vector<uint32_t> mv_words;   // MV_WORDS per entry of mv_rows
+    std::vector<int64_t> cl_words;    // column-serial answers: (word of st_resp_data, value) pairs
 };
 
 static std::vector<int64_t> read_words(FILE* f, size_t n) {
@@ -175,6 +176,9 @@ int main(int argc, char** argv) {
                 for (size_t i = 0; i < due.st_vals.size(); i++) setf(top.st_resp_data, 32 * i, 32, due.st_vals[i]);
                 due.st = false;
             }
+            for (size_t k = 0; k + 1 < due.cl_words.size(); k += 2)
+                setf(top.st_resp_data, 32 * due.cl_words[k], 32, (uint32_t)due.cl_words[k + 1]);
+            due.cl_words.clear();
             if (due.sc) {
                 clear(top.sc_resp_data);
                 for (size_t i = 0; i < due.sc_bytes.size() && 8 * i < SC_RESP_W; i++) setf(top.sc_resp_data, 8 * i, 8, due.sc_bytes[i]);
@@ -254,6 +258,18 @@ int main(int argc, char** argv) {
                 later.mv_rows.push_back(r);
                 later.mv_words.insert(later.mv_words.end(), w, w + MV_WORDS);
             }
+#if COLUMN_ROWS
+            // the column-serial requests: row k's elements into words MV_ELEMS k .. of the stationary
+            // answer (rtl/column_load.py, D-T102)
+            for (int k = 0; k < COLUMN_ROWS; k++) {
+                if (!getf(top.cl_req_valid, k, 1)) continue;
+                int64_t p = FIELD(cl_req_part, MV_W_PART, k);
+                int es = FIELD(cl_req_esize, MV_W_ESIZE, k);
+                for (int j = 0; j < MV_ELEMS; j++)
+                    later.cl_words.insert(later.cl_words.end(),
+                                          {(int64_t)(MV_ELEMS * k + j), (int64_t)sb.read(p, getf(CL_OFF(j), MV_W_OFF0 * k, MV_W_OFF0), es)});
+            }
+#endif
             for (int p = 0; p < parts; p++) {
 #define RECORD(mon, k)                                                                                      \
                 if (getf(top.mon##_valid, p, 1))                                                            \

@@ -26,7 +26,7 @@ from tensore.model.arr_seq_regs import REGISTERS
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.trace import Event
-from tensore.rtl.column_load import moving_rows
+from tensore.rtl.column_load import column_rows
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
 from tensore.rtl.pe import default_pack
@@ -185,10 +185,10 @@ class Lockstep:
         return self.program.rows
 
     @property
-    def mv_rows(self) -> int:
-        """The moving port's rows: the array's, and under `column_loads` as many again for the
-        column-serial stationary port (rtl/column_load.py `moving_rows`)."""
-        return moving_rows(self.rows, self.program.timing)
+    def cl_rows(self) -> int:
+        """The column-serial port's rows (`cl`, under `column_loads`; 0 without it): row k's answer
+        is words MV_ELEMS k .. of the stationary answer (rtl/column_load.py `column_rows`, D-T102)."""
+        return column_rows(self.rows, self.program.timing)
 
     @property
     def writes(self) -> dict:
@@ -249,7 +249,7 @@ class Lockstep:
 async def bench(lk: Lockstep, port) -> Mismatch | None:
     """The testbench.  `port` adapts a simulator: set(name, int), get(name) -> int, and the async
     settle() (inputs applied, outputs valid) and tick() (to the next cycle)."""
-    R, Lm, parts = lk.mv_rows, lk.L - 1, lk.parts
+    R, Lm, parts = lk.rows, lk.L - 1, lk.parts
     for addr, value in lk.setup:                               # register setup, before cycle 0
         port.set("bus_addr", addr)
         port.set("bus_wdata", value)
@@ -267,8 +267,8 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
             port.set("desc_data", lk.descs[nxt])
         resp = pending.pop(cycle, None)
         if resp is not None:
-            if "st" in resp:
-                for i, x in enumerate(resp["st"]):
+            if "st" in resp or "cl" in resp:
+                for i, x in [*enumerate(resp.get("st", ())), *resp.get("cl", {}).items()]:
                     st_resp = st_resp & ~(0xFFFFFFFF << (32 * i)) | x << (32 * i)
                 port.set("st_resp_data", st_resp)
             if "sc" in resp:
@@ -309,6 +309,8 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
                     else:
                         out[r] = sum(lk.server.read(p, _field(o, r, *MV_W["off0"]), e) << (32 * j)
                                      for j, o in enumerate(offs))
+        if lk.cl_rows:
+            _serve_columns(lk, port, pending.setdefault(cycle + Lm, {}))
         if not lk.compare:
             accepted = port.get("desc_ready")
             await port.tick()
@@ -334,6 +336,22 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
     if not (lk.final and lk.compare):
         return None
     return await _at_end(lk, port, done)
+
+
+def _serve_columns(lk: Lockstep, port, due: dict):
+    """The column-serial requests of this cycle (`cl`): row k's MV_ELEMS elements into words
+    MV_ELEMS k .. of the stationary answer `due` L - 1 cycles later (rtl/column_load.py, D-T102)."""
+    valid = port.get("cl_req_valid")
+    if not valid:
+        return
+    part, es = port.get("cl_req_part"), port.get("cl_req_esize")
+    offs = [port.get(f"cl_req_off{j}") for j in range(MV_ELEMS)]
+    words = due.setdefault("cl", {})
+    for k in range(lk.cl_rows):
+        if valid >> k & 1:
+            p, e = _field(part, k, *MV_W["part"]), _field(es, k, *MV_W["esize"])
+            for j, o in enumerate(offs):
+                words[MV_ELEMS * k + j] = lk.server.read(p, _field(o, k, *MV_W["off0"]), e)
 
 
 async def _at_end(lk: Lockstep, port, done: int) -> Mismatch | None:

@@ -186,7 +186,7 @@ _MAIN = """
       if ({st_req_valid}) serve_st(t);
       if ({sc_req_valid}) serve_sc(t);
       serve_mv(t);
-      if (nxt < ndesc && {desc_ready}) nxt++;
+{serve_cl}      if (nxt < ndesc && {desc_ready}) nxt++;
       pending = 0;
       for (int i = 0; i <= LM; i++) pending += (st_msk[i] != '0) + sc_due[i] + (mv_msk[i] != '0);
       idle = (nxt == ndesc && {done} && pending == 0) ? idle + 1 : 0;
@@ -222,7 +222,6 @@ def _decls(ports: Ports) -> list[str]:
 
 
 def _params(ports: Ports, exported: dict, sb_shape) -> list[str]:
-    # the moving port's rows (with the column-serial port's under `column_loads`, rtl/top.py mv_rows)
     rows, parts = ports.width("mv_req_valid"), exported["psum_partitions"]
     p = {"ROWS": rows, "PARTS": parts, "LM": exported["sbuf_latency"] - 1, "MV_ELEMS": MV_ELEMS,
          "MV_BITS": ports.width("mv_resp_data") // rows, "ST_ELEMS": ports.width("st_resp_data") // 32,
@@ -251,6 +250,30 @@ def _roles(ports: Ports) -> dict:
     return {r: ports.name(r) for r in roles}
 
 
+def _columns(ports: Ports) -> str:
+    """The task serving the column-serial requests (`cl`, rtl/column_load.py, D-T102): row k's
+    MV_ELEMS elements into words MV_ELEMS k .. of the stationary answer; none without the port."""
+    if not ports.has("cl_req_valid"):
+        return ""
+    n = {r: ports.name(f"cl_req_{r}") for r in ("valid", "part", "esize")}
+    reads = "\n".join(f"        st_val[slot][32 * (MV_ELEMS * k + {j}) +: 32] = sb_read(p, {ports.name(f'cl_req_off{j}')}"
+                      f"[OFF_W * k +: OFF_W], es);" for j in range(MV_ELEMS))
+    return f"""
+  // the column-serial requests: row k's elements into words MV_ELEMS k .. of the stationary answer
+  task automatic serve_cl(input int slot);
+    longint p, es;
+    for (int k = 0; k < ROWS; k++) begin
+      if ({n['valid']}[k]) begin
+        p = {n['part']}[PART_W * k +: PART_W];
+        es = {n['esize']}[ES_W * k +: ES_W];
+{reads}
+        st_msk[slot][32 * MV_ELEMS * k +: 32 * MV_ELEMS] = '1;
+      end
+    end
+  endtask
+"""
+
+
 def verilog(exported: dict, sb_shape=(128, 0x4000)) -> str:
     """The testbench module for an exported engine (its text depends only on the engine and the
     SBUF image's shape, so one simulator build serves every program)."""
@@ -258,6 +281,7 @@ def verilog(exported: dict, sb_shape=(128, 0x4000)) -> str:
     n = _roles(ports)
     offs = "\n".join(f"          w[32 * {j} +: 32] = sb_read(p, {ports.name(f'mv_req_off{j}')}"
                      "[OFF_W * r +: OFF_W], es);" for j in range(MV_ELEMS))
+    columns = _columns(ports)
     zero = "\n".join(f"    {name} = '0;" for name, p in ports.info.items() if p["dir"] == "in")
     conns = ", ".join(f".{x}({x})" for x in [ports.clk, ports.rst, *ports.info])
     e = exported
@@ -278,7 +302,7 @@ def verilog(exported: dict, sb_shape=(128, 0x4000)) -> str:
             f"  logic [{ports.width('st_resp_data') - 1}:0] st_val [0:LM], st_msk [0:LM];",
             f"  logic [{ports.width('sc_resp_data') - 1}:0] sc_val [0:LM];", "  logic sc_due [0:LM];",
             f"  logic [{ports.width('mv_resp_data') - 1}:0] mv_val [0:LM], mv_msk [0:LM];"]
-    body = _SERVICE.format(**n, mv_offsets=offs) + _MAIN.format(
+    body = _SERVICE.format(**n, mv_offsets=offs) + columns + _MAIN.format(serve_cl="      serve_cl(t);\n" if columns else "",
         **n, counts=COUNTS, descs=DESCS, setup=SETUP, regs=REGS, words=WORDS, sbuf=SBUF, top=TB_TOP,
         zero_inputs=zero)
     return "\n".join(head) + "\n" + body + "endmodule\n"

@@ -7,9 +7,11 @@ logical columns 2g, 2g + 1 in first-column-first order) into the stage of its fi
 `skew` cycles (the passes of the matmul whose front it follows); a group stays `skew` cycles in a
 row's stage and moves one row down, so row k holds group g from t + 1 + skew * (k + g).  In its
 first cycle there the row requests the group's elements from its own SBUF partition (one
-MV_REQUEST: the moving port's record, so the SBUF serves it as it serves the moving rows) and
-L - 1 cycles later writes them into the group's PEs (`cw_*`, to rtl/array.py): cycle
-timing.column_write.  The element offsets come from one TENSOR3D iterator here, LOAD_COLS x pack
+COLUMN_REQUEST: the moving request's plain fields, so the SBUF serves it as it serves a moving row)
+over the stationary input path: the answer arrives L - 1 cycles later in the stationary answer's
+words MV_ELEMS k .. MV_ELEMS k + MV_ELEMS - 1 (D-T102: row-serial stationary reads wait for a
+column load's end, so the two never share a cycle), and the row writes it into the group's PEs
+(`cw_*`, to rtl/array.py): cycle timing.column_write.  The element offsets come from one TENSOR3D iterator here, LOAD_COLS x pack
 positions per group."""
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
@@ -31,10 +33,15 @@ GROUP = data.StructLayout({
 ANSWER = data.StructLayout({"mask": LOAD_COLS, "col": COL_BITS, "dtype": 8, "pack": 4})
 
 
-def moving_rows(rows: int, timing) -> int:
-    """The moving port's rows: the array's, and under `column_loads` as many again for the
-    column-serial stationary port (rows rows .. 2 rows - 1: row k's column-group requests)."""
-    return rows * (2 if profile(timing).column_loads else 1)
+# a row's request: the moving request's plain fields (rtl/rowport.py MV_REQUEST), one per row
+COLUMN_REQUEST = data.StructLayout({name: MV_REQUEST[name].shape
+                                    for name in ("valid", "part", *(f"off{j}" for j in range(MV_ELEMS)), "esize")})
+
+
+def column_rows(rows: int, timing) -> int:
+    """The rows of column-serial requests (the engine's `cl` port) and of their answers at the head
+    of the stationary answer: the array's under `column_loads`, else none (D-T102)."""
+    return rows if profile(timing).column_loads else 0
 
 
 def column_port(rows: int, cols: int, pack: int) -> dict:
@@ -53,7 +60,7 @@ class ColumnLoad(wiring.Component):
         self.rows, self.cols, self.pack, self.L = rows, cols, pack, sbuf_latency
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "skew4": In(1),
-            "req": Out(wiring.Signature({n: Out(s) for n, s in arrays(MV_REQUEST, rows).items()})),
+            "req": Out(wiring.Signature({n: Out(s) for n, s in arrays(COLUMN_REQUEST, rows).items()})),
             "resp": In(Bus(32 * MV_ELEMS, rows)),
             **{n: Out(s) for n, s in column_port(rows, cols, pack).items()},
         })

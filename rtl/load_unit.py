@@ -51,8 +51,11 @@ LOAD_META = data.StructLayout({
 UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1, "sparse32": 1})     # the causes it raises `unsupported` for
 
 
-def stationary_port(cols: int, pack: int) -> wiring.Signature:
-    return request_port(STATIONARY_REQUEST, Bus(32, max(cols * pack, LUT_ENTRIES)))
+def stationary_port(cols: int, pack: int, column_rows: int = 0) -> wiring.Signature:
+    """The stationary SBUF port: a row's C x PK elements (or the LUT's entries) in 32-bit words; with
+    `column_rows` the answer also carries the column-serial requests' (rtl/column_load.py, D-T102),
+    MV_ELEMS words a row."""
+    return request_port(STATIONARY_REQUEST, Bus(32, max(cols * pack, LUT_ENTRIES, MV_ELEMS * column_rows)))
 
 
 def scale_port(cols: int) -> wiring.Signature:

@@ -14,6 +14,10 @@ Ports (all synchronous to one clock; the Verilog names join a member's path with
   sc     MX scales: req.* -> resp.data (byte m: the block scale of column m), with the same latency
   mv     moving SBUF, one request per array row (rtl/rowport.py MV_REQUEST), field-major: req.valid[r],
          req.part[r], ... -> resp.data[r] (element j in bits 32j..32j+31), with the same latency
+  cl     under `column_loads` (the `public` profile): the column-serial weight load's requests, one
+         per row (rtl/column_load.py COLUMN_REQUEST), field-major as mv's; row k's answer arrives on
+         the stationary input path, st.resp.data words MV_ELEMS k .. MV_ELEMS k + MV_ELEMS - 1, with
+         the same latency (D-T102)
   host   PSUM host port: part / word -> data one cycle later, lanes[p] partition p's word; we writes
          wdata there
   mon    the PSUM write of partition p this cycle: mon.valid[p], mon.offset[p], mon.bits[p],
@@ -25,7 +29,7 @@ ConvLutLoad, Matmul (plain, FP8 double row, fp32 LOW/HIGH/LOW_HIGH, MX, MAVERICK
 transposing), MatmulSparse, PeRegWrite, PeManageSeed and MAVERICK's seed_mode matmuls.  A valid
 micro-op it does not run raises `unsupported`; each cause is raised in the unit it concerns and
 collected here in one record (`UNSUPPORTED`)."""
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -38,7 +42,7 @@ from tensore.model.timing import profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, ports, prototype
-from tensore.rtl.column_load import ColumnLoad, moving_rows
+from tensore.rtl.column_load import COLUMN_REQUEST, ColumnLoad, column_rows
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
 from tensore.rtl.pe import default_pack
@@ -87,14 +91,16 @@ class Engine(wiring.Component):
         self.psum_ports = psum_ports
         self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
         self.timing = timing_profile(timing)
-        # the moving port's rows, then (column_loads) the column-serial port's: the SBUF's second
-        # input path serves them as moving rows (rtl/column_load.py, D-T99)
-        self.mv_rows = moving_rows(rows, self.timing)
+        # the column-serial port's rows (column_loads): their answers ride the stationary input
+        # path (rtl/column_load.py, D-T102)
+        self.cl_rows = column_rows(rows, self.timing)
+        column = {"cl": Out(wiring.Signature({"req": Out(record(arrays(COLUMN_REQUEST, rows)))}))} \
+            if self.cl_rows else {}
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
             "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),
-            "st": Out(stationary_port(cols, self.pack)), "sc": Out(scale_port(cols)),
-            "mv": Out(moving_port(self.mv_rows)),
+            "st": Out(stationary_port(cols, self.pack, self.cl_rows)), "sc": Out(scale_port(cols)),
+            "mv": Out(moving_port(rows)), **column,
             "host": Out(host_port(psum_partitions)), "mon": Out(monitor),
             **{name: Out(monitor) for name in monitor_names(psum_ports)[1:]},
             "now": Out(T), "done": Out(1), "error": Out(1), "unsupported": Out(1),
@@ -103,14 +109,14 @@ class Engine(wiring.Component):
     def check_convertible(self):
         """One clear line where Amaranth cannot convert the engine to Verilog (rtl/export.py calls it
         before converting): its top module's input bits are one netlist cell's outputs, at most
-        TOP_INPUT_BITS (the SBUF answers dominate: 32 x max(C x PK, 256) stationary, 128 x the moving
-        port's rows)."""
+        TOP_INPUT_BITS (the SBUF answers dominate: 32 x max(C x PK, 256, 4 R) stationary, 128 R
+        moving)."""
         width = sum(len(v) for v, flow in ports(self).values() if flow == In)
         if width > TOP_INPUT_BITS:
             raise ValueError(f"a {self.gen.name} {self.rows} x {self.cols} engine with {self.pack} elements per PE "
                              f"under the {self.timing} timing profile has {width:,} input bits, more than the "
                              f"{TOP_INPUT_BITS:,} Amaranth converts in one module: build it with fewer elements "
-                             "per PE (--pack) or --timing contract (no column-serial rows on the moving port)")
+                             "per PE (--pack)")
 
     def _array(self):
         return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32,
@@ -159,7 +165,8 @@ class Engine(wiring.Component):
                      seq.reg_index.eq(load.reg_index),
                      launch.issue.eq(seq.issue), launch.uop.eq(seq.uop), launch.now.eq(seq.now),
                      launch.seed_at.eq(seq.seed_mm_at)]
-        connect(m, flipped(self.st), load.st)
+        connect(m, flipped(self.st.req), load.st.req)
+        m.d.comb += load.st.resp.data.eq(self.st.resp.data.as_value()[:len(load.st.resp.data.as_value())])
         connect(m, flipped(self.sc), load.sc)
         # load -> array (weights, tags); launch -> rows -> array (moving values)
         m.d.comb += [arr.wl_valid.eq(load.wl_valid), arr.wl_row.eq(load.wl_row), arr.wl_cols.eq(load.wl_cols),
@@ -170,10 +177,9 @@ class Engine(wiring.Component):
                      rows.lut_entry.eq(load.lut_entry), rows.lut_dtype.eq(load.lut_dtype),
                      arr.row_in.eq(rows.row_in), arr.advance.eq(launch.advance), arr.phase.eq(launch.phase),
                      arr.top_psum.eq(rows.top_psum), arr.top_valid.eq(rows.top_valid)]
-        if self.timing.column_loads:
-            self._column_loads(m, seq, arr, rows)
-        else:
-            connect(m, flipped(self.mv), rows.mv)
+        connect(m, flipped(self.mv), rows.mv)
+        if self.cl_rows:
+            self._column_loads(m, seq, arr)
         # array -> write-back -> PSUM
         m.d.comb += [write.down.eq(rows.down), write.advance.eq(launch.advance),
                      write.first_cycle.eq(launch.first_cycle), write.out_psum.eq(arr.out_psum),
@@ -191,13 +197,11 @@ class Engine(wiring.Component):
         m.d.comb += [self.unsupported.eq(held | causes.uop), self.done.eq(~seq.busy), self.error.eq(seq.error)]
         return m
 
-    def _column_loads(self, m, seq, arr, rows):
-        """The column-serial port (rtl/column_load.py): its requests after the rows' on the moving
-        port, its writes into the array."""
+    def _column_loads(self, m, seq, arr):
+        """The column-serial port (rtl/column_load.py): its requests on `cl`, their answers at the
+        head of the stationary answer, its writes into the array."""
         m.submodules.column_load = col = ColumnLoad(self.rows, self.cols, self.pack, self.L)
         m.d.comb += [col.issue.eq(seq.issue), col.uop.eq(seq.uop), col.skew4.eq(seq.skew4),
                      arr.cw_valid.eq(col.cw_valid), arr.cw_col.eq(col.cw_col), arr.cw_data.eq(col.cw_data)]
-        for name, _ in MV_REQUEST:
-            m.d.comb += getattr(self.mv.req, name).eq(Cat(getattr(rows.mv.req, name), getattr(col.req, name)))
-        resp, half = self.mv.resp.data.as_value(), len(rows.mv.resp.data.as_value())
-        m.d.comb += [rows.mv.resp.data.eq(resp[:half]), col.resp.eq(resp[half:])]
+        connect(m, flipped(self.cl.req), col.req)
+        m.d.comb += col.resp.eq(self.st.resp.data.as_value()[:len(col.resp.as_value())])

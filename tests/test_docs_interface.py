@@ -35,9 +35,9 @@ def port_table() -> dict:
 
 
 def width(expr: str, eng) -> int:
-    """A width expression of the table: R, C (array rows, columns), M (the moving port's rows), P (PSUM
-    partitions), PK (elements per PE), max, clog2."""
-    names = {"R": eng.rows, "C": eng.cols, "M": eng.mv_rows, "P": eng.parts, "PK": eng.pack, "max": max,
+    """A width expression of the table: R, C (array rows, columns), P (PSUM partitions), PK (elements
+    per PE), max, clog2."""
+    names = {"R": eng.rows, "C": eng.cols, "P": eng.parts, "PK": eng.pack, "max": max,
              "clog2": lambda n: max(1, math.ceil(math.log2(n)))}
     return eval(expr, {"__builtins__": {}}, names)
 
@@ -68,8 +68,8 @@ def test_port_table_is_the_engine_signature(cfg):
 
 
 # -- the timing diagram and the example transaction, from a real run -------------------------------
-WAVE = ["clk", "bus_we", "desc_valid", "desc_ready", "desc_data", "mv_req_valid[4]", "mv_req_off0[4]",
-        "mv_resp_data[4]", "mv_req_valid[0]", "mv_req_off0[0]", "mv_resp_data[0]", "mv_req_valid[3]", "mon_valid[0]", "mon_offset[0]",
+WAVE = ["clk", "bus_we", "desc_valid", "desc_ready", "desc_data", "cl_req_valid[0]", "cl_req_off0[0]",
+        "st_resp_data[0:4]", "mv_req_valid[0]", "mv_req_off0[0]", "mv_resp_data[0]", "mv_req_valid[3]", "mon_valid[0]", "mon_offset[0]",
         "mon_valid[3]", "done"]
 
 
@@ -182,15 +182,15 @@ def wavedrom(lk, samples) -> dict:
 
     accepted = [c for c in cycles if samples[c]["desc_valid"] and samples[c]["desc_ready"]]
     offered = lambda c: f"#{sum(a < c for a in accepted)}" if samples[c]["desc_valid"] else None  # noqa: E731
-    off0, R = (1 << MV_W["off0"][0]) - 1, lk.rows
+    off0 = (1 << MV_W["off0"][0]) - 1
     mv0 = lambda c: samples[c]["mv_req_off0"] & off0 if samples[c]["mv_req_valid"] & 1 else None  # noqa: E731
-    w0 = lambda c: samples[c]["mv_req_off0"] >> (MV_W["off0"][0] * R) & off0 \
-        if samples[c]["mv_req_valid"] >> R & 1 else None  # noqa: E731  (array row 0's weight column requests)
+    w0 = lambda c: samples[c]["cl_req_off0"] & off0 if samples[c]["cl_req_valid"] & 1 else None  # noqa: E731
+    # (w0: array row 0's weight column requests, answered in the stationary answer's words 0 .. 3)
     return {"head": {"tick": first}, "signal": [
         {"name": "clk", "wave": "p" + "." * (len(cycles) - 1)}, bits("bus_we"), bits("desc_valid"),
         bits("desc_ready"), lane("desc_data", offered),
-        bits(f"mv_req_valid[{R}]"), lane(f"mv_req_off0[{R}]", lambda c: None if w0(c) is None else f"{w0(c):#x}"),
-        lane(f"mv_resp_data[{R}]", lambda c: None if c - Lm not in samples or w0(c - Lm) is None
+        bits("cl_req_valid[0]"), lane("cl_req_off0[0]", lambda c: None if w0(c) is None else f"{w0(c):#x}"),
+        lane("st_resp_data[0:4]", lambda c: None if c - Lm not in samples or w0(c - Lm) is None
              else f"A[0,{w0(c - Lm) // 2}:{w0(c - Lm) // 2 + 2}]"),
         bits("mv_req_valid[0]"), lane("mv_req_off0[0]", lambda c: None if mv0(c) is None else f"{mv0(c):#x}"),
         lane("mv_resp_data[0]", lambda c: None if c - Lm not in samples or mv0(c - Lm) is None
@@ -210,16 +210,16 @@ def transaction(lk, samples) -> str:
 
     def span(cs):
         return f"{cs[0]}..{cs[-1]}" if len(cs) > 1 and cs == list(range(cs[0], cs[-1] + 1)) else ", ".join(map(str, cs))
-    Lm, R = lk.L - 1, lk.rows
+    Lm = lk.L - 1
     lines = ["| event | cycles |", "|---|---|",
              f"| descriptor #0 (ldweights) accepted: `desc_valid` and `desc_ready` | {desc[0]} |",
              f"| descriptor #1 (matmul) offered, `desc_ready` low (the one-entry FIFO is full) | {span(waiting)} |",
              f"| descriptor #1 accepted | {desc[1]} |",
              f"| ldweights issues (golden trace) | {ops['ldweights'].t_issue} |"]
-    for k in range(R):
-        w = cyc("mv_req_valid", R + k)
-        lines.append(f"| row {k}'s weight requests on moving row {R + k} (A[{k}, 0..1], A[{k}, 2..3]), answers | "
-                     f"{span(w)}; {span([c + Lm for c in w])} |")
+    for k in range(lk.rows):
+        w = cyc("cl_req_valid", k)
+        lines.append(f"| row {k}'s weight requests on `cl` row {k} (A[{k}, 0..1], A[{k}, 2..3]), answers in `st_resp_data` "
+                     f"words {4 * k}..{4 * k + 3} | {span(w)}; {span([c + Lm for c in w])} |")
     lines.append(f"| matmul issues (golden trace) | {ops['matmul'].t_issue} |")
     for r in range(lk.rows):
         mv = cyc("mv_req_valid", r)
@@ -247,7 +247,7 @@ def test_example_transaction_is_the_run(run):
 
 def test_protocol_claims_hold(run):
     """What the page says of the protocol, in the recorded cycles: a descriptor is taken in a cycle with
-    valid and ready; the weight load's column groups run down moving rows R .. 2R - 1, a row a cycle;
+    valid and ready; the weight load's column groups run down the `cl` rows, a row a cycle;
     every request is answered L - 1 cycles later; an answer one cycle late is a mismatch (the engine
     samples the answer in that one cycle, no response valid)."""
     lk, samples, results = run
@@ -259,7 +259,7 @@ def test_protocol_claims_hold(run):
     ops = {o.name: o for o in lk.trace.ops}
     assert not any(samples[c]["st_req_valid"] for c in cycles)                # a plain load: the column port
     for k in range(lk.rows):                    # row k's groups g = 0, 1 in cycles t + 1 + k + g (docs/timing.md)
-        w = [c for c in cycles if samples[c]["mv_req_valid"] >> (lk.rows + k) & 1]
+        w = [c for c in cycles if samples[c]["cl_req_valid"] >> k & 1]
         assert w == [ops["ldweights"].t_issue + 1 + k + g for g in range(2)], k
     mv0 = [c for c in cycles if samples[c]["mv_req_valid"] & 1]
     assert mv0[0] == ops["matmul"].t_issue + 1

@@ -165,15 +165,18 @@ def test_corners_on_verilator(group):
 
 
 def test_an_engine_amaranth_cannot_convert_is_one_clear_error():
-    """Under `public` the column-serial rows double the moving answers: a full-size MAVERICK at 4
-    elements per PE has more top input bits than Amaranth's netlist indexes (65,536); the export
-    says so in one line with the remedies before converting, and the same engine under `contract` or
-    at 2 elements per PE converts."""
-    big = Engine("maverick", 128, 256, pack=4, timing="public")
+    """An engine with more top input bits than Amaranth's netlist indexes (65,536: a full-size
+    MAVERICK at 8 elements per PE, whose stationary answer alone is 65,536 bits) is refused in one
+    line naming the remedy before converting; the full-size engines at 4 elements per PE convert
+    under both profiles, the column-serial answers riding the stationary answer (D-T102)."""
+    big = Engine("maverick", 128, 256, pack=8)
     big._MustUse__silence = True
-    with pytest.raises(ValueError, match=r"68,258 input bits, more than the 65,536 .*--pack.*--timing contract"):
+    with pytest.raises(ValueError, match=r"MAVERICK 128 x 256 .* 8 elements per PE .* input bits, more than the "
+                                         r"65,536 .*--pack"):
         big.check_convertible()
-    for eng in (Engine("maverick", 128, 256, pack=4, timing="contract"), Engine("maverick", 128, 256, pack=2)):
-        eng._MustUse__silence = True
-        eng.check_convertible()
-        assert eng.mv_rows == (128 if eng.timing.name == "contract" else 256)
+    for gen, cols, pack in (("maverick", 256, 4), ("mariana", 128, 8)):
+        for timing in ("public", "contract"):
+            eng = Engine(gen, 128, cols, pack=pack, timing=timing)
+            eng._MustUse__silence = True
+            eng.check_convertible()
+            assert eng.cl_rows == (0 if timing == "contract" else 128)

@@ -49,12 +49,12 @@ def stationary_answer(sbuf: SbufServer, port: CocotbPort) -> list:
                        emap=emap)
 
 
-def moving_answers(sbuf: SbufServer, port: CocotbPort, rows: int) -> dict:
-    """{row: its answer word} for the rows requesting this cycle (MV_ELEMS elements of `esize` bytes);
-    `rows`: the moving port's, the array's and under `public` as many again (the weight column port's)."""
-    valid = port.get("mv_req_valid")
-    part, esize = port.get("mv_req_part"), port.get("mv_req_esize")
-    offs = [port.get(f"mv_req_off{j}") for j in range(MV_ELEMS)]
+def row_answers(sbuf: SbufServer, port: CocotbPort, prefix: str, rows: int) -> dict:
+    """{row: its answer word} for the rows requesting this cycle (MV_ELEMS elements of `esize` bytes)
+    on the moving port (`mv`) or the weight column port (`cl`, under `public`); `rows`: the array's."""
+    valid = port.get(f"{prefix}_req_valid")
+    part, esize = port.get(f"{prefix}_req_part"), port.get(f"{prefix}_req_esize")
+    offs = [port.get(f"{prefix}_req_off{j}") for j in range(MV_ELEMS)]
     out = {}
     for r in (r for r in range(rows) if valid >> r & 1):
         p, n = field(part, r, *MV_W["part"]), field(esize, r, *MV_W["esize"])
@@ -98,9 +98,11 @@ async def gemm(dut):
         port.set("desc_valid", int(nxt < len(lk.descs)))
         port.set("desc_data", lk.descs[nxt] if nxt < len(lk.descs) else 0)
         answer = due.pop(cycle, {})
-        if "st" in answer:                  # its elements replace the last answer's, the rest stay
-            for e, x in enumerate(answer["st"]):
-                st_word = st_word & ~(0xFFFFFFFF << (32 * e)) | x << (32 * e)
+        for e, x in enumerate(answer.get("st", ())):    # its elements replace the last answer's, the rest stay
+            st_word = st_word & ~(0xFFFFFFFF << (32 * e)) | x << (32 * e)
+        for k, x in answer.get("cl", {}).items():     # row k's weight columns: st words 4k .. 4k + 3
+            st_word = st_word & ~(((1 << MV_BITS) - 1) << (MV_BITS * k)) | x << (MV_BITS * k)
+        if "st" in answer or "cl" in answer:
             port.set("st_resp_data", st_word)
         if "mv" in answer:
             for r, x in answer["mv"].items():
@@ -111,7 +113,9 @@ async def gemm(dut):
         if port.get("st_req_valid"):
             due.setdefault(cycle + lk.L - 1, {})["st"] = stationary_answer(sbuf, port)
         if port.get("mv_req_valid"):
-            due.setdefault(cycle + lk.L - 1, {})["mv"] = moving_answers(sbuf, port, lk.mv_rows)
+            due.setdefault(cycle + lk.L - 1, {})["mv"] = row_answers(sbuf, port, "mv", lk.rows)
+        if lk.cl_rows and port.get("cl_req_valid"):
+            due.setdefault(cycle + lk.L - 1, {})["cl"] = row_answers(sbuf, port, "cl", lk.cl_rows)
         # the scoreboard: this cycle's writes and error status against the golden run's
         got = psum_writes(port, lk)
         writes += len(got)
