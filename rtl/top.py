@@ -87,6 +87,9 @@ class Engine(wiring.Component):
         self.psum_ports = psum_ports
         self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
         self.timing = timing_profile(timing)
+        if self.timing.row_tiles:
+            raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine only "
+                             "(D-T100); the RTL builds the public and contract profiles")
         # the moving port's rows, then (column_loads) the column-serial port's: the SBUF's second
         # input path serves them as moving rows (rtl/column_load.py, D-T99)
         self.mv_rows = moving_rows(rows, self.timing)
