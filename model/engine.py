@@ -27,7 +27,7 @@ from tensore.model.isa.enums import FP32Mode, PeReg, PsumRound, SeedMode, TileCo
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from tensore.model.isa.microop import (ARRAY_ROWS, GROUPS, KIND_OF, MAX_PACK, MX_BLOCK, MX_TILE, SEED_COLS,
                                        SEED_STATES, Kind, MicroOp, MmKind, MxOrder, Pattern, full_cols, microop,
-                                       pack_of, psum_half, region_of, seed_mode, transposes)
+                                       pack_of, psum_half, region_of, row_tile, seed_mode, transposes)
 from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
 from tensore.model.sbuf import Sbuf
@@ -35,7 +35,7 @@ from tensore.model.timing import (DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY, FIFO_DE
                                   PERF_COUNTERS, ArrayTiming, blocks_overlap, column_groups, column_load,
                                   column_load_end, column_load_issue, column_port_free, column_write, floor_cycles, in_rhythm,
                                   load_complete, load_front_issue, load_port_free, mm_port_free, seed_transpose_issue,
-                                  sparse_end, weights_swapped, write_cycle)
+                                  sparse_end, tile_span, weights_swapped, write_cycle)
 from tensore.model.timing import profile as timing_profile
 from tensore.model.trace import Event, Trace, WriteBlock
 
@@ -212,6 +212,8 @@ class Engine:
         self.sbuf = sbuf if isinstance(sbuf, Sbuf) else Sbuf(sbuf)          # None: zeros; an ndarray: its bytes
         self.sbuf_latency = sbuf_latency
         self.timing = timing_profile(timing)                              # the issue rules (D-T98)
+        # row tiles with a moving port each (row_tiles, D-T100); one tile of every row without
+        self.tile = row_tile(self.gen, rows) if self.timing.row_tiles else rows
         self.e4m3 = e4m3
         self.record_pe = record_pe
         self.regs = RegisterFile()
@@ -366,7 +368,8 @@ class Engine:
         ops = [OpRecord(i, d) for i, d in enumerate(descs)]
         depth = FIFO_DEPTH[self.regs.get("queue_cfg", "fifo_size_sel")]
         self._state = {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0,
-                       "mm_port": 0, "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
+                       "mm_port": [0] * (self.rows // self.tile), "tile_mm": [None] * (self.rows // self.tile),
+                       "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
                        "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
                        "completions": []}
         stalled = None
@@ -394,7 +397,7 @@ class Engine:
                 ops = ops[:i + 1]
                 break
             op.t_issue = t
-            self._flush(write_cycle(t + self.sbuf_latency, self.rows, 1, 0, 0))     # the earliest write from t on
+            self._flush(write_cycle(t + self.sbuf_latency, self.tile, 1, 0, 0))     # the earliest write from t on
             self._execute(op)
             self._state["last_issue"] = t
             self._state["all_complete"] = max(self._state["all_complete"], op.t_complete)
@@ -487,13 +490,23 @@ class Engine:
         return int(self.sbuf.gather([loc.partition], [loc.offset], 4)[0, 0])
 
     # -- scheduling (docs/timing.md) --------------------------------------------------------------
-    def _last_mm(self, **mm):
+    def _last_mm(self, block, front, port, **mm):
         """The last matmul's timing for the issue rules (docs/timing.md); `t_complete` is the latest
-        completion of every matmul so far: the array changes its rhythm only once all have drained."""
-        prev = self._state["last_mm"]
+        completion of every matmul so far: the array changes its rhythm only once all have drained.
+        Each row tile of its `block` keeps it as its own last matmul (`front`: ArrayTiming.front, for
+        the loads' rules) and its moving port busy until `port` (D-T100)."""
+        st = self._state
+        prev = st["last_mm"]
         if prev is not None:
             mm["t_complete"] = max(mm["t_complete"], prev["t_complete"])
-        self._state["last_mm"] = mm
+        st["last_mm"] = mm
+        for i in self._tiles(block):
+            st["tile_mm"][i] = dict(mm, t_data=front)
+            st["mm_port"][i] = port
+
+    def _tiles(self, block) -> range:
+        """The row tiles a PE block (row0, rows, ...) covers."""
+        return range(block[0] // self.tile, -(-(block[0] + block[1]) // self.tile))
 
     def _set_floor(self, op: OpRecord, vectors: int, passes: int):
         """The public profile's issue floor after a matmul issued now (timing.floor_cycles, D-T98)."""
@@ -511,25 +524,27 @@ class Engine:
         t = max(t, st["barrier_complete"] + 1)      # nothing overtakes a barrier
         serial = self.regs.get("queue_cfg", "disable_dependency_check") or u.barrier
         mm = st["last_mm"]
+        fronts = [f for f in (st["tile_mm"][i] for i in self._tiles(u.block)) if f is not None]  # its tiles' last
         if serial:
             t = max(t, st["all_complete"] + 1)
         elif u.kind == Kind.LOAD and self._column(u):
             # the column-serial port (D-T99): a load of another skew follows a matmul of other passes,
             # which waited for the previous load's end, so the port's own rule suffices
-            t = max(t, st["lw_port"])
-            if mm is not None:
-                t = max(t, column_load_issue(mm["t_data"], self._skew(), u.row0, u.col0, u.cols, self.sbuf_latency))
+            t = max(t, st["lw_port"], *(column_load_issue(f["t_data"], self._skew(), u.row0, u.col0, u.cols,
+                                                          self.sbuf_latency) for f in fronts))
         elif u.kind == Kind.LOAD:
             t = max(t, st["lw_end"])
-            if mm is not None and self.timing.row_wavefront and d.op != Opcode.LDTAGS:
-                t = max(t, load_front_issue(mm["t_data"], mm["passes"], u.row0, u.rows, self.cols, self.sbuf_latency))
-            elif mm is not None:         # every PE of the last matmul has swapped before a shadow write
-                t = max(t, weights_swapped(mm["t_data"], mm["passes"], self.rows, self.cols) - self.sbuf_latency)
+            for f in fronts:
+                if self.timing.row_wavefront and d.op != Opcode.LDTAGS:
+                    t = max(t, load_front_issue(f["t_data"], f["passes"], u.row0, u.rows, self.cols, self.sbuf_latency))
+                else:                    # every PE of the last matmul has swapped before a shadow write
+                    t = max(t, weights_swapped(f["t_data"], f["passes"], self.rows, self.cols) - self.sbuf_latency)
             if d.op == Opcode.LDTAGS:
                 t = max(t, st["last_sparse_end"])
         else:                            # matmuls
             lw = st["last_lw"] + 1 if st["lw_skew"] in (0, u.passes) else st["lw_end"]   # 0: a row-serial load
-            t = max(t, st["mm_port"], lw, st["last_ldtags"] + 1)
+            ports = [st["mm_port"][i] for i in self._tiles(u.block)] if u.kind == Kind.MATMUL else st["mm_port"]
+            t = max(t, *ports, lw, st["last_ldtags"] + 1)
             if mm is not None and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
                 t = max(t, mm["t_complete"] + 1)
             floor = st["mm_floor"]
@@ -682,7 +697,8 @@ class Engine:
         row0, rows, col0, cols = u.block
         if u.seed:
             return self._seed_matmul(op, u.seed)
-        timing = ArrayTiming(t + self.sbuf_latency, self.rows, u.passes)
+        timing = ArrayTiming(t + self.sbuf_latency, tile_span(rows, self.tile), u.passes, row0) \
+            if self.timing.row_tiles else ArrayTiming(t + self.sbuf_latency, self.rows, u.passes)
         self._swap(op, row0, rows, col0, cols, timing)
         dtype = u.dtype
         if u.xpose:
@@ -802,9 +818,9 @@ class Engine:
         self._emit(done_at, "matmul_done", op.index)
         self.regs.add("matmul_done_count", "count")
         op.t_complete = last
-        self._state["mm_port"] = mm_port_free(op.t_issue, vectors, timing.passes)
         self._set_floor(op, vectors, timing.passes)
-        self._last_mm(t_data=timing.t_data, passes=timing.passes, t_complete=last, kind=u.mmkind, t_issue=op.t_issue)
+        self._last_mm(u.block, timing.front, mm_port_free(op.t_issue, vectors, timing.passes), t_data=timing.t_data,
+                      passes=timing.passes, t_complete=last, kind=u.mmkind, t_issue=op.t_issue)
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)
 
@@ -997,8 +1013,8 @@ class Engine:
             offs = dl.offset + self.sbuf.offsets(dst["step_elem"], dst["num_elem"], 4)
             raw = rows[:parts].astype(np.uint32)                                   # [partition, state]
             self._write_seed_cells(op, timing, raw, offs, parts)
-        self._last_mm(t_data=timing.t_data, passes=1, t_complete=op.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
-        self._state["mm_port"] = mm_port_free(t_mm, SEED_STATES, 1)
+        self._last_mm((0, self.rows), timing.t_data, mm_port_free(t_mm, SEED_STATES, 1), t_data=timing.t_data,
+                      passes=1, t_complete=op.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
 
     def _write_seed_cells(self, op, timing, raw, offs, parts):
         last = 0
@@ -1041,6 +1057,6 @@ class Engine:
                 op.psum_writes += 1
                 last = max(last, cyc)
         op.t_complete = last
-        self._last_mm(t_data=timing.t_data, passes=1, t_complete=last, kind=MmKind.XPOSE, t_issue=op.t_issue)
-        self._state["mm_port"] = mm_port_free(op.t_issue, 1, 1)
+        self._last_mm((0, self.rows), timing.t_data, mm_port_free(op.t_issue, 1, 1), t_data=timing.t_data,
+                      passes=1, t_complete=last, kind=MmKind.XPOSE, t_issue=op.t_issue)
         self._set_floor(op, 1, 1)

@@ -36,19 +36,26 @@ class Profile:
                      floor_cycles after it (nc_matmul's cost, MM_INIT_LATENCY).
       column_loads:  a plain weight load (`column_load`) writes each row LOAD_COLS columns per group
                      behind the previous matmul's swap front, rows skewed by its passes (D-T99):
-                     the load runs while that matmul computes (rtl/column_load.py)."""
+                     the load runs while that matmul computes (rtl/column_load.py).
+      row_tiles:     row tiles side by side (D-T100): a matmul's moving stream enters at its first
+                     row and its sums leave below its last row tile (`tile_span`), each row tile with
+                     its own moving port, so matmuls on disjoint row tiles run together (nc_matmul,
+                     "Tiling mode"); the golden engine only: the RTL refuses the profile."""
 
     name: str
     row_wavefront: bool = False
     issue_floor: bool = False
     column_loads: bool = False
+    row_tiles: bool = False
 
     def __str__(self) -> str:
         return self.name
 
 
 PROFILES = {p.name: p for p in (Profile("public", row_wavefront=True, issue_floor=True, column_loads=True),
-                                 Profile("contract"))}
+                                 Profile("contract"),
+                                 Profile("tiles", row_wavefront=True, issue_floor=True, column_loads=True,
+                                         row_tiles=True))}
 MM_INIT = 64               # MM_INIT_LATENCY: the matmul initiation interval floor (nc_matmul), cycles
 DEFAULT_PROFILE = "public"
 
@@ -61,6 +68,13 @@ def profile(name) -> Profile:
     if found is None:
         raise ValueError(f"timing profile {name!r}: one of {', '.join(PROFILES)}")
     return found
+
+
+def tile_span(rows, tile):
+    """The rows a matmul of `rows` rows spans under `row_tiles`: whole row tiles of `tile` rows (a
+    power of two), from its first row (a tile's first, D-T100) to the sum tap below its last tile."""
+    shift = tile.bit_length() - 1
+    return ((rows + tile - 1) >> shift) << shift
 
 
 def times_passes(x, passes):
@@ -183,21 +197,28 @@ class ArrayTiming:
     """Where and when data is in the array, for one matmul (D-15).
 
     Physical row r, physical column c, vector v (0-based), `passes` cycles per vector (4 for the
-    fp32 HIGH / LOW_HIGH modes, D-12), t_data = the cycle the first moving vector arrives from SBUF.
-      PE (r, c) works on vector v in cycles  t_data + passes*(v + r + c) ... + passes - 1
-      the (c, v) sum sits in the bottom register of column c in cycle  t_data + passes*(v + R + c)
+    fp32 HIGH / LOW_HIGH modes, D-12), t_data = the cycle the first moving vector arrives from SBUF
+    at row `row0` (0; under `row_tiles` the matmul's first row, D-T100).
+      PE (r, c) works on vector v in cycles  t_data + passes*(v + r - row0 + c) ... + passes - 1
+      the (c, v) sum sits in the tap register of column c in cycle  t_data + passes*(v + rows + c)
       and PSUM is written PSUM_RMW_CYCLES later (the cell is read in the output cycle)
     """
 
     t_data: int
-    rows: int                  # physical rows R of the array (fixed latency: the sum always runs to the bottom)
-    passes: int = 1
+    rows: int                  # rows the sums run from row0 to their tap: the array's R (fixed latency: to the
+    passes: int = 1            # bottom), under `row_tiles` the matmul's tile_span
+    row0: int = 0
 
     def __post_init__(self):
         assert self.passes in (1, 4), self.passes
 
     def pe_cycle(self, r: int, c: int, v: int) -> int:
-        return self.t_data + times_passes(v + r + c, self.passes)
+        return self.t_data + times_passes(v + r - self.row0 + c, self.passes)
+
+    @property
+    def front(self) -> int:
+        """t_data as the issue rules' formulas take it (a stream entering at row 0): t_data - passes * row0."""
+        return self.t_data - times_passes(self.row0, self.passes)
 
     def output_cycle(self, c: int, v: int) -> int:
         """The cycle the (c, v) sum is in the bottom register of column c."""

@@ -91,6 +91,9 @@ class Engine(wiring.Component):
         self.psum_ports = psum_ports
         self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
         self.timing = timing_profile(timing)
+        if self.timing.row_tiles:
+            raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine only "
+                             "(D-T100); the RTL builds the public and contract profiles")
         # the column-serial port's rows (column_loads): their answers ride the stationary input
         # path (rtl/column_load.py, D-T102)
         self.cl_rows = column_rows(rows, self.timing)

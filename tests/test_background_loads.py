@@ -66,11 +66,12 @@ def _writes(trace, op, L: int) -> np.ndarray:
     return w
 
 
-def _front(trace, op, L: int) -> tuple:
-    """(swap, last cycle on the first vector, mask) of matmul `op` for every PE of the array."""
+def _front(trace, op, L: int, tiles: bool = False) -> tuple:
+    """(swap, last cycle on the first vector, mask) of matmul `op` for every PE of the array; with
+    `tiles` (row_tiles, D-T100) its moving stream enters at its first row."""
     u = op.uop
     r, c = np.indices((trace.rows, trace.cols))
-    swap = op.t_issue + L + u.passes * (r + c)
+    swap = op.t_issue + L + u.passes * (r - (u.row0 if tiles else 0) + c)
     mask = (r >= u.row0) & (r < u.row0 + u.rows) & (c >= u.col0) & (c < u.col0 + u.cols)
     return swap, swap + u.passes - 1, mask
 
@@ -80,6 +81,7 @@ def hazards(prog, L: int = 2, shared: bool = True) -> list:
     or after a later matmul's swap, or out of order with another load's write: brute force over
     every pair of micro-ops, independent of the issue rules' closed forms."""
     _, trace, _ = prog.golden(shared=shared)
+    tiles = timing.profile(prog.timing).row_tiles
     ops = [o for o in trace.ops if o.uop is not None and o.t_issue is not None]
     out = []
     for i, a in enumerate(ops):
@@ -89,7 +91,7 @@ def hazards(prog, L: int = 2, shared: bool = True) -> list:
         on = w >= 0
         for j, b in enumerate(ops):
             if b.uop.kind == Kind.MATMUL:
-                swap, last, mask = _front(trace, b, L)
+                swap, last, mask = _front(trace, b, L, tiles)
                 bad = on & mask & ((w < last) if j < i else (swap <= w))
             elif b.uop.kind == Kind.LOAD and b.desc.op != Opcode.LDTAGS and j > i:
                 w2 = _writes(trace, b, L)

@@ -74,6 +74,13 @@ def group_step(gen) -> int:
     return 1 if gen >= TILE32_FROM else 2
 
 
+def row_tile(gen, rows: int) -> int:
+    """The rows of a row tile on an array of `rows` rows (nc_matmul "Tiling mode", D-T100): 4 x 32
+    from TILE32_FROM, 2 x 64 before it and on MAVERICK (r64 tiles), scaled with the array."""
+    halves = Gen.parse(gen) < TILE32_FROM or Gen.parse(gen).layout == Gen.MAVERICK
+    return rows // GROUPS * (2 if halves else 1)
+
+
 def max_moving(gen) -> int | None:
     """Moving vectors one matmul may stream: 512 before MARIANA; from MARIANA only the PSUM window
     bounds it (4096 fp32 / 8192 bf16 cells, the public NeuronCore-v4 figure) (D-T97)."""

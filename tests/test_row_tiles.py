@@ -1,0 +1,129 @@
+"""Row tiles side by side (`Profile.row_tiles`, the `tiles` profile of model/timing.py, D-T100): a
+matmul's moving stream enters at its first row, its sums leave below its last row tile, and each row
+tile has its own moving port, so matmuls on disjoint row tiles run together as nc_matmul's "Tiling
+mode" says.  The golden engine builds it; the RTL refuses the profile in one line."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tensore.cli import main
+from tensore.cosim import programs as P
+from tensore.model import timing
+from tensore.model.dtypes import Gen
+from tensore.model.isa.microop import row_tile
+from tests.test_background_loads import _plain, hazards
+from tests.test_public_cost import PAIRS, TABLE, program, run
+
+
+@pytest.mark.parametrize("gen", ["cayman", "mariana"])
+def test_two_row_tiles_cost_the_public_figure(gen):
+    """Two 64-row tiles, N = 256 each, alternating weight load + matmul pairs: 256 cycles per pair of
+    tiles under `tiles`, the public model's figure (512 under `public`, one tile after the other)."""
+    text = program(gen, 256, tiles=True)
+    for name, per_pair in (("tiles", 256), ("public", 512)):
+        rows = run(gen, text, timing=name)["rows"]
+        assert [r.block[:2] for r in rows] == [(0, 64), (64, 64)] * (PAIRS // 2)
+        assert {rows[i].ours + rows[i + 1].ours for i in range(1, PAIRS - 2, 2)} == {per_pair}, name
+    cmp = run(gen, text, timing="tiles")
+    assert cmp["public"] == 256 * PAIRS // 2
+    assert [r.public_start for r in cmp["rows"]] == [256 * (i // 2) for i in range(PAIRS)]
+
+
+@pytest.mark.parametrize("gen", ["cayman", "mariana"])
+@pytest.mark.parametrize("case,opts,ours,public", TABLE, ids=[t[0] for t in TABLE])
+def test_whole_array_matmuls_as_under_public(gen, case, opts, ours, public):
+    """The rest of the table: matmuls over every row are one tile, so `tiles` issues them as `public`."""
+    text = program(gen, **opts)
+    assert [r.ours for r in run(gen, text, timing="tiles")["rows"]] == \
+        [r.ours for r in run(gen, text, timing="public")["rows"]]
+
+
+def test_tile_sizes():
+    """4 x 32 rows from NeuronCore-v3 (CAYMAN), 2 x 64 on v2 (SUNDA) and MAVERICK (r64 tiles), scaled
+    with the array; a matmul spans whole tiles from its first row."""
+    assert [row_tile(g, 128) for g in Gen] == [64, 32, 32, 32, 64]
+    assert row_tile(Gen.MARIANA, 16) == 4 and row_tile(Gen.SUNDA, 16) == 8
+    assert [timing.tile_span(n, 32) for n in (1, 32, 33, 64, 100, 128)] == [32, 32, 64, 64, 128, 128]
+
+
+def test_sums_leave_below_the_tile():
+    """A matmul on rows 64..127 of a 128-row MARIANA array enters at row 64: its first PSUM write comes
+    at t + L + passes * (64 + c + v) + 1 (span 64), 64 cycles before `public`'s (span 128); a matmul
+    on rows 0..39 spans two 32-row tiles."""
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+    g = Gen.MARIANA
+    text = ("ldweights in_dtype=bf16 rows={r} cols=128 row_grp={grp} flags=(load_order=first_col_first) "
+            "src=(start_addr=sbuf(0,0x000), step_elem=[1,0,0], num_elem=[128,1,1])\n"
+            "matmul in_dtype=bf16 out_dtype=fp32 rows={r} cols=128 row_grp={grp} acc=single "
+            "src=(start_addr=sbuf(0,0x400), step_elem=[1,0,0], num_elem=[4,1,1]) "
+            "dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[4,1,1])\n")
+    for r, grp, span in ((64, 2, 64), (40, 0, 64), (32, 3, 32)):
+        firsts = {}
+        for name in ("tiles", "public"):
+            trace = Engine(g, timing=name).run(assemble(text.format(r=r, grp=grp), g))
+            mm = trace.ops[1]
+            firsts[name] = min(e.cycle for e in trace.events if e.kind == "psum_write" and e.op == mm.index)
+            assert firsts[name] == mm.t_issue + 2 + (span if name == "tiles" else 128) + 1, (r, name)
+        assert firsts["public"] - firsts["tiles"] == 128 - span
+
+
+def _values(trace) -> list:
+    return sorted((e.data["partition"], e.data["offset"], e.data["bits"]) for e in trace.events
+                  if e.kind == "psum_write")
+
+
+def test_same_values_and_no_write_races_a_front():
+    """Library programs of three generations write the same PSUM bits under `tiles` as under `public`
+    (the RTL checks `public` every cycle), and no PE's shadow write races a matmul's front with the
+    streams entering at each matmul's first row (brute force, tests/test_background_loads.py)."""
+    checked = 0
+    for gen in ("cayman", "mariana", "maverick"):
+        for p in P.library(gen):
+            a, b = replace(p, timing="tiles"), replace(p, timing="public")
+            assert _values(a.golden()[1]) == _values(b.golden()[1]), (gen, p.name)
+            if _plain(a):
+                assert hazards(a) == [], (gen, p.name)
+                checked += 1
+    assert checked >= 20
+
+
+def _tile_race_program():
+    """Two weight load + matmul pairs of 4 vectors on rows 4..7 (row_grp 2) of an 8 x 8 MARIANA array
+    under `tiles` (2-row tiles): the second load's front rule binds on the first matmul."""
+    b = P._Builder("tile_race", "mariana", 8, 8, 7)
+    a = b.put(0, b.values("bf16", (8, 4)), 2)
+    for _ in range(2):
+        w = b.put(0, b.values("bf16", (8, 8)), 2)
+        b.line(f"ldweights in_dtype=bf16 rows=4 cols=8 row_grp=2 flags=(load_order=first_col_first) "
+               f"src={P._t3(f'sbuf(4,{w:#x})', 8)}")
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 row_grp=2 acc=single "
+               f"src={P._t3(f'sbuf(4,{a:#x})', 4)} dst={P._t3('psum(0,0,0)', 4)}")
+    return replace(b.done(), timing="tiles")
+
+
+def test_the_front_binds_exactly_on_a_tile(monkeypatch):
+    """On a tile whose stream enters at row 4, the load after a matmul issues on the cycle its front
+    rule allows (one cycle earlier, a PE's write races the matmul before); the brute force follows
+    the stream's entry row."""
+    prog = _tile_race_program()
+    trace = prog.golden(shared=False)[1]
+    lw, mm = trace.ops[2], trace.ops[1]
+    t_front = mm.t_issue + 2 - 4                      # t_data - passes * row0
+    assert lw.t_issue == timing.column_load_issue(t_front, 1, 4, 0, 8, 2)
+    assert hazards(prog, shared=False) == []
+    early = timing.column_load_issue
+    monkeypatch.setattr("tensore.model.engine.column_load_issue", lambda *a: early(*a) - 1)
+    assert len(hazards(prog, shared=False)) == 1
+
+
+def test_the_rtl_refuses_the_profile(capsys):
+    """The RTL does not build row tiles: the engine refuses the profile, the commands say so in one
+    line and exit 2."""
+    from tensore.rtl.top import Engine
+    with pytest.raises(ValueError, match="golden engine only"):
+        Engine("mariana", 8, 8, timing="tiles")
+    assert main(["verilog", "--gen", "mariana", "--rows", "8", "--cols", "8", "--timing", "tiles", "-o", "/tmp/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "golden engine only" in err[0], err
