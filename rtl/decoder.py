@@ -29,8 +29,7 @@ from tensore.model.isa import microop
 from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, Opcode, PerfOpt,
                              PsumAccumulate, ScalarMode, SeedMode, TagWeightMode, TileColSize,
                              TileRowSize, XposeMode)
-from tensore.model.isa.layouts import (EVENT_NONE, NUM_EVENTS,
-                               layout_of, opcodes_of)
+from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
                                        PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols, max_moving,
@@ -159,6 +158,14 @@ class _Values(Ops):
 
     def count(self, name):
         return self.o.counts[name]
+
+    def kind_is(self, name, kind):
+        if isinstance(self.o.kind_of(name), Union):
+            return self.o.member(self[name])[kind]
+        return Const(int(kind == "tensor3d"), 1)
+
+    def member(self, name, kind) -> str:
+        return f"{name}.{kind}" if isinstance(self.o.kind_of(name), Union) else name
 
 
 class _Op:
@@ -332,31 +339,10 @@ class _Op:
         return Const(0, 8)
 
     # -- rules -------------------------------------------------------------------------------------
-    def seed_mode(self):
-        mode = self.flag("seed_mode")
-        active = (mode == SeedMode.LOAD_SEED) | (mode == SeedMode.SAVE_SEED)
-        if not self.maverick:
-            self.bad(E.BAD_SEED_OP, active)
-            return
-        f = self.f
-        need = [f.tile_size.row_size_log2 == TileRowSize.R64, f.tile_size.col_size_log2 == TileColSize.C256,
-                f.in_dtype == Dtype.FP32, f.fp32_mode == FP32Mode.HIGH, self.xpose() == XposeMode.ENABLED,
-                f.num_active_rows == 1, f.num_active_cols == 0]
-        if self.has("out_dtype"):
-            need.append(f.out_dtype == Dtype.FP32)
-        for ok in need:
-            self.bad(E.BAD_SEED_OP, active & ~ok)
-        if self.op == Opcode.MATMUL:
-            dst = f.dst_mem_pattern
-            t = dst.tensor3d
-            shape_ok = self.member(dst)["tensor3d"] & (t.num_elem[0] == 1) & (t.num_elem[1] == 1) & (t.num_elem[2] == 2)
-            self.bad(E.BAD_SEED_OP, (mode == SeedMode.SAVE_SEED) & ~shape_ok)
-
     def array_op(self):
         xpose = self.xpose()
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
-        self.seed_mode()
-        self.rules("array_op")
+        self.rules("seed_mode", "array_op")
         return xpose
 
     def esize_of(self, code):
@@ -436,10 +422,8 @@ class Decoder(wiring.Component):
         for opcode in sorted(opcodes_of(self.gen)):
             o = _Op(self, opcode, op == int(opcode))
             o.walk(o.sd, o.f, Const(1, 1))
+            o.rules("events")
             ev = o.f.events
-            for name in ("wait_event", "set_event"):
-                v = getattr(ev, name)
-                o.bad(E.BAD_EVENT, (v != EVENT_NONE) & (v >= NUM_EVENTS))
             getattr(self, "_" + opcode.name.lower())(o)
             with m.If(o.when):
                 m.d.comb += [u.wait_event.eq(ev.wait_event), u.set_event.eq(ev.set_event)]

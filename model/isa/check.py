@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, SeedMode, TagWeightMode,
-                             TileColSize, TileRowSize, XposeMode)
-from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
+from tensore.model.isa.enums import ErrorCode, MXPerfMode, Opcode, SeedMode, TagWeightMode, TileColSize
 from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, max_moving,
                                        pack_of, psum_half, transposes)
 from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok,
@@ -69,11 +67,7 @@ class _Checker:
     # -- generic structure -------------------------------------------------------------------
     def structure(self):
         self._walk(self.d.layout, self.f, "")
-        ev = self.f["events"]
-        for name in ("wait_event", "set_event"):
-            if ev[name] != EVENT_NONE and ev[name] >= NUM_EVENTS:
-                self.bad(E.BAD_EVENT, f"events.{name}", f"{ev[name]} is not an event "
-                         f"(0..{NUM_EVENTS - 1}, or {EVENT_NONE:#x} for none)")
+        self.rules("events")
 
     def _walk(self, sd, rec, prefix):
         for fdef in sd.fields:
@@ -159,31 +153,6 @@ class _Checker:
                         [max(1, nums[0] * nums[1] // self.pack())], rows)
         return nums[0] * nums[1]
 
-    def seed_mode(self, flags):
-        mode = flags.get("seed_mode", SeedMode.NONE)
-        if mode == SeedMode.NONE or not isinstance(mode, SeedMode):
-            return
-        if not self.maverick:
-            self.bad(E.BAD_SEED_OP, "flags.seed_mode", "on MARIANA seeds move through PE_MANAGE_SEED")
-            return
-        f = self.f
-        need = [("tile_size.row_size_log2", f["tile_size"]["row_size_log2"] == TileRowSize.R64, "r64"),
-                ("tile_size.col_size_log2", f["tile_size"]["col_size_log2"] == TileColSize.C256, "c256"),
-                ("in_dtype", f["in_dtype"] == Dtype.FP32, "FP32"),
-                ("fp32_mode", f["fp32_mode"] == FP32Mode.HIGH, "HIGH"),
-                ("flags.xpose_mode", flags["xpose_mode"] == XposeMode.ENABLED, "ENABLED"),
-                ("num_active_rows", f["num_active_rows"] == 1, "1"),
-                ("num_active_cols", f["num_active_cols"] == 0, "0 (256)")]
-        if "out_dtype" in f:
-            need.append(("out_dtype", f["out_dtype"] == Dtype.FP32, "FP32"))
-        for field, ok, want in need:
-            if not ok:
-                self.bad(E.BAD_SEED_OP, field, f"a seed {mode.name} micro-op needs {field} = {want}")
-        if self.d.op == Opcode.MATMUL and mode == SeedMode.SAVE_SEED:
-            dst = f["dst_mem_pattern"]
-            if dst.get("kind") != "tensor3d" or dst["num_elem"] != [1, 1, 2]:
-                self.bad(E.BAD_SEED_OP, "dst_mem_pattern", "SaveSeed writes a 1x1x2 PSUM tensor")
-
     # -- per opcode --------------------------------------------------------------------------
     def array_op(self):
         """The rules Ldweights and Matmul share; returns (flags, transposes?)."""
@@ -191,8 +160,7 @@ class _Checker:
         flags = f.get("flags", {})
         xpose = transposes(self.d)
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
-        self.seed_mode(flags)
-        self.rules("array_op")
+        self.rules("seed_mode", "array_op")
         return flags, xpose
 
     def ldweights(self):

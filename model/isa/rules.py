@@ -34,8 +34,8 @@ from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
-                                     ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize)
-from tensore.model.isa.layouts import LUT_ENTRIES
+                                     ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize, XposeMode)
+from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, PUMP_PACK, SEED_COLS,
                                        SEED_STATES, active_cols, group_step, is_mx, pack_of, transposes)
 
@@ -71,6 +71,11 @@ class Ops:
         """x is one of `values` (ints or enum members)."""
         return self.any_(*(x == int(v) for v in values))
 
+    def given(self, cond, then):
+        """`cond`, and `then()` where it holds (Ints evaluates `then` only then: a union member's
+        fields exist in the decoded record only when it is the member)."""
+        return cond & then()
+
     def lookup(self, key, table: dict, default):
         """table[key] for the keys it has, `default` for any other value of `key`."""
         out = default
@@ -101,6 +106,17 @@ class Ints(Ops):
     def elems(self, path) -> list:
         """The elements of the array field at `path`."""
         return list(self[path])
+
+    def given(self, cond, then):
+        return bool(cond) and then()
+
+    def kind_is(self, name, kind):
+        """The pattern `name` is a `kind` (a pattern with no union is a tensor3d)."""
+        return self[name].get("kind", "tensor3d") == kind
+
+    def member(self, name, kind) -> str:
+        """The path of the union member `kind` of `name`: the decoded record holds its fields."""
+        return name
 
     def has(self, path) -> bool:
         value = self.desc.fields
@@ -300,7 +316,51 @@ def _operand(v):
     return plain, lut, xpose
 
 
+def _seed_move(v):
+    """A flags.seed_mode that moves seeds (LOAD_SEED or SAVE_SEED)."""
+    return v.in_(_flag(v, "seed_mode"), (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED))
+
+
+# what a MAVERICK seed micro-op needs: (field, value, as the message names it)
+SEED_NEEDS = (("tile_size.row_size_log2", TileRowSize.R64, "r64"),
+              ("tile_size.col_size_log2", TileColSize.C256, "c256"), ("in_dtype", Dtype.FP32, "FP32"), ("fp32_mode", FP32Mode.HIGH, "HIGH"),
+              ("flags.xpose_mode", XposeMode.ENABLED, "ENABLED"), ("num_active_rows", 1, "1"),
+              ("num_active_cols", 0, "0 (256)"), ("out_dtype", Dtype.FP32, "FP32"))
+
+
+def _seed_need(field, value, want) -> Rule:
+    return Rule("seed_mode", ARRAY_OPS, E.BAD_SEED_OP, field,
+                lambda v: _seed_move(v) & (v[field] != value),
+                lambda v: f"a seed {SeedMode(v['flags.seed_mode']).name} micro-op needs {field} = {want}",
+                only=lambda v: v.maverick and v.has(field))
+
+
+def _save_dst_ok(v):
+    """A SaveSeed matmul's destination is a 1x1x2 PSUM tensor."""
+    nums = lambda: v.all_(*(x == w for x, w in zip(v.elems(v.member("dst_mem_pattern", "tensor3d") + ".num_elem"),
+                                                   (1, 1, 2))))
+    return v.given(v.kind_is("dst_mem_pattern", "tensor3d"), nums)
+
+
+def _event(name) -> Rule:
+    return Rule("events", ALL_OPS, E.BAD_EVENT, f"events.{name}",
+                lambda v: (v[f"events.{name}"] != EVENT_NONE) & (v[f"events.{name}"] >= NUM_EVENTS),
+                lambda v: f"{v[f'events.{name}']} is not an event (0..{NUM_EVENTS - 1}, or {EVENT_NONE:#x} for none)")
+
+
 _TABLE = [
+    # -- events: the wait and set event numbers (after the structural walk) --
+    _event("wait_event"), _event("set_event"),
+
+    # -- seed_mode: a Ldweights / Matmul that moves seeds: PE_MANAGE_SEED's job before MAVERICK; on
+    #    MAVERICK one FP32 HIGH transposing row over all 256 columns (D-T27) --
+    Rule("seed_mode", ARRAY_OPS, E.BAD_SEED_OP, "flags.seed_mode", _seed_move,
+         lambda v: "on MARIANA seeds move through PE_MANAGE_SEED", only=_not_maverick),
+    *(_seed_need(*need) for need in SEED_NEEDS),
+    Rule("seed_mode", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "dst_mem_pattern",
+         lambda v: (_flag(v, "seed_mode") == SeedMode.SAVE_SEED) & v.not_(_save_dst_ok(v)),
+         lambda v: "SaveSeed writes a 1x1x2 PSUM tensor", only=lambda v: v.maverick),
+
     # -- ldweights: background transpose, tagged weights (step 0), the walked source's size (step 1) --
     Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_ENUM, "bg_xpose_mode",
          lambda v: v["bg_xpose_mode"] != 0,
