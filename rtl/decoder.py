@@ -32,10 +32,9 @@ from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOr
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
-                                       PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols, max_moving,
-                                       psum_half)
-from tensore.model.isa.rules import (Ops, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok, seed_identity_ok,
-                                     seed_source_ok, select)
+                                       PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols)
+from tensore.model.isa.rules import (Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes, moving,
+                                     mx_count_ok, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -98,6 +97,7 @@ class _Values(Ops):
 
     def __init__(self, o):
         self.o, self.gen, self.maverick, self.op = o, o.gen, o.maverick, o.op
+        self.array_cols = o.dec.cols
 
     def in_(self, x, values):
         """Against many byte values: a bit of a 256-bit constant (dtype_table), the same answer."""
@@ -340,62 +340,21 @@ class _Op:
 
     # -- rules -------------------------------------------------------------------------------------
     def array_op(self):
-        xpose = self.xpose()
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
         self.rules("seed_mode", "array_op")
-        return xpose
 
     def esize_of(self, code):
         two = self.table(lambda d: elem_bytes(d) == 2, code)
         four = self.table(lambda d: elem_bytes(d) == 4, code)
         return self.sig(Mux(four, 4, Mux(two, 2, 1)), 3, "esize")
 
-    def destination(self, cond, n):
-        f = self.f
-        most = max_moving(self.gen)
-        if most is not None:
-            self.bad(E.BAD_PATTERN, cond & (n > most))
-        out_bf16 = f.out_dtype == Dtype.BFLOAT16
-        esize = Mux(out_bf16, 2, 4)
-        half = psum_half(self.gen, self.dec.cols) if self.maverick else addrmap.PARTITIONS
-        ac = self.active_cols()
-        cols = Mux(ac > half, half, ac)
-        m = self.pattern(cond, "dst_mem_pattern", "psum", esize, cols)
-        dst = f.dst_mem_pattern
-        if isinstance(self.kind_of("dst_mem_pattern"), Union):
-            is_t3 = self.member(dst)["tensor3d"]
-            t = dst.tensor3d
-        else:
-            is_t3, t = Const(1, 1), dst
-        go = cond & (n != 0) & (m != 0) & is_t3
-        if self.maverick:
-            c256 = (f.tile_size.col_size_log2 == TileColSize.C256) & (ac > half)
-            seed_save = self.flag("seed_mode") == SeedMode.SAVE_SEED
-        else:
-            c256, seed_save = Const(0, 1), Const(0, 1)
-        self.bad(E.BAD_PATTERN, go & c256 & ~seed_save & (t.num_elem[2] != 2))
-        self.bad(E.BAD_PATTERN, go & c256 & ~seed_save & (t.num_elem[2] == 2) & (m != 2 * n))
-        self.bad(E.BAD_PATTERN, go & ~c256 & ~seed_save & (m != n))
-        return c256
-
-    def transpose_destination(self, cond, n):
-        f = self.f
-        rows = f.num_active_rows
-        ac = self.active_cols()
-        slot = psum_half(self.gen, self.dec.cols) if self.maverick else addrmap.PARTITIONS   # one write slot
-        self.bad(E.BAD_PATTERN, cond & (n > Mux(ac > slot, slot, ac)))
-        d = f.in_dtype
-        self.bad(E.BAD_OUT_DTYPE, cond & (f.out_dtype == Dtype.BFLOAT16) &
-                 self.table(lambda x: dt.is_in_enum(x, self.gen) and elem_bytes(x) == 4, d))
-        out_bf16 = f.out_dtype == Dtype.BFLOAT16
-        prow = Mux(n > addrmap.PARTITIONS, addrmap.PARTITIONS, Mux(n == 0, 1, n))
-        m = self.pattern(cond, "dst_mem_pattern", "psum", Mux(out_bf16, 2, 4), prow)
-        self.bad(E.BAD_PATTERN, cond & (m != 0) & (m != rows))
-
-    def seed_patterns(self, cond, mode, n):
-        half = psum_half(self.gen, self.dec.cols)
-        self.pattern(cond, "dst_mem_pattern", "psum", 4, half)
-        self.bad(E.BAD_SEED_OP, cond & (mode == SeedMode.LOAD_SEED) & (n != 0) & (n != 2 * half))
+    def psum_write(self, *families):
+        """check.py's psum_write: the destination pattern as rules.dst_walk says, the rules of `families`."""
+        v = _Values(self)
+        walked, esize, rows = dst_walk(v)
+        self.pattern(Value.cast(walked), "dst_mem_pattern", "psum", esize, rows)
+        self.rules(*families)
+        self.c256 = self.sig(c256(v), 1, "c256")
 
 
 class Decoder(wiring.Component):
@@ -440,43 +399,30 @@ class Decoder(wiring.Component):
     # -- per opcode (model/isa/check.py) -----------------------------------------------------------
     def _ldweights(self, o):
         f = o.f
-        xpose = o.array_op()
+        o.array_op()
         esize = o.esize_of(f.in_dtype)
         if o.has("tag_weight_mode"):
             esize = Mux(f.tag_weight_mode == TagWeightMode.TAG_WEIGHT, 4, esize)
-        parts = Mux(xpose == XposeMode.ENABLED, o.active_cols(), f.num_active_rows)
+        parts = Mux(o.xpose() == XposeMode.ENABLED, o.active_cols(), f.num_active_rows)
         o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", esize, parts)
         o.rules("ldweights")
         self._fits(o)
 
     def _matmul(self, o):
-        f = o.f
-        xpose = o.array_op()
+        f, v = o.f, _Values(o)
+        o.array_op()
         n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
-        pack = o.pack()
-        seed = Const(0, 1)
-        if self.maverick:
-            mode = o.flag("seed_mode")
-            seed = (mode == SeedMode.LOAD_SEED) | (mode == SeedMode.SAVE_SEED)
-            o.seed_patterns(seed, mode, n)
-        xp = ~seed & (xpose == XposeMode.ENABLED)
-        o.transpose_destination(xp, n)
-        rem = o.sig(n % pack, 4, "rem")
-        plain = ~seed & ~xp
-        o.bad(E.BAD_PATTERN, plain & (rem != 0))
-        o.c256 = o.destination(plain & (rem == 0), o.sig(n // pack, 64, "vec"))
-        o.n, o.xp, o.seed = n, xp, seed
+        o.psum_write("seed_patterns", "transpose_destination", "matmul", "destination")
+        o.n, o.xp, o.seed = n, Value.cast(matmul_transposes(v)), Value.cast(matmul_seeds(v))
         self._fits(o)
         self._weight_rules(o)
 
     def _matmul_sparse(self, o):
         f = o.f
         o.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
-        fm = f.src_mem_pattern.num_elem[3]
-        n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
-        per = o.sig(Mux(fm == 0, 0, n // fm), 64, "per_fmap")
-        o.c256 = o.destination(Const(1, 1), per)
-        o.n, o.fm = per, fm
+        o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
+        o.psum_write("destination")
+        o.n, o.fm = o.sig(moving(_Values(o)), 64, "per_fmap"), f.src_mem_pattern.num_elem[3]
         self._fits(o)
         self._weight_rules(o)
 
@@ -505,12 +451,11 @@ class Decoder(wiring.Component):
         per = o.sig(pat.num_elem // pack, 16, "per")
         o.window(ok, pat.scale_addr, "sbuf", 1, [one], [Mux(per == 0, 1, per)], f.num_active_rows, "mxs")
         if o.op == Opcode.MATMUL_MX:
-            go = Value.cast(mx_steps_ok(v))
-            o.when_saved = o.when
-            o.when = o.when & go
+            when = o.when
+            o.when = when & Value.cast(mx_steps_ok(v))
             o.rules("out_dtype", "accumulate")
-            o.c256 = o.destination(Const(1, 1), per)
-            o.when = o.when_saved
+            o.when = when
+            o.psum_write("destination")
             o.n, o.xp, o.seed = pat.num_elem, Const(0, 1), Const(0, 1)
         self._fits(o)
         self._weight_rules(o)

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import ErrorCode, MXPerfMode, Opcode, SeedMode, TagWeightMode, TileColSize
-from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, max_moving,
-                                       pack_of, psum_half, transposes)
-from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok,
+from tensore.model.isa.enums import ErrorCode, MXPerfMode, Opcode, TagWeightMode
+from tensore.model.isa.microop import MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, pack_of, transposes
+from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok,
                                      seed_identity_ok, seed_source_ok, select)
 from tensore.model.isa.rules import matmul_input_dtypes  # noqa: F401  (callers read it from here)
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
@@ -155,105 +154,43 @@ class _Checker:
 
     # -- per opcode --------------------------------------------------------------------------
     def array_op(self):
-        """The rules Ldweights and Matmul share; returns (flags, transposes?)."""
-        f = self.f
-        flags = f.get("flags", {})
-        xpose = transposes(self.d)
+        """The rules Ldweights and Matmul share."""
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
         self.rules("seed_mode", "array_op")
-        return flags, xpose
 
     def ldweights(self):
         f = self.f
-        _, xpose = self.array_op()
+        self.array_op()
         self.rules("ldweights", step=0)
         tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
         esize = 4 if tagw else elem_bytes(f["in_dtype"])
-        parts = active_cols(self.d, self.array_cols) if xpose else f["num_active_rows"]
+        parts = active_cols(self.d, self.array_cols) if transposes(self.d) else f["num_active_rows"]
         self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
         self.rules("ldweights", step=1)
 
     def matmul(self):
         f = self.f
-        flags, xpose = self.array_op()
-        n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
-        if self.maverick and flags.get("seed_mode", 0) in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
-            self.seed_patterns(flags["seed_mode"], n)
-        elif xpose:
-            self.transpose_destination(n)
-        elif n % self.pack():
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition is not a whole number of "
-                     f"{self.pack()}-element PE steps")
-        else:
-            self.destination(n // self.pack())
+        self.array_op()
+        self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.psum_write("seed_patterns", "transpose_destination", "matmul", "destination")
 
     def pack(self) -> int:
         return pack_of(self.d)
 
-    def seed_patterns(self, mode, n):
-        """MAVERICK seed micro-op: the dst names the bank whose 2 x 128 states move; LoadSeed reads
-        one INT32 per active column, SaveSeed writes the 1x1x2 dst in every partition (D-T27)."""
-        half = psum_half(self.gen, self.array_cols)
-        self.pattern("dst_mem_pattern", "psum", 4, rows=half)
-        if mode == SeedMode.LOAD_SEED and n and n != 2 * half:
-            self.bad(E.BAD_SEED_OP, "src_mem_pattern", f"LoadSeed reads {2 * half} INT32 seeds (one per column), "
-                     f"the pattern has {n}")
-
-    def slot_cols(self) -> int:
-        """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, 128 at full size, scaled with the
-        array), 128 before."""
-        return psum_half(self.gen, self.array_cols) if self.maverick else addrmap.PARTITIONS
-
-    def transpose_destination(self, n):
-        """D-13: moving[k, n] lands in PSUM partition n, element k."""
-        f = self.f
-        rows = f["num_active_rows"]
-        most = min(active_cols(self.d, self.array_cols), self.slot_cols())
-        if n > most:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one PSUM partition per moving "
-                     f"element, all in one write slot: {n} elements need {n} active columns of one slot "
-                     f"(at most {most})")
-        if f["out_dtype"] == Dtype.BFLOAT16 and dt.is_in_enum(f["in_dtype"], self.gen) and elem_bytes(f["in_dtype"]) == 4:
-            self.bad(E.BAD_OUT_DTYPE, "out_dtype", "32-bit data cannot be transposed into 2-byte BF16 cells")
-        out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=max(1, min(n, addrmap.PARTITIONS)))
-        if m and m != rows:
-            self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"a transpose writes {rows} elements (one per row) per "
-                     f"partition; dst has {m}")
-
-    def destination(self, n):
-        f = self.f
-        most = max_moving(self.gen)
-        if most is not None and n > most:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} moving vectors; one matmul on {self.gen.name} streams "
-                     f"at most {most} (D-T97)")
-        out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        half = self.slot_cols()
-        cols = min(active_cols(self.d, self.array_cols), half)
-        dst = f["dst_mem_pattern"]
-        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=cols)
-        if not (n and m) or dst.get("kind", "tensor3d") != "tensor3d":
-            return
-        c256 = self.maverick and f["tile_size"]["col_size_log2"] == TileColSize.C256 and \
-            active_cols(self.d, self.array_cols) > half
-        seed_save = self.maverick and f["flags"]["seed_mode"] == SeedMode.SAVE_SEED
-        if c256 and not seed_save:
-            if dst["num_elem"][2] != 2:
-                self.bad(E.BAD_PATTERN, "dst_mem_pattern.num_elem", "with c256 the upper dim of dst must have "
-                         "size 2 (PE columns 0-127 and 128-255)")
-            elif m != 2 * n:
-                self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"dst holds {m // 2} elements per half, moving has {n}")
-        elif not seed_save and m != n:
-            self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"dst has {m} elements per partition, moving has {n}")
+    def psum_write(self, *families):
+        """A matmul's destination: the rules of `families` before its pattern is walked (step 1), the
+        walk (rules.dst_walk), the rules after it (step 2) (D-T101)."""
+        self.rules(*families, step=1)
+        walked, esize, rows = dst_walk(self.v)
+        if walked:
+            self.pattern("dst_mem_pattern", "psum", esize, rows=rows)
+        self.rules(*families, step=2)
 
     def matmul_sparse(self):
         f = self.f
-        flags = f.get("flags", {})
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
-        src = f["src_mem_pattern"]
-        n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
-        per_fmap = n // src["num_elem"][3] if src["num_elem"][3] else 0
-        self.destination(per_fmap)
+        self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.psum_write("destination")
 
     def ldtags(self):
         f = self.f
@@ -281,7 +218,7 @@ class _Checker:
         self.rules("mx_op", step=1)
         if self.d.op == Opcode.MATMUL_MX and mx_steps_ok(self.v):
             self.rules("out_dtype", "accumulate")
-            self.destination(pat["num_elem"] // self.pack())
+            self.psum_write("destination")
 
     def pe_reg_write(self):
         self.rules("pe_reg_write")

@@ -37,7 +37,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
                                      ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize, XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, PUMP_PACK, SEED_COLS,
-                                       SEED_STATES, active_cols, group_step, is_mx, pack_of, transposes)
+                                       SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of, psum_half,
+                                       transposes)
 
 E = ErrorCode
 
@@ -94,8 +95,8 @@ class Ints(Ops):
         self.counts = {}                # pattern name -> its element count, as check.pattern walked it
 
     def count(self, name):
-        """The element count (per partition) of the pattern `name`, 0 when unusable."""
-        return self.counts[name]
+        """The element count (per partition) of the pattern `name`, 0 when unusable or not walked."""
+        return self.counts.get(name, 0)
 
     def __getitem__(self, path):
         value = self.desc.fields
@@ -109,6 +110,9 @@ class Ints(Ops):
 
     def given(self, cond, then):
         return bool(cond) and then()
+
+    def in_(self, x, values):
+        return x in _int_set(values)
 
     def kind_is(self, name, kind):
         """The pattern `name` is a `kind` (a pattern with no union is a tensor3d)."""
@@ -141,6 +145,16 @@ class Ints(Ops):
     @property
     def pack(self):
         return pack_of(self.desc)
+
+
+def _int_set(values) -> frozenset:
+    """`values` as a set of ints (a tuple's, frozenset's or enum's once)."""
+    return _fixed_set(values) if isinstance(values, (tuple, frozenset, type)) else frozenset(int(v) for v in values)
+
+
+@functools.cache
+def _fixed_set(values) -> frozenset:
+    return frozenset(int(v) for v in values)
 
 
 def _always(v) -> bool:
@@ -194,11 +208,12 @@ def elem_bytes(dtype) -> int:
 @functools.cache
 def dtype_codes(gen, which: str) -> tuple:
     """The byte values of `gen` that are dtypes (`enum`), MX element dtypes (`mx`), transposable
-    (`xpose`: 8/16/32-bit data) or matmul inputs (`inputs`)."""
+    (`xpose`: 8/16/32-bit data), matmul inputs (`inputs`) or dtypes of 32-bit elements (`wide`)."""
     pred = {"enum": lambda x: dt.is_in_enum(x, gen),
             "mx": lambda x: dt.is_valid_mx_dtype(x, gen),
             "xpose": lambda x: dt.is_valid_dtype(x, gen) and elem_bytes(x) <= 4 and not dt.is_cptc(x),
-            "inputs": lambda x: x in matmul_input_dtypes(gen)}[which]
+            "inputs": lambda x: x in matmul_input_dtypes(gen),
+            "wide": lambda x: dt.is_in_enum(x, gen) and elem_bytes(x) == 4}[which]
     return tuple(x for x in range(256) if pred(x))
 
 
@@ -340,6 +355,92 @@ def _save_dst_ok(v):
     nums = lambda: v.all_(*(x == w for x, w in zip(v.elems(v.member("dst_mem_pattern", "tensor3d") + ".num_elem"),
                                                    (1, 1, 2))))
     return v.given(v.kind_is("dst_mem_pattern", "tensor3d"), nums)
+
+
+def _div(v, a, b):
+    """a // b, 0 when b is 0."""
+    return v.pick(b == 0, 0, a // v.pick(b == 0, 1, b))
+
+
+def _slot(v) -> int:
+    """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, scaled with the array), 128 before."""
+    return psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
+
+
+def _slot_cols(v):
+    """The active columns of one write slot: the partitions a matmul's destination spans."""
+    return v.pick(v.active_cols > _slot(v), _slot(v), v.active_cols)
+
+
+def matmul_seeds(v):
+    """A MAVERICK Matmul that moves seeds: its destination is a seed bank (seed_patterns)."""
+    return _seed_move(v) if v.maverick and v.op == Opcode.MATMUL else v.false
+
+
+def matmul_transposes(v):
+    """A Matmul that transposes (and moves no seeds): transpose_destination."""
+    return v.not_(matmul_seeds(v)) & v.xpose if v.op == Opcode.MATMUL else v.false
+
+
+def _whole_steps(v):
+    """A plain Matmul's source is a whole number of PE steps (every pack is a power of two)."""
+    return (v.count("src_mem_pattern") & (v.pack - 1)) == 0
+
+
+def _plain(v):
+    return v.not_(matmul_seeds(v) | matmul_transposes(v))
+
+
+def moving(v):
+    """The moving vectors a matmul streams into its destination: PE steps of the source (Matmul,
+    MatmulMX), or the source elements per fmap (MatmulSparse)."""
+    if v.op == Opcode.MATMUL_SPARSE:
+        return _div(v, v.count("src_mem_pattern"), v["src_mem_pattern.num_elem"][3])
+    if v.op == Opcode.MATMUL_MX:
+        return v["src_mem_pattern.num_elem"] // v.pack
+    return v.count("src_mem_pattern") // v.pack
+
+
+def _to_destination(v):
+    """The matmul reaches `destination`: a plain Matmul of whole PE steps, every MatmulSparse, a
+    MatmulMX of whole PE steps."""
+    if v.op == Opcode.MATMUL_SPARSE:
+        return v.true
+    if v.op == Opcode.MATMUL_MX:
+        return mx_steps_ok(v)
+    return _plain(v) & _whole_steps(v)
+
+
+def dst_walk(v):
+    """(walked?, element size, partitions) of a matmul's destination pattern: a seed bank (4-byte
+    states over C/2 partitions, D-T27), a transpose's (one partition per moving element, D-13), or
+    the plain destination's (one per active column of a write slot)."""
+    esize = v.pick(v["out_dtype"] == Dtype.BFLOAT16, 2, 4)
+    if v.op != Opcode.MATMUL:
+        return _to_destination(v), esize, _slot_cols(v)
+    seed, xp, n = matmul_seeds(v), matmul_transposes(v), v.count("src_mem_pattern")
+    xrows = v.pick(n > addrmap.PARTITIONS, addrmap.PARTITIONS, v.pick(n == 0, 1, n))
+    rows = v.pick(seed, psum_half(v.gen, v.array_cols), v.pick(xp, xrows, _slot_cols(v)))
+    return seed | xp | _to_destination(v), v.pick(seed, 4, esize), rows
+
+
+def c256(v):
+    """A MAVERICK c256 tile over more columns than one slot: the destination's upper dim splits them."""
+    if not v.maverick:
+        return v.false
+    return (v["tile_size.col_size_log2"] == TileColSize.C256) & (v.active_cols > _slot(v))
+
+
+def _dst_checked(v):
+    """destination compares counts: both walked non-empty and a tensor3d destination."""
+    m = v.count("dst_mem_pattern")
+    return _to_destination(v) & (moving(v) != 0) & (m != 0) & v.kind_is("dst_mem_pattern", "tensor3d") \
+        & v.not_(_flag(v, "seed_mode") == SeedMode.SAVE_SEED if v.maverick else v.false)
+
+
+def _dst_upper(v):
+    """The upper dim of a tensor3d destination (read only where it is one)."""
+    return v.elems(v.member("dst_mem_pattern", "tensor3d") + ".num_elem")[2]
 
 
 def _event(name) -> Rule:
@@ -573,6 +674,44 @@ _TABLE = [
     Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "force_tag_bits",
          lambda v: v.not_(v.in_(v["force_tag_bits"], (0x0, 0x4, 0x8, 0xC))),
          lambda v: f"{v['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC"),
+    # -- the matmul destinations, walked between steps 1 and 2 (check.py psum_write, rules.dst_walk):
+    #    a MAVERICK seed move's bank, a transpose's, a plain matmul's whole PE steps, the destination --
+    Rule("seed_patterns", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "src_mem_pattern",
+         lambda v: matmul_seeds(v) & (_flag(v, "seed_mode") == SeedMode.LOAD_SEED) & (v.count("src_mem_pattern") != 0)
+         & (v.count("src_mem_pattern") != 2 * psum_half(v.gen, v.array_cols)),
+         lambda v: f"LoadSeed reads {2 * psum_half(v.gen, v.array_cols)} INT32 seeds (one per column), "
+                   f"the pattern has {v.count('src_mem_pattern')}", only=lambda v: v.maverick, step=2),
+    Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: matmul_transposes(v) & (v.count("src_mem_pattern") > _slot_cols(v)),
+         lambda v: f"a transpose writes one PSUM partition per moving element, all in one write slot: "
+                   f"{v.count('src_mem_pattern')} elements need {v.count('src_mem_pattern')} active columns of one "
+                   f"slot (at most {_slot_cols(v)})", step=1),
+    Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_OUT_DTYPE, "out_dtype",
+         lambda v: matmul_transposes(v) & (v["out_dtype"] == Dtype.BFLOAT16) & _dtype_is(v, "wide"),
+         lambda v: "32-bit data cannot be transposed into 2-byte BF16 cells", step=1),
+    Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "dst_mem_pattern",
+         lambda v: matmul_transposes(v) & (v.count("dst_mem_pattern") != 0)
+         & (v.count("dst_mem_pattern") != v["num_active_rows"]),
+         lambda v: f"a transpose writes {v['num_active_rows']} elements (one per row) per partition; dst has "
+                   f"{v.count('dst_mem_pattern')}", step=2),
+    Rule("matmul", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: _plain(v) & v.not_(_whole_steps(v)),
+         lambda v: f"{v.count('src_mem_pattern')} elements per partition is not a whole number of {v.pack}-element "
+                   "PE steps", step=1),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: _to_destination(v) & (moving(v) > max_moving(v.gen)),
+         lambda v: f"{moving(v)} moving vectors; one matmul on {v.gen.name} streams at most {max_moving(v.gen)} "
+                   "(D-T97)", only=lambda v: max_moving(v.gen) is not None, step=1),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "dst_mem_pattern.num_elem",
+         lambda v: v.given(_dst_checked(v) & c256(v), lambda: _dst_upper(v) != 2),
+         lambda v: "with c256 the upper dim of dst must have size 2 (PE columns 0-127 and 128-255)", step=2),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "dst_mem_pattern",
+         lambda v: v.given(_dst_checked(v) & c256(v), lambda: _dst_upper(v) == 2)
+         & (v.count("dst_mem_pattern") != 2 * moving(v)),
+         lambda v: f"dst holds {v.count('dst_mem_pattern') // 2} elements per half, moving has {moving(v)}", step=2),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "dst_mem_pattern",
+         lambda v: _dst_checked(v) & v.not_(c256(v)) & (v.count("dst_mem_pattern") != moving(v)),
+         lambda v: f"dst has {v.count('dst_mem_pattern')} elements per partition, moving has {moving(v)}", step=2),
 ]
 
 
@@ -592,9 +731,11 @@ RULES = _named(_TABLE)
 FAMILIES = tuple(dict.fromkeys(r.family for r in RULES))
 
 
+BY_FAMILY = {fam: tuple(r for r in RULES if r.family == fam) for fam in FAMILIES}
+
+
 def select(families, op, v, step=None):
     """The rules of `families` that apply to opcode `op` on the layout `v` evaluates, in table order
     (family by family, as given); with `step`, only that step's."""
-    return [r for fam in families for r in RULES
-            if r.family == fam and op in r.ops and r.only(v) and step in (None, r.step)]
+    return [r for fam in families for r in BY_FAMILY[fam] if op in r.ops and step in (None, r.step) and r.only(v)]
 
