@@ -206,7 +206,7 @@ class _Op:
         self.m.d.comb += s.eq(value)
         return s
 
-    # -- structure ------------------------------------------------------------------------------
+    # -- patterns -------------------------------------------------------------------------------
     def member(self, view):
         """model.isa.layouts._select_pattern as predicates."""
         addr = view.as_value()[:32]
@@ -214,7 +214,6 @@ class _Op:
         ind = ~mx & ((addr & MARKER_INDIRECT16B) != 0)
         return {"mxtensor_v2": mx, "indirect16b": ind, "tensor3d": ~mx & ~ind}
 
-    # -- shared pieces ----------------------------------------------------------------------------
     def pattern(self, cond, name, memory, esize, rows):
         """_Checker.pattern where `cond`: the rules of the walk (rules.walk_pattern); returns its count."""
         walk, n = walk_pattern(_Values(self), name, memory, esize, rows, cond)
@@ -233,7 +232,7 @@ class _Op:
         return next(fd.kind for fd in self.sd.fields if fd.name == name)
 
     def pack(self):
-        """_Checker.pack: 2 (double row), 4 / 8 (MX pumps), else 1."""
+        """model.isa.microop.pack_of: 2 (double row), 4 / 8 (MX pumps), else 1."""
         out = Const(1, 4)
         if self.has("perf_mode"):
             table = _by_table(self.f.perf_mode, PUMP_PACK, 1, 4)

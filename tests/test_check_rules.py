@@ -5,9 +5,10 @@ The rules are read from check.py itself: each `self.bad(E.CODE, field, ...)` and
 of `check()` is a rule, named `function:CODE:field` (`#k` for the k-th site of the same name, in
 source order), and from the table of model/isa/rules.py that check.py walks (`_Checker.rules`), each
 row named the same way by its family (`Rule.name`), and the rules rules.py makes for the structure
-and for each pattern walk, named by what they check (`rules.STRUCTURE`, `rules.PATTERN`).  Which sites a descriptor reaches is recorded by
-wrapping check.py's Violation, so a fixture proves the very site (or table row) it names fired; a
-rule added to check.py or to the table without a fixture here fails test_every_rule_has_a_fixture."""
+and for each pattern walk, named by what they check (`rules.STRUCTURE`, `rules.PATTERN`).  Which
+sites a descriptor reaches is recorded by wrapping check.py's Violation, so a fixture proves the very
+site (or table row) it names fired; a rule added to check.py or to the table without a fixture here
+fails test_every_rule_has_a_fixture."""
 import ast
 import importlib
 import sys

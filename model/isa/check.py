@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensore.model import dtypes as dt
-from tensore.model.dtypes import Gen
 from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
 from tensore.model.isa.microop import SEED_STATES, active_cols, transposes
 from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_source, mx_steps_ok, reg_source_ok,
@@ -45,8 +44,6 @@ class _Checker:
     def __init__(self, desc, stationary_dtype, array_cols=None):
         self.d, self.f, self.gen = desc, desc.fields, desc.gen
         self.array_cols = array_cols
-        self.maverick = desc.gen.layout == Gen.MAVERICK
-        self.stationary_dtype = stationary_dtype
         self.out: list[Violation] = []
         self.v = Ints(desc, array_cols, stationary_dtype)     # the fields for the table's rules
 
@@ -122,7 +119,6 @@ class _Checker:
         self.rules("pe_manage_seed", step=2)
 
     def mx_op(self):
-        f = self.f
         self.rules("rows_cols", "mx_dtype", "mx_op", step=0)   # MARIANA's MX scales are E8M0 (no code for it)
         self.rules(walk=mx_source(self.v))
         self.rules("mx_op", step=1)

@@ -3,8 +3,9 @@
 Each `Rule` is a row of one table: its family (the check it belongs to), the opcodes whose checks run
 that family, its error code, the field it names, a predicate saying when it fires, and a message.
 The predicate is written over a small operations layer (`Ops`: `pick`, `in_`, `all_`, `any_`, `not_`,
-`lookup`, and the operators `==`, `!=`, `<`, `>`, `&`, `|` on values), the way model/timing.py writes
-its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends evaluate it:
+`lookup`, `given`, `nonzero`, and the operators `==`, `!=`, `<`, `>`, `&`, `|` on values), the way
+model/timing.py writes its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends
+evaluate it:
 
   `Ints` (here): a decoded Descriptor, Python ints and bools; model/isa/check.py walks the table with
          it and reports a Violation, with its message, for each rule that fires;
@@ -13,9 +14,10 @@ its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends eva
 
 A predicate uses `v[path]` (a field by dotted path), `v.elems(path)` (an array field's elements),
 `v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.pack`,
-`v.count(pattern)` (a walked pattern's element count), `v.gen`, `v.maverick`, `v.op` and the
-operations of `v`; `only(v)` says, from static facts alone (generation,
-layout, `v.has(path)`), whether the rule exists for the descriptor's layout; `v.stationary_dtype` (the
+`v.count(pattern)` (a walked pattern's element count), `v.kind_is(pattern, kind)` (its union
+member), `v.array_cols`, `v.gen`, `v.maverick`, `v.op` and the operations of `v`; `only(v)` says,
+from static facts alone (generation, layout, `v.has(path)`), whether the rule exists for the
+descriptor's layout; `v.stationary_dtype` (the
 engine's loaded weights) is the model's only, None in hardware.  A message reads the field values
 (`v[path]` are ints there) and runs on the Python side only.  `step` splits a family whose checks walk
 a pattern between its rules; the conditions for walking those patterns (`*_ok`, `dst_walk`) are
@@ -86,8 +88,7 @@ class Ops:
         return x != 0
 
     def given(self, cond, then):
-        """`cond`, and `then()` where it holds (Ints evaluates `then` only then: a union member's
-        fields exist in the decoded record only when it is the member)."""
+        """`cond`, and `then()` where it holds (Ints evaluates `then` only there)."""
         return cond & then()
 
     def lookup(self, key, table: dict, default):
@@ -373,8 +374,8 @@ def _seed_move(v):
 
 
 # what a MAVERICK seed micro-op needs: (field, value, as the message names it)
-SEED_NEEDS = (("tile_size.row_size_log2", TileRowSize.R64, "r64"),
-              ("tile_size.col_size_log2", TileColSize.C256, "c256"), ("in_dtype", Dtype.FP32, "FP32"), ("fp32_mode", FP32Mode.HIGH, "HIGH"),
+SEED_NEEDS = (("tile_size.row_size_log2", TileRowSize.R64, "r64"), ("tile_size.col_size_log2", TileColSize.C256, "c256"),
+              ("in_dtype", Dtype.FP32, "FP32"), ("fp32_mode", FP32Mode.HIGH, "HIGH"),
               ("flags.xpose_mode", XposeMode.ENABLED, "ENABLED"), ("num_active_rows", 1, "1"),
               ("num_active_cols", 0, "0 (256)"), ("out_dtype", Dtype.FP32, "FP32"))
 
