@@ -4,9 +4,11 @@ inside (the rule does not fire) and one just outside (it fires, at its own call 
 The rules are read from check.py itself: each `self.bad(E.CODE, field, ...)` and each `Violation(...)`
 of `check()` is a rule, named `function:CODE:field` (`#k` for the k-th site of the same name, in
 source order), and from the table of model/isa/rules.py that check.py walks (`_Checker.rules`), each
-row named the same way by its family (`Rule.name`).  Which sites a descriptor reaches is recorded by
-wrapping check.py's Violation, so a fixture proves the very site (or table row) it names fired; a
-rule added to check.py or to the table without a fixture here fails test_every_rule_has_a_fixture."""
+row named the same way by its family (`Rule.name`), and the rules rules.py makes for the structure
+and for each pattern walk, named by what they check (`rules.STRUCTURE`, `rules.PATTERN`).  Which
+sites a descriptor reaches is recorded by wrapping check.py's Violation, so a fixture proves the very
+site (or table row) it names fired; a rule added to check.py or to the table without a fixture here
+fails test_every_rule_has_a_fixture."""
 import ast
 import importlib
 import sys
@@ -45,9 +47,9 @@ def rule_sites() -> dict:
         sites[name if seen[name] == 1 else f"{name}#{seen[name]}"] = (lo, hi)
     for name in [n for n in sites if seen.get(n, 0) > 1]:          # the first of several is #1
         sites[f"{name}#1"] = sites.pop(name)
-    for rule in RULES.RULES:
-        assert rule.name not in sites, rule.name
-        sites[rule.name] = None
+    for name in [rule.name for rule in RULES.RULES] + list(RULES.STRUCTURE + RULES.PATTERN):
+        assert name not in sites, name
+        sites[name] = None
     return sites
 
 
@@ -106,32 +108,34 @@ def _opcode(b: bytes, code: int) -> bytes:
 # rule: (gen, op, inside override, outside override[, (inside, outside) check() keywords]); the inside has no
 # violation at all unless the rule is in DIRTY_INSIDE
 FIXTURES = {
-    "structure:BAD_EVENT:f'events.{name}'": ("maverick", "matmul", dict(events=dict(wait_event=63)),
-                                             dict(events=dict(wait_event=64))),
-    "_walk:RESERVED_NONZERO:name": ("maverick", "matmul", dict(reserved1=0), dict(reserved1=1)),
-    "_walk:BAD_DTYPE:name": ("mariana", "matmul", dict(in_dtype=0x10), dict(in_dtype=0x11)),
-    "_walk:BAD_ENUM:name": ("cayman", "matmul", dict(psum_zero_region=3), dict(psum_zero_region=4)),
-    "_walk:RESERVED_NONZERO:f'{name}.{part}'": ("maverick", "matmul", dict(flags=dict(reserved=0)),
+    "events:BAD_EVENT:events.wait_event": ("maverick", "matmul", dict(events=dict(wait_event=63)),
+                                           dict(events=dict(wait_event=64))),
+    "events:BAD_EVENT:events.set_event": ("cayman", "ldtags", dict(events=dict(set_event=0xFF)),
+                                          dict(events=dict(set_event=0xFE))),
+    "structure:RESERVED_NONZERO:bytes": ("maverick", "matmul", dict(reserved1=0), dict(reserved1=1)),
+    "structure:BAD_DTYPE:byte": ("mariana", "matmul", dict(in_dtype=0x10), dict(in_dtype=0x11)),
+    "structure:BAD_ENUM:byte": ("cayman", "matmul", dict(psum_zero_region=3), dict(psum_zero_region=4)),
+    "structure:RESERVED_NONZERO:bits": ("maverick", "matmul", dict(flags=dict(reserved=0)),
                                                 dict(flags=dict(reserved=1))),
-    "_walk:BAD_ENUM:f'{name}.{part}'": ("maverick", "ldweights", dict(tile_size=dict(row_size_log2=7, col_size_log2=7)),
+    "structure:BAD_ENUM:bits": ("maverick", "ldweights", dict(tile_size=dict(row_size_log2=7, col_size_log2=7)),
                                         dict(tile_size=dict(row_size_log2=5, col_size_log2=7))),
-    "pattern:UNSUPPORTED_PATTERN:name": ("maverick", "matmul", {},
+    "pattern:UNSUPPORTED_PATTERN:indirect16b": ("maverick", "matmul", {},
                                          dict(src_mem_pattern=dict(kind="indirect16b", start_addr=0, num_elem=[64, 1]))),
-    "tensor:BAD_PATTERN:f'{name}.num_elem'": ("cayman", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0), 64)),
+    "tensor:BAD_PATTERN:num_elem": ("cayman", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0), 64)),
                                               dict(src_mem_pattern=t3(sbuf_addr(0), 64, dims=(0, 1)))),
-    "window:BAD_ADDRESS:f'{name}.start_addr'#1": ("maverick", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF00), 128)),
+    "window:BAD_ADDRESS:memory": ("maverick", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF00), 128)),
                                                   dict(src_mem_pattern=t3(psum_addr(0), 128))),
-    "window:BAD_ADDRESS:name": ("mariana", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF80), 64)),
+    "window:BAD_ADDRESS:bytes": ("mariana", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF80), 64)),
                                 dict(src_mem_pattern=t3(sbuf_addr(0, 0x3FF82), 64))),
-    "window:BAD_ADDRESS:f'{name}.start_addr'#2": ("cayman", "matmul",
+    "window:BAD_ADDRESS:partitions": ("cayman", "matmul",
                                                   dict(num_active_rows=127, src_mem_pattern=t3(sbuf_addr(1), 64)),
                                                   dict(num_active_rows=128, src_mem_pattern=t3(sbuf_addr(1), 64))),
-    "mx_pattern:BAD_MX:f'{name}.scale_dtype'": ("maverick", "matmul", MAV_MX,
+    "mx_pattern:BAD_MX:scale_dtype": ("maverick", "matmul", MAV_MX,
                                                 {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"],
                                                                                "scale_dtype": "sfp8_e7"}}),
-    "mx_pattern:BAD_MX:f'{name}.p_f_dim'": ("maverick", "matmul", MAV_MX,
+    "mx_pattern:BAD_MX:p_f_dim": ("maverick", "matmul", MAV_MX,
                                             {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"], "p_f_dim": 0x22}}),
-    "mx_pattern:BAD_PATTERN:f'{name}.num_elem'": ("maverick", "matmul", MAV_MX,
+    "mx_pattern:BAD_PATTERN:num_elem": ("maverick", "matmul", MAV_MX,
                                                   {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"],
                                                                                  "num_elem": [64, 0]}}),
     "mx_dtype:BAD_MX:in_dtype": ("mariana", "matmul_mx", dict(in_dtype="fp8_exp5"), dict(in_dtype="bf16")),
@@ -195,7 +199,19 @@ FIXTURES = {
                                                         dict(flags=dict(accumulate_flag=1))),
     "seed_mode:BAD_SEED_OP:flags.seed_mode": ("mariana", "ldweights", dict(flags=dict(seed_mode=0)),
                                               dict(flags=dict(seed_mode=1))),
-    "seed_mode:BAD_SEED_OP:field": ("maverick", "matmul", SEED_MM, {**SEED_MM, "num_active_rows": 2}),
+    "seed_mode:BAD_SEED_OP:tile_size.row_size_log2": ("maverick", "matmul", SEED_MM,
+                                                      {**SEED_MM, "tile_size": dict(row_size_log2="r128",
+                                                                                    col_size_log2="c256")}),
+    "seed_mode:BAD_SEED_OP:tile_size.col_size_log2": ("maverick", "matmul", SEED_MM,
+                                                      {**SEED_MM, "tile_size": dict(row_size_log2="r64",
+                                                                                    col_size_log2="c128")}),
+    "seed_mode:BAD_SEED_OP:in_dtype": ("maverick", "matmul", SEED_MM, {**SEED_MM, "in_dtype": "bf16"}),
+    "seed_mode:BAD_SEED_OP:fp32_mode": ("maverick", "matmul", SEED_MM, {**SEED_MM, "fp32_mode": "low"}),
+    "seed_mode:BAD_SEED_OP:flags.xpose_mode": ("maverick", "matmul", SEED_MM,
+                                               {**SEED_MM, "flags": dict(xpose_mode=0, seed_mode="save_seed")}),
+    "seed_mode:BAD_SEED_OP:num_active_rows": ("maverick", "matmul", SEED_MM, {**SEED_MM, "num_active_rows": 2}),
+    "seed_mode:BAD_SEED_OP:num_active_cols": ("maverick", "matmul", SEED_MM, {**SEED_MM, "num_active_cols": 128}),
+    "seed_mode:BAD_SEED_OP:out_dtype": ("maverick", "matmul", SEED_MM, {**SEED_MM, "out_dtype": "bf16"}),
     "seed_mode:BAD_SEED_OP:dst_mem_pattern": ("maverick", "matmul", SAVE_MM,
                                               {**SAVE_MM, "dst_mem_pattern": dict(start_addr=psum_addr(0, 6, 0x100),
                                                                                   step_elem=[1, 0, 1], num_elem=[1, 1, 1])}),
@@ -288,7 +304,7 @@ EXTRA_OUTSIDE = [("mx_op:BAD_MX:flags", "mariana", "ldweights_mx", dict(flags=di
                  ("mx_op:BAD_MX:flags", "mariana", "ldweights_mx", dict(flags=dict(scalar_mode="lut"))),
                  ("mx_op:BAD_MX:flags", "mariana", "matmul_mx", dict(flags=dict(xpose_mode=1)))]
 # inside descriptors next to a boundary that another rule refuses (the boundary value itself is dirty)
-DIRTY_INSIDE = {"_walk:BAD_DTYPE:name": "0x10 (FP4_EXP2) is MARIANA's, but no matmul input",
+DIRTY_INSIDE = {"structure:BAD_DTYPE:byte": "0x10 (FP4_EXP2) is MARIANA's, but no matmul input",
                 "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#1": "7 sets BEGIN and BEGIN_ACCUM"}
 RAW = {  # rules of check() itself, on bytes: (gen, inside bytes, outside bytes[, gen the outside is checked on])
     "check:BAD_OPCODE:header.opcode": ("cayman", valid("ldweights", "cayman"), _opcode(valid("ldweights", "cayman"), 0x05)),
@@ -340,7 +356,7 @@ def test_mx_window_counts_the_vector_bytes():
     def at(offset):
         return {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"], "data_addr": sbuf_addr(0, offset)}}
     assert not fired(valid("matmul", "maverick", **at(0x3FFC0)), "maverick")
-    assert "window:BAD_ADDRESS:name" in fired(valid("matmul", "maverick", **at(0x3FFC2)), "maverick")
+    assert "window:BAD_ADDRESS:bytes" in fired(valid("matmul", "maverick", **at(0x3FFC2)), "maverick")
 
 
 def test_window_message_names_the_last_byte():

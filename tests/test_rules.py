@@ -141,6 +141,16 @@ def test_families_are_stated_once():
                     assert r.message(py) not in literals, f"check.py restates the message of {r.name}"
 
 
+def test_check_states_no_rule_itself():
+    """check.py raises an error only through `_Checker.rules` (and check()'s opcode errors): every
+    rule is model/isa/rules.py's."""
+    for fn in _functions(CHECK.__file__):
+        if fn.name not in ("rules", "bad", "check"):
+            assert not _calls_bad(fn), f"check.py: {fn.name} states a rule of its own"
+            assert not any(isinstance(c, ast.Call) and getattr(c.func, "id", None) == "Violation"
+                           for c in ast.walk(fn)), f"check.py: {fn.name} makes a Violation of its own"
+
+
 def test_the_model_does_not_import_amaranth():
     """rules.py (and check.py, which walks it) import no Amaranth."""
     code = ("import sys, importlib; importlib.import_module('tensore.model.isa.rules'); "

@@ -1,25 +1,22 @@
 """Validity rules for decoded descriptors (seed 000, seed 004 gates, SPEC sections 6-9).
 
 `check` lists every violation; the engine reports `error_code(violations)`, the smallest code, so
-that the model and the RTL decoder name the same error for the same bytes (SPEC D-23).  The rules of
-the table in model/isa/rules.py (D-T101) are walked by `_Checker.rules`, where each family's method
-used to be called."""
+that the model and the RTL decoder name the same error for the same bytes (SPEC D-23).  Every rule
+is model/isa/rules.py's (D-T101): the rows of its table, walked by `_Checker.rules` where each
+family's method used to be called, and the rules it makes for the layout's structure
+(`rules.structure`) and for each pattern walk (`rules.walk_pattern`, `rules.mx_source`).  This
+module says only in what order they are walked and which patterns are walked with which element
+size and partitions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensore.model import addrmap
 from tensore.model import dtypes as dt
-from tensore.model.dtypes import Dtype, Gen
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, SeedMode, TagWeightMode,
-                             TileColSize, TileRowSize, XposeMode)
-from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
-from tensore.model.isa.microop import (MX_BLOCK, PUMP_PACK, SEED_STATES, active_cols, max_moving,
-                                       pack_of, psum_half, transposes)
-from tensore.model.isa.rules import (Ints, elem_bytes, lut_source_ok, mx_count_ok, mx_steps_ok, reg_source_ok,
-                                     seed_identity_ok, seed_source_ok, select)
-from tensore.model.isa.rules import matmul_input_dtypes  # noqa: F401  (callers read it from here)
-from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union
+from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
+from tensore.model.isa.microop import SEED_STATES, active_cols, transposes
+from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_source, mx_steps_ok, reg_source_ok,
+                                     seed_identity_ok, seed_source_ok, select, walk_pattern)
+from tensore.model.isa.rules import MX_BLOCK_P_F_DIM, matmul_input_dtypes  # noqa: F401  (callers read them from here)
 
 E = ErrorCode
 
@@ -43,249 +40,69 @@ def error_code(violations) -> ErrorCode:
     return min((v.code for v in violations), default=ErrorCode.NONE)
 
 
-_QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
-MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
-
-
 class _Checker:
     def __init__(self, desc, stationary_dtype, array_cols=None):
         self.d, self.f, self.gen = desc, desc.fields, desc.gen
         self.array_cols = array_cols
-        self.maverick = desc.gen.layout == Gen.MAVERICK
-        self.stationary_dtype = stationary_dtype
         self.out: list[Violation] = []
         self.v = Ints(desc, array_cols, stationary_dtype)     # the fields for the table's rules
 
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
 
-    def rules(self, *families, step=None):
-        """The rules of `families` (of that `step`) in the table of model/isa/rules.py that the
-        descriptor breaks."""
-        for rule in select(families, self.d.op, self.v, step):
+    def rules(self, *families, step=None, walk=None):
+        """The rules of `families` (of that `step`) in the table of model/isa/rules.py, or those of a
+        pattern `walk`, that the descriptor breaks."""
+        for rule in select(families, self.d.op, self.v, step) if walk is None else walk:
             if rule.fires(self.v):
                 self.bad(rule.code, rule.field, rule.message(self.v))
 
     # -- generic structure -------------------------------------------------------------------
     def structure(self):
-        self._walk(self.d.layout, self.f, "")
-        ev = self.f["events"]
-        for name in ("wait_event", "set_event"):
-            if ev[name] != EVENT_NONE and ev[name] >= NUM_EVENTS:
-                self.bad(E.BAD_EVENT, f"events.{name}", f"{ev[name]} is not an event "
-                         f"(0..{NUM_EVENTS - 1}, or {EVENT_NONE:#x} for none)")
-
-    def _walk(self, sd, rec, prefix):
-        for fdef in sd.fields:
-            name, kind, value = prefix + fdef.name, fdef.kind, rec[fdef.name]
-            if isinstance(kind, Reserved) and any(value):
-                self.bad(E.RESERVED_NONZERO, name, f"reserved bytes must be zero, got {value.hex()}")
-            elif isinstance(kind, EnumByte):
-                if kind.enum is Dtype:
-                    if not dt.is_in_enum(value, self.gen):
-                        self.bad(E.BAD_DTYPE, name, f"0x{int(value):02X} is not a dtype of {self.gen.name}")
-                elif not isinstance(value, kind.enum):
-                    self.bad(E.BAD_ENUM, name, f"{value} is not a {kind.enum.__name__}")
-            elif isinstance(kind, Bits):
-                for part, width, enum_cls in kind.parts:
-                    v = value[part]
-                    if part == "reserved" and v:
-                        self.bad(E.RESERVED_NONZERO, f"{name}.{part}", "reserved bits must be zero")
-                    elif enum_cls is not None and not isinstance(v, enum_cls):
-                        self.bad(E.BAD_ENUM, f"{name}.{part}", f"{v} is not a {enum_cls.__name__}")
-            elif isinstance(kind, Sub):
-                self._walk(kind.struct, value, name + ".")
-            elif isinstance(kind, Union):
-                self._walk(kind.member(value["kind"]), value, name + ".")
+        self.rules("structure", "events")
 
     # -- shared pieces -----------------------------------------------------------------------
     def pattern(self, name, memory, esize, rows=None):
-        """A TENSORnD (or MEM_PATTERN3D) in `memory`: counts, window, partitions.  Returns N."""
-        pat = self.f[name]
-        kind = pat.get("kind", "tensor")
-        if kind == "indirect16b":
-            self.bad(E.UNSUPPORTED_PATTERN, name, "INDIRECT16B patterns are not executed by the PE (D-T18)")
-            n = 0
-        elif kind == "mxtensor_v2":
-            n = self.mx_pattern(name, pat, rows)
-        else:
-            n = self.tensor(name, pat, memory, esize, rows)
-        self.v.counts[name] = n                     # the table's v.count(name)
-        return n
-
-    def tensor(self, name, pat, memory, esize, rows):
-        nums, steps = pat["num_elem"], pat["step_elem"]
-        if any(n == 0 for n in nums):
-            self.bad(E.BAD_PATTERN, f"{name}.num_elem", f"every count must be >= 1, got {nums}")
-            return 0
-        self.window(name, pat["start_addr"], memory, esize, steps, nums, rows)
-        count = 1
-        for n in nums:
-            count *= n
-        return count
-
-    def window(self, name, addr, memory, esize, steps, nums, rows):
-        loc = addrmap.locate(addr)
-        if loc is None or loc.memory != memory:
-            where = loc.memory.upper() if loc else "no memory"
-            self.bad(E.BAD_ADDRESS, f"{name}.start_addr", f"{addr:#010x} is in {where}; must be in {memory.upper()}")
-            return
-        size = addrmap.sbuf_bytes(self.gen) if memory == "sbuf" else addrmap.PSUM_PARTITION_BYTES
-        lo = hi = 0
-        for s, n in zip(steps, nums):
-            span = s * (n - 1) * esize
-            lo, hi = lo + min(0, span), hi + max(0, span)
-        if loc.offset + lo < 0 or loc.offset + hi + esize > size:
-            self.bad(E.BAD_ADDRESS, name, f"pattern bytes {loc.offset + lo:#x}..{loc.offset + hi + esize - 1:#x}"
-                     f" leave the {memory.upper()} partition (0..{size - 1:#x} on {self.gen.name})")
-        if rows is not None and loc.partition + rows > addrmap.PARTITIONS:
-            self.bad(E.BAD_ADDRESS, f"{name}.start_addr", f"partitions {loc.partition}..{loc.partition + rows - 1}"
-                     f" run past partition {addrmap.PARTITIONS - 1}")
-
-    def mx_pattern(self, name, pat, rows):
-        self.rules("mx_dtype")
-        if pat["scale_dtype"] not in (Dtype.INVALID, Dtype.SFP8_E8):
-            self.bad(E.BAD_MX, f"{name}.scale_dtype", "MX scales are SFP8_E8 (E8M0), or 0 for none")
-        if pat["scale_dtype"] == Dtype.SFP8_E8 and pat["p_f_dim"] != MX_BLOCK_P_F_DIM:
-            self.bad(E.BAD_MX, f"{name}.p_f_dim", f"the scale block is 8 partitions x 4 elements "
-                     f"(p_f_dim {MX_BLOCK_P_F_DIM:#04x}, D-21), got {pat['p_f_dim']:#04x}")
-        nums = pat["num_elem"]
-        if any(n == 0 for n in nums):
-            self.bad(E.BAD_PATTERN, f"{name}.num_elem", f"every count must be >= 1, got {nums}")
-            return 0
-        self.window(name, pat["data_addr"], "sbuf", 1, [1, pat["step_elem_data_1"]], nums, rows)
-        if pat["scale_dtype"] == Dtype.SFP8_E8:         # one scale byte per vector / column (D-T25)
-            self.window(f"{name}.scale", pat["scale_addr"], "sbuf", 1, [1],
-                        [max(1, nums[0] * nums[1] // self.pack())], rows)
-        return nums[0] * nums[1]
-
-    def seed_mode(self, flags):
-        mode = flags.get("seed_mode", SeedMode.NONE)
-        if mode == SeedMode.NONE or not isinstance(mode, SeedMode):
-            return
-        if not self.maverick:
-            self.bad(E.BAD_SEED_OP, "flags.seed_mode", "on MARIANA seeds move through PE_MANAGE_SEED")
-            return
-        f = self.f
-        need = [("tile_size.row_size_log2", f["tile_size"]["row_size_log2"] == TileRowSize.R64, "r64"),
-                ("tile_size.col_size_log2", f["tile_size"]["col_size_log2"] == TileColSize.C256, "c256"),
-                ("in_dtype", f["in_dtype"] == Dtype.FP32, "FP32"),
-                ("fp32_mode", f["fp32_mode"] == FP32Mode.HIGH, "HIGH"),
-                ("flags.xpose_mode", flags["xpose_mode"] == XposeMode.ENABLED, "ENABLED"),
-                ("num_active_rows", f["num_active_rows"] == 1, "1"),
-                ("num_active_cols", f["num_active_cols"] == 0, "0 (256)")]
-        if "out_dtype" in f:
-            need.append(("out_dtype", f["out_dtype"] == Dtype.FP32, "FP32"))
-        for field, ok, want in need:
-            if not ok:
-                self.bad(E.BAD_SEED_OP, field, f"a seed {mode.name} micro-op needs {field} = {want}")
-        if self.d.op == Opcode.MATMUL and mode == SeedMode.SAVE_SEED:
-            dst = f["dst_mem_pattern"]
-            if dst.get("kind") != "tensor3d" or dst["num_elem"] != [1, 1, 2]:
-                self.bad(E.BAD_SEED_OP, "dst_mem_pattern", "SaveSeed writes a 1x1x2 PSUM tensor")
+        """A TENSORnD, MEM_PATTERNnD or MXTENSOR_V2 in `memory`: the rules of its walk (rules.walk_pattern)."""
+        walk, self.v.counts[name] = walk_pattern(self.v, name, memory, esize, rows)   # the table's v.count(name)
+        self.rules(walk=walk)
 
     # -- per opcode --------------------------------------------------------------------------
     def array_op(self):
-        """The rules Ldweights and Matmul share; returns (flags, transposes?)."""
-        f = self.f
-        flags = f.get("flags", {})
-        xpose = transposes(self.d)
+        """The rules Ldweights and Matmul share."""
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
-        self.seed_mode(flags)
-        self.rules("array_op")
-        return flags, xpose
+        self.rules("seed_mode", "array_op")
 
     def ldweights(self):
         f = self.f
-        _, xpose = self.array_op()
+        self.array_op()
         self.rules("ldweights", step=0)
         tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
         esize = 4 if tagw else elem_bytes(f["in_dtype"])
-        parts = active_cols(self.d, self.array_cols) if xpose else f["num_active_rows"]
+        parts = active_cols(self.d, self.array_cols) if transposes(self.d) else f["num_active_rows"]
         self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
         self.rules("ldweights", step=1)
 
     def matmul(self):
         f = self.f
-        flags, xpose = self.array_op()
-        n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
-        if self.maverick and flags.get("seed_mode", 0) in (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED):
-            self.seed_patterns(flags["seed_mode"], n)
-        elif xpose:
-            self.transpose_destination(n)
-        elif n % self.pack():
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} elements per partition is not a whole number of "
-                     f"{self.pack()}-element PE steps")
-        else:
-            self.destination(n // self.pack())
+        self.array_op()
+        self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.psum_write("seed_patterns", "transpose_destination", "matmul", "destination")
 
-    def pack(self) -> int:
-        return pack_of(self.d)
-
-    def seed_patterns(self, mode, n):
-        """MAVERICK seed micro-op: the dst names the bank whose 2 x 128 states move; LoadSeed reads
-        one INT32 per active column, SaveSeed writes the 1x1x2 dst in every partition (D-T27)."""
-        half = psum_half(self.gen, self.array_cols)
-        self.pattern("dst_mem_pattern", "psum", 4, rows=half)
-        if mode == SeedMode.LOAD_SEED and n and n != 2 * half:
-            self.bad(E.BAD_SEED_OP, "src_mem_pattern", f"LoadSeed reads {2 * half} INT32 seeds (one per column), "
-                     f"the pattern has {n}")
-
-    def slot_cols(self) -> int:
-        """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, 128 at full size, scaled with the
-        array), 128 before."""
-        return psum_half(self.gen, self.array_cols) if self.maverick else addrmap.PARTITIONS
-
-    def transpose_destination(self, n):
-        """D-13: moving[k, n] lands in PSUM partition n, element k."""
-        f = self.f
-        rows = f["num_active_rows"]
-        most = min(active_cols(self.d, self.array_cols), self.slot_cols())
-        if n > most:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"a transpose writes one PSUM partition per moving "
-                     f"element, all in one write slot: {n} elements need {n} active columns of one slot "
-                     f"(at most {most})")
-        if f["out_dtype"] == Dtype.BFLOAT16 and dt.is_in_enum(f["in_dtype"], self.gen) and elem_bytes(f["in_dtype"]) == 4:
-            self.bad(E.BAD_OUT_DTYPE, "out_dtype", "32-bit data cannot be transposed into 2-byte BF16 cells")
-        out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=max(1, min(n, addrmap.PARTITIONS)))
-        if m and m != rows:
-            self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"a transpose writes {rows} elements (one per row) per "
-                     f"partition; dst has {m}")
-
-    def destination(self, n):
-        f = self.f
-        most = max_moving(self.gen)
-        if most is not None and n > most:
-            self.bad(E.BAD_PATTERN, "src_mem_pattern", f"{n} moving vectors; one matmul on {self.gen.name} streams "
-                     f"at most {most} (D-T97)")
-        out = Dtype.BFLOAT16 if f["out_dtype"] == Dtype.BFLOAT16 else Dtype.FP32
-        half = self.slot_cols()
-        cols = min(active_cols(self.d, self.array_cols), half)
-        dst = f["dst_mem_pattern"]
-        m = self.pattern("dst_mem_pattern", "psum", elem_bytes(out), rows=cols)
-        if not (n and m) or dst.get("kind", "tensor3d") != "tensor3d":
-            return
-        c256 = self.maverick and f["tile_size"]["col_size_log2"] == TileColSize.C256 and \
-            active_cols(self.d, self.array_cols) > half
-        seed_save = self.maverick and f["flags"]["seed_mode"] == SeedMode.SAVE_SEED
-        if c256 and not seed_save:
-            if dst["num_elem"][2] != 2:
-                self.bad(E.BAD_PATTERN, "dst_mem_pattern.num_elem", "with c256 the upper dim of dst must have "
-                         "size 2 (PE columns 0-127 and 128-255)")
-            elif m != 2 * n:
-                self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"dst holds {m // 2} elements per half, moving has {n}")
-        elif not seed_save and m != n:
-            self.bad(E.BAD_PATTERN, "dst_mem_pattern", f"dst has {m} elements per partition, moving has {n}")
+    def psum_write(self, *families):
+        """A matmul's destination: the rules of `families` before its pattern is walked (step 1), the
+        walk (rules.dst_walk), the rules after it (step 2) (D-T101)."""
+        self.rules(*families, step=1)
+        walked, esize, rows = dst_walk(self.v)
+        if walked:
+            self.pattern("dst_mem_pattern", "psum", esize, rows=rows)
+        self.rules(*families, step=2)
 
     def matmul_sparse(self):
         f = self.f
-        flags = f.get("flags", {})
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
-        src = f["src_mem_pattern"]
-        n = self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
-        per_fmap = n // src["num_elem"][3] if src["num_elem"][3] else 0
-        self.destination(per_fmap)
+        self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.psum_write("destination")
 
     def ldtags(self):
         f = self.f
@@ -302,18 +119,12 @@ class _Checker:
         self.rules("pe_manage_seed", step=2)
 
     def mx_op(self):
-        f = self.f
         self.rules("rows_cols", "mx_dtype", "mx_op", step=0)   # MARIANA's MX scales are E8M0 (no code for it)
-        pat = f["src_mem_pattern"]
-        if mx_count_ok(self.v):
-            self.window("src_mem_pattern", pat["data_addr"], "sbuf", 1, [pat["step_elem"]], [pat["num_elem"]],
-                        f["num_active_rows"])
-            self.window("src_mem_pattern.scale", pat["scale_addr"], "sbuf", 1, [1],
-                        [max(1, pat["num_elem"] // self.pack())], f["num_active_rows"])
+        self.rules(walk=mx_source(self.v))
         self.rules("mx_op", step=1)
         if self.d.op == Opcode.MATMUL_MX and mx_steps_ok(self.v):
             self.rules("out_dtype", "accumulate")
-            self.destination(pat["num_elem"] // self.pack())
+            self.psum_write("destination")
 
     def pe_reg_write(self):
         self.rules("pe_reg_write")

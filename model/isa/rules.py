@@ -3,8 +3,9 @@
 Each `Rule` is a row of one table: its family (the check it belongs to), the opcodes whose checks run
 that family, its error code, the field it names, a predicate saying when it fires, and a message.
 The predicate is written over a small operations layer (`Ops`: `pick`, `in_`, `all_`, `any_`, `not_`,
-`lookup`, and the operators `==`, `!=`, `<`, `>`, `&`, `|` on values), the way model/timing.py writes
-its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends evaluate it:
+`lookup`, `given`, `nonzero`, and the operators `==`, `!=`, `<`, `>`, `&`, `|` on values), the way
+model/timing.py writes its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends
+evaluate it:
 
   `Ints` (here): a decoded Descriptor, Python ints and bools; model/isa/check.py walks the table with
          it and reports a Violation, with its message, for each rule that fires;
@@ -13,12 +14,21 @@ its formulas once for ints and Amaranth values (D-T70, D-T98).  Two backends eva
 
 A predicate uses `v[path]` (a field by dotted path), `v.elems(path)` (an array field's elements),
 `v.active_cols` (num_active_cols, MAVERICK's 0 meaning every column), `v.is_mx`, `v.xpose`, `v.pack`,
-`v.count(pattern)` (a walked pattern's element count), `v.gen`, `v.maverick`, `v.op` and the
-operations of `v`; `only(v)` says, from static facts alone (generation,
-layout, `v.has(path)`), whether the rule exists for the descriptor's layout; `v.stationary_dtype` (the
+`v.count(pattern)` (a walked pattern's element count), `v.kind_is(pattern, kind)` (its union
+member), `v.array_cols`, `v.gen`, `v.maverick`, `v.op` and the operations of `v`; `only(v)` says,
+from static facts alone (generation, layout, `v.has(path)`), whether the rule exists for the
+descriptor's layout; `v.stationary_dtype` (the
 engine's loaded weights) is the model's only, None in hardware.  A message reads the field values
 (`v[path]` are ints there) and runs on the Python side only.  `step` splits a family whose checks walk
-a pattern between its rules; the conditions for walking those patterns (`*_ok`) are defined here too.
+a pattern between its rules; the conditions for walking those patterns (`*_ok`, `dst_walk`) are
+defined here too.
+
+Two kinds of rule are made from the layout rather than written as rows: the structural rules
+(`structure`: reserved bytes and bits zero, enum and dtype membership, field by field, a union's
+member where the pattern is that member) and those of walking one pattern (`walk_pattern`: its
+kind, counts, address window, MX scales; `mx_source`), whose element size and partitions are the
+caller's.  Both sides call the same function; a union's member reads `v[member(v, name, kind) + ...]`
+(the model: the decoded record, or the same bytes read as that member, as hardware reads them).
 
 This module imports no Amaranth: the model never needs it.  Which code is reported when several
 rules fire is the smallest code on both sides (check.error_code, the decoder's priority encoder), so
@@ -34,10 +44,12 @@ from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
-                                     ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize)
-from tensore.model.isa.layouts import LUT_ENTRIES
-from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, PUMP_PACK, SEED_COLS,
-                                       SEED_STATES, active_cols, group_step, is_mx, pack_of, transposes)
+                                     ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize, XposeMode)
+from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct
+from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
+                                       SEED_COLS, SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of,
+                                       psum_half, transposes)
 
 E = ErrorCode
 
@@ -71,6 +83,14 @@ class Ops:
         """x is one of `values` (ints or enum members)."""
         return self.any_(*(x == int(v) for v in values))
 
+    def nonzero(self, x):
+        """Some bit of `x` is set (Ints: also some byte of a reserved `bytes` field)."""
+        return x != 0
+
+    def given(self, cond, then):
+        """`cond`, and `then()` where it holds (Ints evaluates `then` only there)."""
+        return cond & then()
+
     def lookup(self, key, table: dict, default):
         """table[key] for the keys it has, `default` for any other value of `key`."""
         out = default
@@ -87,20 +107,52 @@ class Ints(Ops):
         self.gen, self.op = desc.gen, desc.op
         self.maverick = desc.gen.layout == Gen.MAVERICK
         self.counts = {}                # pattern name -> its element count, as check.pattern walked it
+        self.views = {}                 # (union, member) -> its bytes read as that member
 
     def count(self, name):
-        """The element count (per partition) of the pattern `name`, 0 when unusable."""
-        return self.counts[name]
+        """The element count (per partition) of the pattern `name`, 0 when unusable or not walked."""
+        return self.counts.get(name, 0)
 
     def __getitem__(self, path):
-        value = self.desc.fields
-        for name in path.split("."):
+        if "." not in path:
+            return self.desc.fields[path]
+        head, *rest = path.split(".")
+        value = self.desc.fields[head]
+        if rest and isinstance(value, dict) and "kind" in value and rest[0] not in value:     # a union member
+            value = value if value["kind"] == rest[0] else self._view(head, rest[0])
+            rest = rest[1:]
+        for name in rest:
             value = value[name]
         return value
+
+    def _view(self, name, kind):
+        """The bytes of the union `name` read as its member `kind` (as the hardware reads every member)."""
+        if (name, kind) not in self.views:
+            fd = self.desc.layout.field(name)
+            chunk = self.desc.raw[fd.offset:fd.offset + fd.kind.size]
+            self.views[name, kind] = decode_struct(fd.kind.member(kind), chunk, self.gen)
+        return self.views[name, kind]
 
     def elems(self, path) -> list:
         """The elements of the array field at `path`."""
         return list(self[path])
+
+    def given(self, cond, then):
+        return bool(cond) and then()
+
+    def in_(self, x, values):
+        return x in _int_set(values)
+
+    def nonzero(self, x):
+        return any(x) if isinstance(x, bytes) else x != 0
+
+    @property
+    def layout(self):
+        return self.desc.layout
+
+    def kind_is(self, name, kind):
+        """The pattern `name` is a `kind` (a pattern with no union is a tensor3d)."""
+        return self[name].get("kind", "tensor3d") == kind
 
     def has(self, path) -> bool:
         value = self.desc.fields
@@ -125,6 +177,16 @@ class Ints(Ops):
     @property
     def pack(self):
         return pack_of(self.desc)
+
+
+def _int_set(values) -> frozenset:
+    """`values` as a set of ints (a tuple's, frozenset's or enum's once)."""
+    return _fixed_set(values) if isinstance(values, (tuple, frozenset, type)) else frozenset(int(v) for v in values)
+
+
+@functools.cache
+def _fixed_set(values) -> frozenset:
+    return frozenset(int(v) for v in values)
 
 
 def _always(v) -> bool:
@@ -178,11 +240,12 @@ def elem_bytes(dtype) -> int:
 @functools.cache
 def dtype_codes(gen, which: str) -> tuple:
     """The byte values of `gen` that are dtypes (`enum`), MX element dtypes (`mx`), transposable
-    (`xpose`: 8/16/32-bit data) or matmul inputs (`inputs`)."""
+    (`xpose`: 8/16/32-bit data), matmul inputs (`inputs`) or dtypes of 32-bit elements (`wide`)."""
     pred = {"enum": lambda x: dt.is_in_enum(x, gen),
             "mx": lambda x: dt.is_valid_mx_dtype(x, gen),
             "xpose": lambda x: dt.is_valid_dtype(x, gen) and elem_bytes(x) <= 4 and not dt.is_cptc(x),
-            "inputs": lambda x: x in matmul_input_dtypes(gen)}[which]
+            "inputs": lambda x: x in matmul_input_dtypes(gen),
+            "wide": lambda x: dt.is_in_enum(x, gen) and elem_bytes(x) == 4}[which]
     return tuple(x for x in range(256) if pred(x))
 
 
@@ -282,6 +345,11 @@ def _weight_tile(v):
     return v.pick(v.xpose, v["num_active_rows"] * v.pack, v.active_cols * v.pack)
 
 
+def member(v, name, kind) -> str:
+    """The path of the member `kind` of the pattern `name` (`name` itself when it is no union)."""
+    return f"{name}.{kind}" if isinstance(v.layout.field(name).kind, Union) else name
+
+
 def _flag(v, name):
     """flags.<name>, 0 where the layout's flags have no such part."""
     return v[f"flags.{name}"] if v.has(f"flags.{name}") else 0
@@ -300,7 +368,137 @@ def _operand(v):
     return plain, lut, xpose
 
 
+def _seed_move(v):
+    """A flags.seed_mode that moves seeds (LOAD_SEED or SAVE_SEED)."""
+    return v.in_(_flag(v, "seed_mode"), (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED))
+
+
+# what a MAVERICK seed micro-op needs: (field, value, as the message names it)
+SEED_NEEDS = (("tile_size.row_size_log2", TileRowSize.R64, "r64"), ("tile_size.col_size_log2", TileColSize.C256, "c256"),
+              ("in_dtype", Dtype.FP32, "FP32"), ("fp32_mode", FP32Mode.HIGH, "HIGH"),
+              ("flags.xpose_mode", XposeMode.ENABLED, "ENABLED"), ("num_active_rows", 1, "1"),
+              ("num_active_cols", 0, "0 (256)"), ("out_dtype", Dtype.FP32, "FP32"))
+
+
+def _seed_need(field, value, want) -> Rule:
+    return Rule("seed_mode", ARRAY_OPS, E.BAD_SEED_OP, field,
+                lambda v: _seed_move(v) & (v[field] != value),
+                lambda v: f"a seed {SeedMode(v['flags.seed_mode']).name} micro-op needs {field} = {want}",
+                only=lambda v: v.maverick and v.has(field))
+
+
+def _save_dst_ok(v):
+    """A SaveSeed matmul's destination is a 1x1x2 PSUM tensor."""
+    nums = lambda: v.all_(*(x == w for x, w in zip(v.elems(member(v, "dst_mem_pattern", "tensor3d") + ".num_elem"),
+                                                   (1, 1, 2))))
+    return v.given(v.kind_is("dst_mem_pattern", "tensor3d"), nums)
+
+
+def _div(v, a, b):
+    """a // b, 0 when b is 0."""
+    return v.pick(b == 0, 0, a // v.pick(b == 0, 1, b))
+
+
+def _slot(v) -> int:
+    """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, scaled with the array), 128 before."""
+    return psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
+
+
+def _slot_cols(v):
+    """The active columns of one write slot: the partitions a matmul's destination spans."""
+    return v.pick(v.active_cols > _slot(v), _slot(v), v.active_cols)
+
+
+def matmul_seeds(v):
+    """A MAVERICK Matmul that moves seeds: its destination is a seed bank (seed_patterns)."""
+    return _seed_move(v) if v.maverick and v.op == Opcode.MATMUL else v.false
+
+
+def matmul_transposes(v):
+    """A Matmul that transposes (and moves no seeds): transpose_destination."""
+    return v.not_(matmul_seeds(v)) & v.xpose if v.op == Opcode.MATMUL else v.false
+
+
+def _whole_steps(v):
+    """A plain Matmul's source is a whole number of PE steps (every pack is a power of two)."""
+    return (v.count("src_mem_pattern") & (v.pack - 1)) == 0
+
+
+def _plain(v):
+    return v.not_(matmul_seeds(v) | matmul_transposes(v))
+
+
+def moving(v):
+    """The moving vectors a matmul streams into its destination: PE steps of the source (Matmul,
+    MatmulMX), or the source elements per fmap (MatmulSparse)."""
+    if v.op == Opcode.MATMUL_SPARSE:
+        return _div(v, v.count("src_mem_pattern"), v["src_mem_pattern.num_elem"][3])
+    if v.op == Opcode.MATMUL_MX:
+        return v["src_mem_pattern.num_elem"] // v.pack
+    return v.count("src_mem_pattern") // v.pack
+
+
+def _to_destination(v):
+    """The matmul reaches `destination`: a plain Matmul of whole PE steps, every MatmulSparse, a
+    MatmulMX of whole PE steps."""
+    if v.op == Opcode.MATMUL_SPARSE:
+        return v.true
+    if v.op == Opcode.MATMUL_MX:
+        return mx_steps_ok(v)
+    return _plain(v) & _whole_steps(v)
+
+
+def dst_walk(v):
+    """(walked?, element size, partitions) of a matmul's destination pattern: a seed bank (4-byte
+    states over C/2 partitions, D-T27), a transpose's (one partition per moving element, D-13), or
+    the plain destination's (one per active column of a write slot)."""
+    esize = v.pick(v["out_dtype"] == Dtype.BFLOAT16, 2, 4)
+    if v.op != Opcode.MATMUL:
+        return _to_destination(v), esize, _slot_cols(v)
+    seed, xp, n = matmul_seeds(v), matmul_transposes(v), v.count("src_mem_pattern")
+    xrows = v.pick(n > addrmap.PARTITIONS, addrmap.PARTITIONS, v.pick(n == 0, 1, n))
+    rows = v.pick(seed, psum_half(v.gen, v.array_cols), v.pick(xp, xrows, _slot_cols(v)))
+    return seed | xp | _to_destination(v), v.pick(seed, 4, esize), rows
+
+
+def c256(v):
+    """A MAVERICK c256 tile over more columns than one slot: the destination's upper dim splits them."""
+    if not v.maverick:
+        return v.false
+    return (v["tile_size.col_size_log2"] == TileColSize.C256) & (v.active_cols > _slot(v))
+
+
+def _dst_checked(v):
+    """destination compares counts: both walked non-empty and a tensor3d destination."""
+    m = v.count("dst_mem_pattern")
+    return _to_destination(v) & (moving(v) != 0) & (m != 0) & v.kind_is("dst_mem_pattern", "tensor3d") \
+        & v.not_(_flag(v, "seed_mode") == SeedMode.SAVE_SEED if v.maverick else v.false)
+
+
+def _dst_upper(v):
+    """The upper dim of a tensor3d destination (read only where it is one)."""
+    return v.elems(member(v, "dst_mem_pattern", "tensor3d") + ".num_elem")[2]
+
+
+def _event(name) -> Rule:
+    return Rule("events", ALL_OPS, E.BAD_EVENT, f"events.{name}",
+                lambda v: (v[f"events.{name}"] != EVENT_NONE) & (v[f"events.{name}"] >= NUM_EVENTS),
+                lambda v: f"{v[f'events.{name}']} is not an event (0..{NUM_EVENTS - 1}, or {EVENT_NONE:#x} for none)")
+
+
 _TABLE = [
+    # -- events: the wait and set event numbers (after the structural walk) --
+    _event("wait_event"), _event("set_event"),
+
+    # -- seed_mode: a Ldweights / Matmul that moves seeds: PE_MANAGE_SEED's job before MAVERICK; on
+    #    MAVERICK one FP32 HIGH transposing row over all 256 columns (D-T27) --
+    Rule("seed_mode", ARRAY_OPS, E.BAD_SEED_OP, "flags.seed_mode", _seed_move,
+         lambda v: "on MARIANA seeds move through PE_MANAGE_SEED", only=_not_maverick),
+    *(_seed_need(*need) for need in SEED_NEEDS),
+    Rule("seed_mode", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "dst_mem_pattern",
+         lambda v: (_flag(v, "seed_mode") == SeedMode.SAVE_SEED) & v.not_(_save_dst_ok(v)),
+         lambda v: "SaveSeed writes a 1x1x2 PSUM tensor", only=lambda v: v.maverick),
+
     # -- ldweights: background transpose, tagged weights (step 0), the walked source's size (step 1) --
     Rule("ldweights", frozenset({Opcode.LDWEIGHTS}), E.BAD_ENUM, "bg_xpose_mode",
          lambda v: v["bg_xpose_mode"] != 0,
@@ -513,6 +711,44 @@ _TABLE = [
     Rule("ldtags", frozenset({Opcode.LDTAGS}), E.BAD_SPARSE, "force_tag_bits",
          lambda v: v.not_(v.in_(v["force_tag_bits"], (0x0, 0x4, 0x8, 0xC))),
          lambda v: f"{v['force_tag_bits']:#x} is not 0x0/0x4/0x8/0xC"),
+    # -- the matmul destinations, walked between steps 1 and 2 (check.py psum_write, rules.dst_walk):
+    #    a MAVERICK seed move's bank, a transpose's, a plain matmul's whole PE steps, the destination --
+    Rule("seed_patterns", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "src_mem_pattern",
+         lambda v: matmul_seeds(v) & (_flag(v, "seed_mode") == SeedMode.LOAD_SEED) & (v.count("src_mem_pattern") != 0)
+         & (v.count("src_mem_pattern") != 2 * psum_half(v.gen, v.array_cols)),
+         lambda v: f"LoadSeed reads {2 * psum_half(v.gen, v.array_cols)} INT32 seeds (one per column), "
+                   f"the pattern has {v.count('src_mem_pattern')}", only=lambda v: v.maverick, step=2),
+    Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: matmul_transposes(v) & (v.count("src_mem_pattern") > _slot_cols(v)),
+         lambda v: f"a transpose writes one PSUM partition per moving element, all in one write slot: "
+                   f"{v.count('src_mem_pattern')} elements need {v.count('src_mem_pattern')} active columns of one "
+                   f"slot (at most {_slot_cols(v)})", step=1),
+    Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_OUT_DTYPE, "out_dtype",
+         lambda v: matmul_transposes(v) & (v["out_dtype"] == Dtype.BFLOAT16) & _dtype_is(v, "wide"),
+         lambda v: "32-bit data cannot be transposed into 2-byte BF16 cells", step=1),
+    Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "dst_mem_pattern",
+         lambda v: matmul_transposes(v) & (v.count("dst_mem_pattern") != 0)
+         & (v.count("dst_mem_pattern") != v["num_active_rows"]),
+         lambda v: f"a transpose writes {v['num_active_rows']} elements (one per row) per partition; dst has "
+                   f"{v.count('dst_mem_pattern')}", step=2),
+    Rule("matmul", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: _plain(v) & v.not_(_whole_steps(v)),
+         lambda v: f"{v.count('src_mem_pattern')} elements per partition is not a whole number of {v.pack}-element "
+                   "PE steps", step=1),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "src_mem_pattern",
+         lambda v: _to_destination(v) & (moving(v) > max_moving(v.gen)),
+         lambda v: f"{moving(v)} moving vectors; one matmul on {v.gen.name} streams at most {max_moving(v.gen)} "
+                   "(D-T97)", only=lambda v: max_moving(v.gen) is not None, step=1),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "dst_mem_pattern.num_elem",
+         lambda v: v.given(_dst_checked(v) & c256(v), lambda: _dst_upper(v) != 2),
+         lambda v: "with c256 the upper dim of dst must have size 2 (PE columns 0-127 and 128-255)", step=2),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "dst_mem_pattern",
+         lambda v: v.given(_dst_checked(v) & c256(v), lambda: _dst_upper(v) == 2)
+         & (v.count("dst_mem_pattern") != 2 * moving(v)),
+         lambda v: f"dst holds {v.count('dst_mem_pattern') // 2} elements per half, moving has {moving(v)}", step=2),
+    Rule("destination", MATMUL_OPS, E.BAD_PATTERN, "dst_mem_pattern",
+         lambda v: _dst_checked(v) & v.not_(c256(v)) & (v.count("dst_mem_pattern") != moving(v)),
+         lambda v: f"dst has {v.count('dst_mem_pattern')} elements per partition, moving has {moving(v)}", step=2),
 ]
 
 
@@ -530,11 +766,180 @@ def _named(table) -> tuple:
 
 RULES = _named(_TABLE)
 FAMILIES = tuple(dict.fromkeys(r.family for r in RULES))
+BY_FAMILY = {fam: tuple(r for r in RULES if r.family == fam) for fam in FAMILIES}
 
+
+# -- the structural rules: generated from the layout, not rows of the table ----------------------------
+STRUCTURE = ("structure:RESERVED_NONZERO:bytes", "structure:BAD_DTYPE:byte", "structure:BAD_ENUM:byte",
+             "structure:RESERVED_NONZERO:bits", "structure:BAD_ENUM:bits")
+
+
+def _struct_rule(code, what, field, fires, message, union) -> Rule:
+    """A structural rule; in a union member `union` (field, kind), it holds where the field is that member."""
+    if union is not None:
+        fires = _in_member(fires, *union)
+    return Rule("structure", ALL_OPS, code, field, fires, message, name=f"structure:{code.name}:{what}")
+
+
+def _in_member(fires, union, kind):
+    """`fires` where the pattern `union` is the member `kind` (only there the model reads its fields)."""
+    return lambda v: v.given(v.kind_is(union, kind), lambda: fires(v))
+
+
+def _field_rules(v, sd, path, name, union):
+    """The rules of the fields of `sd`, read through `v` at `path`, named `name` (D-T101)."""
+    for fd in sd.fields:
+        p, n, kind = path + fd.name, name + fd.name, fd.kind
+        if isinstance(kind, Reserved):
+            yield _struct_rule(E.RESERVED_NONZERO, "bytes", n, lambda v, p=p: v.nonzero(v[p]),
+                               lambda v, p=p: f"reserved bytes must be zero, got {v[p].hex()}", union)
+        elif isinstance(kind, EnumByte) and kind.enum is Dtype:
+            yield _struct_rule(E.BAD_DTYPE, "byte", n, lambda v, p=p: v.not_(_dtype_is(v, "enum", p)),
+                               lambda v, p=p: f"0x{int(v[p]):02X} is not a dtype of {v.gen.name}", union)
+        elif isinstance(kind, EnumByte):
+            yield _struct_rule(E.BAD_ENUM, "byte", n, lambda v, p=p, e=kind.enum: v.not_(v.in_(v[p], e)),
+                               lambda v, p=p, e=kind.enum: f"{v[p]} is not a {e.__name__}", union)
+        elif isinstance(kind, Bits):
+            for part, _, enum_cls in kind.parts:
+                q = f"{p}.{part}"
+                if part == "reserved":
+                    yield _struct_rule(E.RESERVED_NONZERO, "bits", f"{n}.{part}", lambda v, q=q: v[q] != 0,
+                                       lambda v: "reserved bits must be zero", union)
+                elif enum_cls is not None:
+                    yield _struct_rule(E.BAD_ENUM, "bits", f"{n}.{part}",
+                                       lambda v, q=q, e=enum_cls: v.not_(v.in_(v[q], e)),
+                                       lambda v, q=q, e=enum_cls: f"{v[q]} is not a {e.__name__}", union)
+        elif isinstance(kind, Sub):
+            yield from _field_rules(v, kind.struct, p + ".", n + ".", union)
+        elif isinstance(kind, Union):
+            assert not path, "unions are top-level fields"
+            for kind_name, sub in kind.members:
+                yield from _field_rules(v, sub, member(v, fd.name, kind_name) + ".", n + ".", (fd.name, kind_name))
+
+
+def structure(v) -> tuple:
+    """The structural rules of the layout `v` reads (D-T101): reserved bytes and bits are zero, enum
+    bytes and parts members of their enum, dtype bytes dtypes of the generation; a union member's
+    fields where the pattern is that member.  In field order: check.py reports them in it.  Made once
+    per backend and layout (a rule reads the descriptor through the `v` it is given)."""
+    key = (type(v), id(v.layout))
+    if key not in _STRUCTURE:
+        _STRUCTURE[key] = tuple(_field_rules(v, v.layout, "", "", None))
+    return _STRUCTURE[key]
+
+
+_STRUCTURE: dict = {}
+
+
+# -- the pattern walk: rules made per walked pattern (its element size and partitions are the caller's) --
+PATTERN = ("pattern:UNSUPPORTED_PATTERN:indirect16b", "tensor:BAD_PATTERN:num_elem", "window:BAD_ADDRESS:memory",
+           "window:BAD_ADDRESS:bytes", "window:BAD_ADDRESS:partitions", "mx_pattern:BAD_MX:scale_dtype",
+           "mx_pattern:BAD_MX:p_f_dim", "mx_pattern:BAD_PATTERN:num_elem")
+_QUAD = PUMP_PACK[MXPerfMode.QUAD_ROW]    # MXTensorV2 p_f_dim: F = 2^2 packed elements x P = 2^3 partitions
+MX_BLOCK_P_F_DIM = ((_QUAD.bit_length() - 1) << 4) | ((MX_BLOCK // _QUAD).bit_length() - 1)   # 0x23 (D-21)
+
+
+def _add(out, name, field, fires, message):
+    """A rule of one pattern walk, `fires` its verdict already evaluated on the walk's backend; one
+    that is False outright (the model's, mostly) is left out: it would not fire."""
+    if fires is not False:
+        family, code, _ = name.split(":")
+        out.append(Rule(family, ALL_OPS, E[code], field, lambda v: fires, message, name=name))
+
+
+def _where(addr) -> str:
+    loc = addrmap.locate(addr)
+    return loc.memory.upper() if loc else "no memory"
+
+
+def window(v, out, name, addr, memory, esize, steps, nums, rows, when):
+    """The rules of a pattern's window, where `when` (D-T101): `addr` in `memory`, the bytes of its
+    `steps` x `nums` elements of `esize` bytes in one partition, its `rows` partitions in the array's."""
+    sbuf = memory == "sbuf"
+    in_mem = addr < addrmap.SBUF_END if sbuf else (addr >= addrmap.PSUM_BASE) & (addr < addrmap.PSUM_END)
+    size = addrmap.sbuf_bytes(v.gen) if sbuf else addrmap.PSUM_PARTITION_BYTES
+    part, off = addrmap.split(addr, memory)
+    lo = hi = 0
+    for s, n in zip(steps, nums):
+        span = s * (n - 1) * esize
+        lo, hi = lo + v.pick(span < 0, span, 0), hi + v.pick(span > 0, span, 0)
+    ok, mem = when & in_mem, memory.upper()
+    _add(out, "window:BAD_ADDRESS:memory", f"{name}.start_addr", when & v.not_(in_mem),
+         lambda v: f"{addr:#010x} is in {_where(addr)}; must be in {mem}")
+    _add(out, "window:BAD_ADDRESS:bytes", name, ok & ((off + lo < 0) | (off + hi + esize > size)),
+         lambda v: f"pattern bytes {off + lo:#x}..{off + hi + esize - 1:#x} leave the {mem} partition "
+                   f"(0..{size - 1:#x} on {v.gen.name})")
+    if rows is not None:
+        _add(out, "window:BAD_ADDRESS:partitions", f"{name}.start_addr", ok & (part + rows > addrmap.PARTITIONS),
+             lambda v: f"partitions {part}..{part + rows - 1} run past partition {addrmap.PARTITIONS - 1}")
+
+
+def _tensor(v, out, path, name, memory, esize, rows, when):
+    """A TENSORnD / MEM_PATTERNnD at `path`: every count >= 1, then its window.  Returns its count."""
+    nums, steps = v.elems(f"{path}.num_elem"), v.elems(f"{path}.step_elem")
+    zero = v.any_(*(n == 0 for n in nums))
+    _add(out, "tensor:BAD_PATTERN:num_elem", f"{name}.num_elem", when & zero,
+         lambda v: f"every count must be >= 1, got {v[path + '.num_elem']}")
+    window(v, out, name, v[f"{path}.start_addr"], memory, esize, steps, nums, rows, when & v.not_(zero))
+    count = nums[0]
+    for n in nums[1:]:
+        count = count * n
+    return v.pick(zero, 0, count)
+
+
+def _mx_tensor(v, out, path, name, memory, esize, rows, when):
+    """An MXTENSOR_V2 at `path` (always in SBUF, bytes): its element dtype, scales, counts, data and
+    scale windows (D-21; D-T25: one scale byte per vector / column).  Returns its count."""
+    out += [replace(r, fires=_in_walk(when, r.fires)) for r in select(("mx_dtype",), v.op, v)]
+    scale, p_f_dim = v[f"{path}.scale_dtype"], v[f"{path}.p_f_dim"]
+    e8 = scale == Dtype.SFP8_E8
+    _add(out, "mx_pattern:BAD_MX:scale_dtype", f"{name}.scale_dtype", when & (scale != Dtype.INVALID) & v.not_(e8),
+         lambda v: "MX scales are SFP8_E8 (E8M0), or 0 for none")
+    _add(out, "mx_pattern:BAD_MX:p_f_dim", f"{name}.p_f_dim", when & e8 & (p_f_dim != MX_BLOCK_P_F_DIM),
+         lambda v: f"the scale block is 8 partitions x 4 elements (p_f_dim {MX_BLOCK_P_F_DIM:#04x}, D-21), "
+                   f"got {p_f_dim:#04x}")
+    n0, n1 = v.elems(f"{path}.num_elem")
+    zero = (n0 == 0) | (n1 == 0)
+    _add(out, "mx_pattern:BAD_PATTERN:num_elem", f"{name}.num_elem", when & zero,
+         lambda v: f"every count must be >= 1, got {v[path + '.num_elem']}")
+    ok, per = when & v.not_(zero), (n0 * n1) // v.pack
+    window(v, out, name, v[f"{path}.data_addr"], "sbuf", 1, [1, v[f"{path}.step_elem_data_1"]], [n0, n1], rows, ok)
+    window(v, out, f"{name}.scale", v[f"{path}.scale_addr"], "sbuf", 1, [1], [v.pick(per == 0, 1, per)], rows, ok & e8)
+    return v.pick(zero, 0, n0 * n1)
+
+
+def _in_walk(when, fires):
+    return lambda v: v.given(when, lambda: fires(v))
+
+
+def walk_pattern(v, name, memory, esize, rows, when=True) -> tuple:
+    """(rules, count) of walking the pattern `name` in `memory`, where `when` (D-T101): an INDIRECT16B
+    is refused, an MXTENSOR_V2 has its MX rules and windows, a TENSORnD its counts and window; the
+    count is its elements per partition, 0 when unusable.  check.py and the decoder both walk with it."""
+    out = []
+    if member(v, name, "tensor3d") == name:
+        return out, _tensor(v, out, name, name, memory, esize, rows, when)
+    ind, t3, mx = (v.kind_is(name, kind) for kind in ("indirect16b", "tensor3d", "mxtensor_v2"))
+    _add(out, "pattern:UNSUPPORTED_PATTERN:indirect16b", name, when & ind,
+         lambda v: "INDIRECT16B patterns are not executed by the PE (D-T18)")
+    counts = [0 if w is False else walk(v, out, member(v, name, kind), name, memory, esize, rows, w)
+              for walk, kind, w in ((_tensor, "tensor3d", when & t3), (_mx_tensor, "mxtensor_v2", when & mx))]
+    return out, v.pick(t3, counts[0], v.pick(mx, counts[1], 0))     # a member the model knows is not: never walked
+
+
+def mx_source(v) -> list:
+    """The rules of a MARIANA MX source's data and scale windows (MXMEM_PATTERN1D, D-T18), walked where
+    it has elements (mx_count_ok)."""
+    n, rows, when, out = v["src_mem_pattern.num_elem"], v["num_active_rows"], mx_count_ok(v), []
+    per = n // v.pack
+    window(v, out, "src_mem_pattern", v["src_mem_pattern.data_addr"], "sbuf", 1, [v["src_mem_pattern.step_elem"]],
+           [n], rows, when)
+    window(v, out, "src_mem_pattern.scale", v["src_mem_pattern.scale_addr"], "sbuf", 1, [1], [v.pick(per == 0, 1, per)],
+           rows, when)
+    return out
 
 def select(families, op, v, step=None):
     """The rules of `families` that apply to opcode `op` on the layout `v` evaluates, in table order
-    (family by family, as given); with `step`, only that step's."""
-    return [r for fam in families for r in RULES
-            if r.family == fam and op in r.ops and r.only(v) and step in (None, r.step)]
-
+    (family by family, as given; "structure": the structural rules); with `step`, only that step's."""
+    return [r for fam in families for r in (structure(v) if fam == "structure" else BY_FAMILY[fam])
+            if op in r.ops and step in (None, r.step) and r.only(v)]
