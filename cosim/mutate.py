@@ -80,6 +80,14 @@ UNIT_TESTS = {
     "model/isa/check.py": ["tests/test_check_rules.py", "tests/test_isa.py", "tests/test_model_corners.py"],
     "model/isa/rules.py": ["tests/test_check_rules.py", "tests/test_rules.py", "tests/test_isa.py"],
     "model/fastpaths.py": ["tests/test_array_paths.py", "tests/test_constants_literal.py", "tests/test_engine.py"],
+    "model/engine/core.py": ["tests/test_engine.py", "tests/test_api.py", "tests/test_model_corners.py"],
+    "model/engine/issue.py": ["tests/test_engine.py", "tests/test_public_cost.py", "tests/test_row_tiles.py"],
+    "model/engine/execute.py": ["tests/test_engine.py", "tests/test_model_corners.py", "tests/test_oracle.py"],
+    "model/engine/seeds.py": ["tests/test_engine.py", "tests/test_oracle.py"],
+    "model/engine/operands.py": ["tests/test_engine.py", "tests/test_microop.py", "tests/test_model_corners.py"],
+    "model/engine/psum_order.py": ["tests/test_aggregate_trace.py", "tests/test_psum_collisions.py",
+                                   "tests/test_engine.py"],
+    "model/engine/records.py": ["tests/test_engine.py", "tests/test_aggregate_trace.py"],
     "rtl/array.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/array_loop.py": [],
     "rtl/blackbox.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist", "tests/test_rtl_top.py"],
@@ -334,14 +342,23 @@ def rtl_units(root) -> list:
     return sorted(p.relative_to(root).as_posix() for p in (Path(root) / "rtl").rglob("*.py") if p.name != "__init__.py")
 
 
+def engine_units(root) -> list:
+    """Every file of the golden engine's package with code (model/engine/, D-T96): units of the map
+    outside the default targets (`--units engine`)."""
+    return sorted(p.relative_to(root).as_posix() for p in (Path(root) / "model" / "engine").glob("*.py")
+                  if p.name != "__init__.py")
+
+
 GROUPS = {"model": lambda root: list(DEFAULT_TARGETS),
+          "engine": engine_units,
           "rtl": lambda root: [u for u in rtl_units(root) if UNIT_TESTS.get(u)],
-          "all": lambda root: list(DEFAULT_TARGETS) + [u for u in rtl_units(root) if UNIT_TESTS.get(u)]}
+          "all": lambda root: list(DEFAULT_TARGETS) + engine_units(root) +
+          [u for u in rtl_units(root) if UNIT_TESTS.get(u)]}
 
 
 def expand_units(root, names: list) -> list:
-    """Unit names with the groups (`model`: DEFAULT_TARGETS, `rtl`: the rtl files the map covers,
-    `all`) expanded, each once, in the order given."""
+    """Unit names with the groups (`model`: DEFAULT_TARGETS, `engine`: the engine's files, `rtl`: the rtl
+    files the map covers, `all`) expanded, each once, in the order given."""
     out = []
     for name in names:
         out += [u for u in (GROUPS[name](root) if name in GROUPS else [name]) if u not in out]
@@ -372,10 +389,11 @@ def collected(root, items: list, marks: str = MARKS) -> list:
 
 
 def check_map(root, collect: bool = False, marks: str = MARKS) -> list:
-    """The findings of UNIT_TESTS, one line each: a unit (a default model target or an rtl file) with
-    no covering test, a test file that does not exist, an entry that is no unit; with `collect`, a
-    unit whose tests select no test under `-m marks` (its mutants would run nothing)."""
-    units = list(DEFAULT_TARGETS) + rtl_units(root)
+    """The findings of UNIT_TESTS, one line each: a unit (a default model target, a file of the
+    engine or an rtl file) with no covering test, a test file that does not exist, an entry that is
+    no unit; with `collect`, a unit whose tests select no test under `-m marks` (its mutants would
+    run nothing)."""
+    units = list(DEFAULT_TARGETS) + engine_units(root) + rtl_units(root)
     found = [f"{u}: no covering test in UNIT_TESTS" for u in units if not UNIT_TESTS.get(u)]
     found += [f"{u}: UNIT_TESTS names it, but it is no unit (a model target or an rtl file)"
               for u in UNIT_TESTS if u not in units]

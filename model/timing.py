@@ -2,7 +2,7 @@
 model and the RTL share.  Cycles count from the engine's first clock after reset (cycle 0).
 
 The formulas are written once for both (D-T70): they use only `+`, `-`, `&` and shifts, so they
-take Python ints (model/engine.py) and Amaranth values (rtl/seq.py) alike; `passes` is 1 or 4."""
+take Python ints (model/engine/) and Amaranth values (rtl/seq.py) alike; `passes` is 1 or 4."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,8 +25,8 @@ assert PERF_COUNTERS == BUCKETS * BUCKETS
 
 @dataclass(frozen=True)
 class Profile:
-    """A timing profile: which issue rules the golden engine (model/engine.py) and the RTL sequencer
-    (rtl/seq.py) apply, one definition both evaluate (D-T98).  `public` (the default): AWS's public
+    """A timing profile: which issue rules the golden engine (model/engine/issue.py) and the RTL
+    sequencer (rtl/seq.py) apply, one definition both evaluate (D-T98).  `public` (the default): AWS's public
     Tensor Engine cost rules (nki.isa.nc_matmul, the architecture guides) with the hardware they
     need.  `contract`: the issue rules of docs/timing.md without them, one operation at a time
     (the reference the row-serial schedule and its tests are written against, D-T102).

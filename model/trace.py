@@ -1,4 +1,4 @@
-"""The golden engine's record of a run (model/engine.py): the micro-ops, every architectural event
+"""The golden engine's record of a run (model/engine/): the micro-ops, every architectural event
 with its cycle, and (record_pe) the PE log.
 
 A detailed trace holds one Event per PSUM write.  An aggregate trace (Engine(trace="aggregate"))

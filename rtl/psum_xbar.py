@@ -2,8 +2,8 @@
 
 Column c presents its write (strobe, partition, byte offset, value and flags; seed states) in the
 column-output cycle.  The writes one partition receives in a cycle take its ports in the order the
-model applies them (model/engine.py): micro-ops oldest first, and within a micro-op column half
-(slot) 0 before slot 1.  The write records run along the columns in launch order, so an older
+model applies them (model/engine/psum_order.py): micro-ops oldest first, and within a micro-op
+column half (slot) 0 before slot 1.  The write records run along the columns in launch order, so an older
 micro-op's columns are further along: the crossbar takes the columns from the last to the first,
 except that a c256 micro-op's slot-1 write (column x + half) follows its own slot-0 write to the same
 partition (column x) when both are in the cycle: `pair[x]`, found by the write-back unit.  Port k

@@ -2,7 +2,7 @@
 
 The golden engine refuses a matmul whose block holds weights of the other fp32 class than its input
 (DTYPE_MIX) or weights loaded with another pack than it streams (BAD_MX); it reads the last load into
-each PE (model.engine.Engine._current_weights).  Here four planes of rows x cols bits hold, per PE:
+each PE (model.engine.Engine._current).  Here four planes of rows x cols bits hold, per PE:
 a load reached it, that load was FP32 (a LUT load: the table's entry dtype), and log2 of its pack,
 a row at a time (WeightRow).  A load writes its block in its issue cycle; a query over a block
 answers in the same cycle."""

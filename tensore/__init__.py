@@ -11,5 +11,6 @@ __version__ = "0.1.0"
 
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _root = _os.path.dirname(_here)
-if not _os.path.isdir(_os.path.join(_here, "model")) and _os.path.isfile(_os.path.join(_root, "model", "engine.py")):
+if not _os.path.isdir(_os.path.join(_here, "model")) and \
+        _os.path.isfile(_os.path.join(_root, "model", "engine", "core.py")):
     __path__.append(_root)

@@ -25,8 +25,8 @@ def check_map(marks: str) -> int:
     """The unit -> tests map and its findings (cosim/mutate.py check_map, with a collection under
     the run's marks); 1 if there are findings."""
     from tensore.cosim import mutate as M
-    for unit in [*M.DEFAULT_TARGETS, *M.rtl_units(M.ROOT)]:
-        print(f"{unit:<24} {' '.join(M.UNIT_TESTS.get(unit) or ['(none)'])}")
+    for unit in [*M.DEFAULT_TARGETS, *M.engine_units(M.ROOT), *M.rtl_units(M.ROOT)]:
+        print(f"{unit:<28} {' '.join(M.UNIT_TESTS.get(unit) or ['(none)'])}")
     findings = M.check_map(M.ROOT, collect=True, marks=marks)
     for f in findings:
         print(f"FINDING {f}")
@@ -112,8 +112,8 @@ def register(sub) -> None:
                        "source, each run against its unit's tests; killed / survived / timeout / stillborn / "
                        "equivalent per unit, JSON and HTML report")
     p.add_argument("--units", "--target", nargs="+", metavar="UNIT", help="files of model/ or rtl/ to mutate "
-                   f"(comma- or space-separated), or groups: {', '.join(M.GROUPS)} (rtl: the rtl files the unit map "
-                   "covers); default model: " + ",".join(M.DEFAULT_TARGETS))
+                   f"(comma- or space-separated), or groups: {', '.join(M.GROUPS)} (engine: model/engine/'s "
+                   "files; rtl: the rtl files the unit map covers); default model: " + ",".join(M.DEFAULT_TARGETS))
     p.add_argument("--tests", metavar="TESTS", help="the test set: test files or node ids, space-separated, or named "
                    f"sets ({M.UNIT_SET}: the mutant's unit's tests, {', '.join(M.TEST_SETS)}); default "
                    f"'{' '.join(M.DEFAULT_TESTS)}' (fast: {len(M.FAST_TESTS)} files of make test)")

@@ -129,7 +129,7 @@ def test_the_oracle_sees_a_race(monkeypatch):
     early = timing.column_load_issue
     prog = _race_program()
     assert hazards(prog, shared=False) == []
-    monkeypatch.setattr("tensore.model.engine.column_load_issue", lambda *a: early(*a) - 1)
+    monkeypatch.setattr("tensore.model.engine.issue.column_load_issue", lambda *a: early(*a) - 1)
     assert len(hazards(prog, shared=False)) == 1
 
 
@@ -219,10 +219,10 @@ def test_a_load_a_cycle_earlier_breaks_the_rtl(monkeypatch):
     """The rule is tight: a column-serial load one cycle earlier in model and RTL alike writes a PE
     of the last column while it still takes the first matmul's weights; the lockstep sees the PSUM
     writes differ from the golden engine's."""
-    from tensore.model import engine
+    from tensore.model.engine import issue
     from tensore.rtl import seq
     early = lambda *a: timing.column_load_issue(*a) - 1                    # noqa: E731
-    monkeypatch.setattr(engine, "column_load_issue", early)
+    monkeypatch.setattr(issue, "column_load_issue", early)
     monkeypatch.setattr(seq, "column_load_issue", early)
     [bad] = lockstep.run_many([_pairs()], psum_partitions=16)
     assert bad is not None and "psum" in str(bad).lower()

@@ -133,9 +133,13 @@ def _pe(mutants, line: str, op: str) -> M.Mutant:
 
 
 def test_unit_map_covers_every_unit():
-    """Every model target and rtl file has covering tests that exist, but the known finding; an rtl
-    unit's tests run no Verilator; every rtl unit of the map is in the `rtl` group."""
+    """Every model target, file of the engine and rtl file has covering tests that exist, but the
+    known finding; an rtl unit's tests run no Verilator; every rtl unit of the map is in the `rtl`
+    group, every file of the engine in the `engine` group."""
     assert M.check_map(M.ROOT) == KNOWN_FINDINGS
+    engine = M.GROUPS["engine"](M.ROOT)
+    assert "model/engine/issue.py" in engine and "model/engine/__init__.py" not in engine
+    assert all(M.UNIT_TESTS.get(u) for u in engine)
     rtl = M.GROUPS["rtl"](M.ROOT)
     assert PE in rtl and "rtl/array_loop.py" not in rtl and len(rtl) == len(M.rtl_units(M.ROOT)) - 1
     for unit in rtl:
@@ -147,18 +151,20 @@ def test_unit_map_covers_every_unit():
 
 def test_check_map_finds_what_is_missing(tmp_path, monkeypatch):
     """A unit with no entry, an entry with a missing file and an entry that is no unit are findings."""
-    for rel in ("model/a.py", "rtl/b.py", "rtl/c.py", "rtl/__init__.py"):
-        (tmp_path / rel).parent.mkdir(exist_ok=True)
+    for rel in ("model/a.py", "model/engine/d.py", "model/engine/__init__.py", "rtl/b.py", "rtl/c.py",
+                "rtl/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("X = 1\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("")
     monkeypatch.setattr(M, "DEFAULT_TARGETS", ["model/a.py"])
     monkeypatch.setattr(M, "UNIT_TESTS", {"model/a.py": ["tests/test_a.py"], "rtl/b.py": ["tests/test_b.py"],
                                           "rtl/gone.py": ["tests/test_a.py"]})
-    assert M.check_map(tmp_path) == ["rtl/c.py: no covering test in UNIT_TESTS",
+    assert M.check_map(tmp_path) == ["model/engine/d.py: no covering test in UNIT_TESTS",
+                                     "rtl/c.py: no covering test in UNIT_TESTS",
                                      "rtl/gone.py: UNIT_TESTS names it, but it is no unit (a model target or an rtl file)",
                                      "rtl/b.py: tests/test_b.py: no such test file"]
-    assert M.GROUPS["rtl"](tmp_path) == ["rtl/b.py"]
+    assert M.GROUPS["rtl"](tmp_path) == ["rtl/b.py"] and M.GROUPS["engine"](tmp_path) == ["model/engine/d.py"]
 
 
 def test_check_map_cli_reports_the_findings(capsys):

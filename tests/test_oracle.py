@@ -7,7 +7,7 @@ import pytest
 
 import tensore.model.array
 import tensore.model.dtypes
-import tensore.model.engine
+import tensore.model.engine.execute
 import tensore.model.fp
 import tensore.model.mac
 from tensore import model
@@ -231,7 +231,7 @@ def test_library_builds_without_the_model_arithmetic(monkeypatch):
     oracle._MEMO.clear()
     for mod, name in ((model.array, "matmul"), (model.array, "column_chain"), (model.array, "_single_product_chain"),
                       (model.mac, "fused_sum"), (model.fp, "round_pair"), (model.fp, "two_sum"),
-                      (model.dtypes, "to_fp32"), (model.engine, "column_chain")):
+                      (model.dtypes, "to_fp32"), (model.engine.execute, "column_chain")):
         monkeypatch.setattr(mod, name, _raise)
     for g in Gen:
         for ref, p in zip(reference[g], programs.library(g)):
@@ -287,15 +287,15 @@ def test_perturbed_column_chain_fails_the_library(gen, monkeypatch):
     expectations came from the same column_chain and all of them passed."""
     progs = programs.library(gen)
     assert all(_psum_mismatches(p) == 0 for p in progs)
-    chain = model.engine.column_chain
+    chain = model.engine.execute.column_chain
     for bit in (0, 16):
-        monkeypatch.setattr(model.engine, "column_chain", _perturbed(chain, _flip(bit)))
+        monkeypatch.setattr(model.engine.execute, "column_chain", _perturbed(chain, _flip(bit)))
         passing = {p.name for p in progs if _psum_mismatches(p) == 0}
         immune = TRANSPOSES | SPARSE
         if bit == 0:               # bf16 results (RNE / SR to bf16) hide the fp32 low bit
             immune |= BF16_OUT
         assert passing == immune & {p.name for p in progs}, (bit, passing)
-    monkeypatch.setattr(model.engine, "column_chain", chain)
+    monkeypatch.setattr(model.engine.execute, "column_chain", chain)
     monkeypatch.setattr(Engine, "_sparse_chain", _perturbed(Engine._sparse_chain, _flip(0)))
     passing = {p.name for p in progs if _psum_mismatches(p) == 0}
     assert passing & SPARSE == set() and "sparse_mixed" not in passing

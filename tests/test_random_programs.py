@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tensore.model.engine
+import tensore.model.engine.execute
 from tensore import model
 from tensore.cosim import lockstep
 from tensore.cosim import random_programs as R
@@ -84,7 +84,7 @@ def test_ddmin_finds_a_one_minimal_sublist():
 
 def _perturbed_fp16(bit=0):
     """The engine's column chain with one result bit flipped for fp16 x fp16 products (22 bits)."""
-    chain = model.engine.column_chain
+    chain = model.engine.execute.column_chain
 
     def perturbed(w, a, *, sig_bits=48, **kw):
         result = chain(w, a, sig_bits=sig_bits, **kw)
@@ -98,7 +98,7 @@ def _perturbed_fp16(bit=0):
 def _fails_with_perturbed_fp16(monkeypatch):
     def fails(program):
         with monkeypatch.context() as m:
-            m.setattr(model.engine, "column_chain", _perturbed_fp16())
+            m.setattr(model.engine.execute, "column_chain", _perturbed_fp16())
             eng, _ = R.run_golden(program, shared=False)
         cells = eng.psum.cells(4)
         per_bank = addrmap.PSUM_BANK_BYTES // 4

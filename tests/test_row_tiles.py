@@ -114,7 +114,7 @@ def test_the_front_binds_exactly_on_a_tile(monkeypatch):
     assert lw.t_issue == timing.column_load_issue(t_front, 1, 4, 0, 8, 2)
     assert hazards(prog, shared=False) == []
     early = timing.column_load_issue
-    monkeypatch.setattr("tensore.model.engine.column_load_issue", lambda *a: early(*a) - 1)
+    monkeypatch.setattr("tensore.model.engine.issue.column_load_issue", lambda *a: early(*a) - 1)
     assert len(hazards(prog, shared=False)) == 1
 
 

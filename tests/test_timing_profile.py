@@ -135,10 +135,10 @@ def test_a_load_a_cycle_earlier_breaks_the_rtl(monkeypatch, fp32):
     """The rule is tight: with the load one cycle earlier in model and RTL alike, the last row's
     shadow write comes while its last PE still takes the first matmul's weights, the PE takes the
     new ones, and the lockstep finds PSUM writes that differ."""
-    from tensore.model import engine
+    from tensore.model.engine import issue
     from tensore.rtl import seq
     early = lambda *a: timing.load_front_issue(*a) - 1                      # noqa: E731
-    monkeypatch.setattr(engine, "load_front_issue", early)
+    monkeypatch.setattr(issue, "load_front_issue", early)
     monkeypatch.setattr(seq, "load_front_issue", early)
     [bad] = lockstep.run_many([_two_loads(4, 8, fp32=fp32)], psum_partitions=16)
     assert bad is not None and "psum" in str(bad).lower()

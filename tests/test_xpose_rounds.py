@@ -13,8 +13,8 @@ PEs below pass it down (a transpose's only live PE in row r is column r < n), an
 writes a transpose's record in columns col0 = 0 .. n - 1 only (rtl/writeback.py WriteColumn
 `strobe`).  So such a value never reaches PSUM, the status or a register: the PSUM comparison of
 the lockstep cannot see it.  This test also compares what enters the top of every column with the
-golden engine's transposed elements (model/engine.py's PE log: element (k, n) at the top of column
-n in cycle t_data + k + n), which is where a wrong round's valid bit shows."""
+golden engine's transposed elements (model/engine/execute.py's PE log: element (k, n) at the top of
+column n in cycle t_data + k + n), which is where a wrong round's valid bit shows."""
 import numpy as np
 import pytest
 

@@ -4,7 +4,7 @@
 rows x cols PEs: the sequencer's class (`Kind`), the matmul rhythm class (`MmKind`), elements per
 PE step (`pack`), array passes per vector, transpose, MX and its element order (`MxOrder`),
 barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter.
-model/engine.py runs micro-ops; model/isa/check.py reads the same per-field derivations
+model/engine/ runs micro-ops; model/isa/check.py reads the same per-field derivations
 (`pack_of`, `transposes`, `is_mx`, `active_cols`, ...) on descriptors that may be invalid; the RTL
 decoder's micro-op record is generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
 from __future__ import annotations
