@@ -2,8 +2,8 @@
 
 `check` lists every violation; the engine reports `error_code(violations)`, the smallest code, so
 that the model and the RTL decoder name the same error for the same bytes (SPEC D-23).  Every rule
-is model/isa/rules.py's (D-T101): the rows of its table, walked by `_Checker.rules` where each
-family's method used to be called, and the rules it makes for the layout's structure
+is model/isa/rules.py's (D-T101): the rows of its table, walked by `_Checker.rules` family by
+family in the order below, and the rules it makes for the layout's structure
 (`rules.structure`) and for each pattern walk (`rules.walk_pattern`, `rules.mx_source`).  This
 module says only in what order they are walked and which patterns are walked with which element
 size and partitions."""
