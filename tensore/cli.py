@@ -15,12 +15,16 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from tensore import kernel_cli, mutate_cli, random_cli, rtl_run, verify_cli  # noqa: E402
+from tensore.args import (AUTO_OPT_PES, COLS_TYPE, COUNT_TYPE, GEN_HELP, GENS, NPZ_FILE, OPT_HELP,  # noqa: E402
+                          PROG_HELP, PSUM_PARTITIONS_TYPE, ROWS_TYPE, RTL_SBUF_LATENCY, WAVES_DEPTH_HELP, WAVES_FILE,
+                          InputFile, OutputFile, array_cols, check_array_args, cosim_opt, file_error, input_file,
+                          int_at_least, opt_level, opt_or_auto, output_dir, output_file, timing_arg, waves_depth)
 from tensore.cosim.toolchain import OPT_ENV  # noqa: E402
 from tensore.model import dtypes as dt  # noqa: E402
-from tensore.model.addrmap import PARTITIONS  # noqa: E402
-from tensore.model.isa.microop import ARRAY_ROWS, GROUPS, full_cols  # noqa: E402
-from tensore.model.timing import PERF_BANKS, PERF_COUNTERS  # noqa: E402
+from tensore.model.isa.microop import ARRAY_ROWS, full_cols  # noqa: E402
 from tensore.model.words import plural  # noqa: E402
+from tensore.rtl_run import SUMMARY_OPS, check_expectations, refusal_error, run_summary  # noqa: E402
 
 
 def _version() -> str:
@@ -29,186 +33,6 @@ def _version() -> str:
         return version("tensore")
     except PackageNotFoundError:
         return "unknown (not installed)"
-
-
-def int_at_least(lo: int, what: str = "", hi: int | None = None, size: bool = False):
-    """An argparse type: an integer (decimal or 0x hex) from `lo` (to `hi`), else a one-line usage
-    error (SPEC section 9, D-T90).  `lo`, `hi` and `size` (an array dimension, checked again against
-    the generation by check_array_args) are kept on it for tests/test_cli_bad_input.py's sweep."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"{value} is below {lo}{f' ({what})' if what else ''}")
-        if hi is not None and value > hi:
-            raise argparse.ArgumentTypeError(f"{value} is above {hi}{f' ({what})' if what else ''}")
-        return value
-    parse.__name__ = "integer"
-    parse.lo, parse.hi, parse.size = lo, hi, size
-    return parse
-
-
-def array_dim(what: str):
-    """An argparse type for --rows / --cols: an integer of at least GROUPS; main() then checks the
-    whole array against the generation by model.engine.check_array, the one size rule."""
-    return int_at_least(GROUPS, what, size=True)
-
-
-ROWS_TYPE = array_dim(f"a multiple of {GROUPS} up to {ARRAY_ROWS}")
-COLS_TYPE = array_dim(f"a multiple of {GROUPS} (MAVERICK: {2 * GROUPS}) up to the generation's full width")
-COUNT_TYPE = int_at_least(1)                 # a number of things to do
-SEED_TYPE = int_at_least(0, "numpy seeds are non-negative")
-RTL_SBUF_LATENCY = int_at_least(2, "the RTL: a request register and the memory")
-PSUM_PARTITIONS_TYPE = int_at_least(1, "PSUM partitions", hi=PARTITIONS)
-
-
-class InputFile(str):
-    """A file argument (input_file, input_path): checked by file_error once the arguments are
-    parsed, so that a missing file is an exit 2 from main() like every other refused input."""
-    dirs = False                 # a directory is accepted too
-
-    def problem(self) -> str | None:
-        """Why the file cannot be read, or None: `-` is stdin; `FILE.npz:NAME` names an array of
-        FILE.npz."""
-        if self == "-" or (self.dirs and os.path.isdir(self)):
-            return None
-        path = str(self) if os.path.exists(self) or ":" not in self else self.rsplit(":", 1)[0]
-        if not os.path.exists(path):
-            return f"{path}: no such file"
-        if os.path.isdir(path):
-            return f"{path}: a directory, not a file"
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            return f"{path}: cannot be read ({exc.strerror})"
-        return None
-
-
-def input_file(text: str) -> InputFile:
-    """An argparse type: a file to read, which must exist, be a file and be readable (file_error)."""
-    return InputFile(text)
-
-
-def input_path(text: str) -> InputFile:
-    """An argparse type: a file to read as input_file, or a directory (tensore check-waves --engine)."""
-    path = InputFile(text)
-    path.dirs = True
-    return path
-
-
-def file_error(args, kind: type) -> str | None:
-    """The first file argument of `args` of `kind` (InputFile: cannot be read; OutputFile: could not
-    be written), as a one-line reason; else None."""
-    for name, value in vars(args).items():
-        for v in value if isinstance(value, list) else [value]:
-            why = v.problem() if isinstance(v, kind) else None
-            if why:
-                return f"argument {name}: {why}"
-    return None
-
-
-class OutputFile(str):
-    """A file or directory argument to write (output_file, output_dir, plot_file, npz_file): checked
-    by file_error once the arguments are parsed, before any work, so that a name the command could
-    not write is an exit 2 from main() like every other refused input, not an error after the run."""
-    suffixes: tuple | None = None    # the suffixes the writer takes (None: any); "" is a name without one
-    what = "file"                    # the words of the message: "a plot", "a waveform", ...
-    directory = False                # a directory to write files into, not a file
-    parents = False                  # the command creates missing parent directories
-
-    def problem(self) -> str | None:
-        """Why the command could not write here, or None: `-` is stdout."""
-        if self == "-":
-            return None
-        path = Path(self)
-        suffixes = self.allowed()
-        if suffixes is not None and path.suffix.lower() not in suffixes:
-            shown = ", ".join(s or "none" for s in suffixes)
-            return f"{self}: unsupported suffix {path.suffix or '(none)'} for {self.what} (one of: {shown})"
-        if path.is_dir() and not self.directory:
-            return f"{self}: a directory, not a file"
-        if path.exists() and not path.is_dir() and self.directory:
-            return f"{self}: a file, not a directory"
-        if path.exists():
-            return None if os.access(path, os.W_OK) else f"{self}: not writable"
-        parent = path.absolute().parent
-        if self.parents or self.directory:            # created with its parents: the first that exists
-            while not parent.exists():
-                parent = parent.parent
-        if not parent.exists():
-            return f"{self}: directory {parent} does not exist"
-        if not parent.is_dir():
-            return f"{self}: {parent} is not a directory"
-        if not os.access(parent, os.W_OK | os.X_OK):
-            return f"{self}: directory {parent} is not writable"
-        return None
-
-    def allowed(self) -> tuple | None:
-        return self.suffixes
-
-
-class PlotFile(OutputFile):
-    """A picture: the formats matplotlib writes (FigureCanvasBase.get_supported_filetypes)."""
-    what = "a picture"
-
-    def allowed(self) -> tuple:
-        from matplotlib.backend_bases import FigureCanvasBase
-        return tuple("." + s for s in FigureCanvasBase.get_supported_filetypes())
-
-
-def output_file(suffixes: tuple | None = None, what: str = "file", parents: bool = False, directory: bool = False):
-    """An argparse type: a file (or `directory`) to write, with one of `suffixes` (None: any), in an
-    existing writable directory (`parents`: the command creates missing ones); see OutputFile."""
-    def parse(text: str) -> OutputFile:
-        out = OutputFile(text)
-        out.suffixes, out.what, out.parents, out.directory = suffixes, what, parents, directory
-        return out
-    parse.__name__ = "output file"
-    parse.output, parse.suffixes, parse.parents = True, suffixes, parents or directory   # for the bad-input sweep
-    return parse
-
-
-def output_dir(text: str) -> OutputFile:
-    """An argparse type: a directory to write into, created with its parents when missing."""
-    return output_file(directory=True)(text)
-
-
-def plot_file(text: str) -> OutputFile:
-    """An argparse type: a picture to write, its suffix one of matplotlib's formats."""
-    return PlotFile(text)
-
-
-output_dir.output, output_dir.suffixes, output_dir.parents = True, None, True
-plot_file.output, plot_file.suffixes, plot_file.parents = True, (".png", ".pdf", ".svg"), False   # a few of them
-NPZ_FILE = output_file(("", ".npz"), "an npz result file (.npz added when missing)")
-WAVES_FILE = output_file((".fst", ".vcd"), "a waveform", parents=True)
-
-
-def check_array_args(args) -> str | None:
-    """The size rule (model.engine.check_array) on a subcommand's --rows / --cols for every
-    generation it names; the one-line reason, or None.  `array_cols(gen, rows, cols)` (the
-    subcommand's default, set_defaults) gives the array's columns from the options; --rows
-    defaults to the full ARRAY_ROWS where the option has no default."""
-    from tensore.model.engine import check_array
-    if not hasattr(args, "rows") or not hasattr(args, "gen"):
-        return None
-    cols_of = getattr(args, "array_cols", array_cols)
-    rows = args.rows or ARRAY_ROWS
-    for gen in args.gen if isinstance(args.gen, list) else [args.gen]:
-        try:
-            check_array(gen, rows, cols_of(gen, rows, getattr(args, "cols", None)))
-        except ValueError as exc:
-            given = f"--rows {rows}" + (f" --cols {args.cols}" if getattr(args, "cols", None) else "")
-            return f"{given} on {dt.Gen.parse(gen).name}: {exc}"
-    return None
-
-
-GEN_HELP = "chip generation (its ISA layouts, dtypes and array size)"
-PROG_HELP = ("the program: assembly text (docs/isa.md) or binary 64-byte descriptors, told apart by content; "
-             "- for stdin")
 
 
 def dtype_table(gen) -> str:
@@ -253,148 +77,13 @@ def cmd_demo(args) -> int:
         print(f"\n== {prog.name} ({gen.name}, {prog.rows}x{prog.cols} array) ==")
         print(prog.text.strip())
         waves = None if args.no_waves else Path(args.waves_dir) / f"{prog.name}_{gen.name.lower()}.{args.waves_format}"
-        failures += _cosim(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt, harness=args.harness,
-                           waves_depth=args.waves_depth)
+        failures += rtl_run.run_rtl(prog, args.sim, waves, psum_partitions=max(16, cols), opt=args.opt,
+                                    harness=args.harness, waves_depth=args.waves_depth)
     print(f"\n{'all checks passed' if not failures else plural(failures, 'program') + ' FAILED'}")
     return 1 if failures else 0
 
 
-def _amaranth(prog, waves, *, pack, psum_partitions: int, sbuf_latency: int, waves_depth: int):
-    """Amaranth's simulator: (mismatch, stats, waveform).  A waveform asked for is written whether or
-    not the run passes (lockstep.run_waves); without one, a mismatch is re-run with a VCD up to it."""
-    from tensore.cosim import lockstep
-    from tensore.cosim.hdl import fit_pack
-    kw = dict(psum_partitions=psum_partitions, sbuf_latency=sbuf_latency)
-    kw["pack"] = fit_pack([lockstep.Lockstep(prog, pack=pack, **kw)], pack)
-    stats: dict = {}
-    if waves:
-        bad = lockstep.run_waves(prog, waves, depth=waves_depth, stats=stats, **kw)
-        return bad, stats, str(Path(waves).resolve())
-    bad = lockstep.check(prog, stats=stats, vcd_dir="build/lockstep", **kw)
-    return bad, stats, bad.vcd if bad else None
-
-
-def _cosim(prog, sim: str, waves, *, psum_partitions: int, sbuf_latency: int = 2, opt: str | None = "-O1",
-           harness: str | None = None, dtypes=None, waves_depth: int = 0, pack: int | None = None,
-           allow_refused: bool = False, verbose: bool = True, result: dict | None = None) -> int:
-    """Run one program on `sim` in lockstep with the golden engine; print the summary; 1 on failure.
-    A program whose golden run refuses a micro-op, or has one report an error when executed, fails
-    before the RTL runs unless `allow_refused` (the rule of `tensore run`, refusal_error).
-    The engine has `pack` elements per PE, or as many as the program needs (cosim/hdl.fit_pack);
-    `opt` None: $TENSORE_OPT, else -O1 (cosim/toolchain.cxx_opt).  `verbose` False: no line per
-    executed micro-op for a long program (run_summary).  `result` (a dict) receives the lockstep,
-    the mismatch and `rtl_writes` (outputs.py rows: the compiled harness's record, else, when
-    every cycle matched, the golden writes the RTL was checked to make; None otherwise, D-T89)."""
-    import time
-
-    from tensore.cosim.wave_request import Trace
-    if waves:
-        Trace.of(waves, waves_depth)                 # a bad name or depth: refused before anything runs
-    if not allow_refused:                            # the golden run, shared with the lockstep's (Program.golden)
-        eng, golden_trace, code = prog.golden(sbuf_latency)
-        if any(o.error or o.fault for o in golden_trace.ops):
-            print(run_summary(eng, golden_trace, verbose))
-            print(f"  RTL on {sim}: not run (--allow-refused runs it and checks its refusals and errors against "
-                  "the golden engine's)")
-            return int(refusal_error(golden_trace, allow_refused))
-    t0 = time.perf_counter()
-    if sim == "amaranth":
-        bad, stats, wave_file = _amaranth(prog, waves, pack=pack, psum_partitions=psum_partitions,
-                                          sbuf_latency=sbuf_latency, waves_depth=waves_depth)
-        lk, cycles, checks, seconds = stats["lockstep"], stats["cycles"], stats["checks"], stats["seconds"]
-    else:
-        from tensore.cosim import hdl
-        res = hdl.run(prog, sim=sim, waves_to=waves, waves_depth=waves_depth, psum_partitions=psum_partitions,
-                      sbuf_latency=sbuf_latency, opt=opt, harness=harness, dtypes=dtypes, pack=pack,
-                      log=lambda m: print(f"  {m}", flush=True))
-        bad, lk, cycles, checks, seconds, wave_file = res.mismatch, res.lockstep, res.cycles, res.checks, \
-            res.seconds, res.waves
-    trace = lk.trace
-    if result is not None:
-        from tensore.outputs import harness_write_rows, psum_write_rows
-        rec = getattr(lk, "rtl_writes", None)
-        result.update(lockstep=lk, mismatch=bad, rtl_writes=harness_write_rows(rec) if rec is not None else
-                      psum_write_rows(trace) if bad is None else None)
-    print(run_summary(lk.eng, trace, verbose))
-    # one PSUM write = one column's sum over the matmul's rows (x2 for an FP8 double-row PE)
-    macs = sum(lk.eng.region(o.desc)[1] * o.psum_writes for o in trace.ops
-               if o.name.startswith("matmul") and o.t_issue is not None)
-    pes = prog.rows * prog.cols
-    expect_bad = _check_expectations(prog, lk.eng)
-    print(f"  RTL on {sim}: {plural(len(lk.descs), 'micro-op')}, {plural(cycles, 'cycle')}, {plural(checks, 'check')} "
-          f"(every PSUM write of every partition, the error status each cycle; at the end the idle engine, "
-          f"{plural(len(lk.regs), 'register')} and {plural(len(lk.final_words), 'PSUM word')} of every partition read back)")
-    print(f"  engine: {plural(lk.pack, 'element')} per PE, {plural(lk.psum_ports, 'PSUM write port')} per partition"
-          + (", 32-bit sparse fmaps" if lk.need_sparse32 else ""))
-    if seconds:
-        print(f"  simulation loop {seconds:.2f} s: {cycles / seconds:,.0f} cycles/s, {pes * cycles / seconds:,.0f} PE-cycles/s "
-              f"(total with export/build/golden {time.perf_counter() - t0:.1f} s)")
-    print(f"  PE utilisation {macs / max(1, pes * trace.cycles):.1%} ({macs:,} MACs in {trace.cycles} cycles x {pes} PEs)")
-    print(f"  lockstep vs golden engine: {'OK' if bad is None else bad}")
-    refused, faulted = sum(bool(o.error) for o in trace.ops), sum(bool(o.fault) for o in trace.ops)
-    if refused or faulted:
-        print(f"  micro-ops refused: {refused} of {len(trace.ops)}; reported an error when executed: {faulted}")
-    if prog.expect_fp32 or prog.expect_bf16:
-        print(f"  golden PSUM vs independent expectation: {'OK' if not expect_bad else f'{expect_bad} MISMATCHES'}")
-    if wave_file:
-        from tensore.cosim import savefile
-        print(f"  waveform: {wave_file} (GTKWave: gtkwave {savefile.write(wave_file)})")
-    return int(bad is not None or expect_bad > 0)
-
-
 FULL_SIZE = {g: (ARRAY_ROWS, full_cols(g)) for g in ("maverick", "mariana")}   # the cosim-full engines
-GENS = [g.name.lower() for g in dt.Gen]
-
-
-def timing_arg(p) -> None:
-    """--timing: the engine's profile of issue rules (model/timing.py PROFILES, D-T98), golden and RTL alike."""
-    from tensore.model.timing import DEFAULT_PROFILE, PROFILES
-    p.add_argument("--timing", default=DEFAULT_PROFILE, choices=list(PROFILES), type=str.lower,
-                   help="the engine's timing profile (docs/timing.md, 'Timing profiles'): public, the rules of AWS's "
-                   "public Tensor Engine cost model with weights loaded in the background (D-T99), or contract, "
-                   f"the row-serial issue rules of docs/timing.md (default: {DEFAULT_PROFILE})")
-OPT_HELP = ("C++ optimisation of the Verilator build: 0 (builds about twice as fast as 1), 1, 2 or 3 "
-            "(also O1, or --opt=-O1)")
-WAVES_DEPTH_HELP = ("levels of hierarchy in the waveform, the cosim wrapper (Amaranth: the engine) being 1; "
-                    "0 (default): everything, every PE's registers by name (Verilator: the loop form's arrays "
-                    "pe_<register>[row][col] with every block inlined, slower to build; Icarus, Amaranth: each "
-                    "PE's scope); N: the quick build, N levels (D-T66)")
-
-
-# `cosim --opt auto`: engines of at least this many PEs build at -O1 (docs/decisions.md, "cosim's C++
-# optimisation follows the engine's size")
-AUTO_OPT_PES = 64 * 64
-
-
-def cosim_opt(opt: str, rows: int, cols: int) -> str | None:
-    """The C++ optimisation `cosim` builds with: an explicit --opt; for `auto`, $TENSORE_OPT when set
-    (None: cosim/toolchain.cxx_opt reads it), else -O1 for an engine of AUTO_OPT_PES PEs or more, -O0
-    below (a small engine's build outweighs its run; a large one runs about 12x faster at -O1)."""
-    if opt != "auto":
-        return opt
-    if os.environ.get(OPT_ENV):
-        return None
-    return "-O1" if rows * cols >= AUTO_OPT_PES else "-O0"
-
-
-def opt_or_auto(text: str) -> str:
-    """An argparse type: `auto` or a C++ optimisation level (opt_level)."""
-    return "auto" if text.strip().lower() == "auto" else opt_level(text)
-
-
-def opt_level(text: str) -> str:
-    """An argparse type: a C++ optimisation level 0-3 (`1`, `O1`, `-O1`) as the flag `-O1`."""
-    level = text.strip().lstrip("-").lstrip("Oo")
-    if level not in ("0", "1", "2", "3"):
-        raise argparse.ArgumentTypeError(f"{text!r}: a C++ optimisation level, 0, 1, 2 or 3")
-    return f"-O{level}"
-
-
-def waves_depth(text: str) -> int:
-    """An argparse type: a waveform depth, 0 (everything) or a number of levels."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of hierarchy levels, or 0 for everything")
-    return int(text)
 
 
 def full_size_programs(gen, n: int, n_small: int, rows: int | None = None, cols: int | None = None,
@@ -477,7 +166,7 @@ def program_result(prog, res, pes: int) -> tuple:
     """One cosim-full program's verdict: (ok, the printed line, the JSON entry).  `res`: an
     hdl.HdlResult (mismatch, cycles, checks, seconds, lockstep)."""
     lk = res.lockstep
-    expect_bad = _check_expectations(prog, lk.eng)
+    expect_bad = check_expectations(prog, lk.eng)
     kernel = kernel_check(prog, lk.trace)
     ok = res.mismatch is None and expect_bad == 0 and res.checks > res.cycles and (kernel is None or kernel["ok"])
     rate = res.cycles / res.seconds if res.seconds else 0.0
@@ -591,10 +280,10 @@ def cmd_cosim(args) -> int:
     prog = Program(src.name, gen, args.rows, cols, src.source_text(gen), sbuf, timing=args.timing)
     from tensore.rtl.fp.pe_mac import parse_dtypes
     result: dict = {}
-    rc = _cosim(prog, args.sim, args.waves, psum_partitions=args.psum_partitions, sbuf_latency=args.sbuf_latency,
-                harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes), opt=cosim_opt(args.opt, args.rows, cols),
-                pack=args.pack, waves_depth=args.waves_depth, allow_refused=args.allow_refused, verbose=args.verbose,
-                result=result)
+    rc = rtl_run.run_rtl(prog, args.sim, args.waves, psum_partitions=args.psum_partitions,
+                         sbuf_latency=args.sbuf_latency, harness=args.harness, dtypes=parse_dtypes(gen, args.dtypes),
+                         opt=cosim_opt(args.opt, args.rows, cols), pack=args.pack, waves_depth=args.waves_depth,
+                         allow_refused=args.allow_refused, verbose=args.verbose, result=result)
     if args.output:                     # the golden run is the lockstep's (Program.golden, shared)
         from tensore.outputs import RUN_ARRAYS, save_results
         eng, trace, _ = prog.golden(args.sbuf_latency)
@@ -602,18 +291,6 @@ def cmd_cosim(args) -> int:
         print(f"wrote {save_results(args.output, eng, trace, rtl_writes=rtl)} ({RUN_ARRAYS}"
               f"{', rtl_psum_writes' if rtl is not None else ''})")
     return rc
-
-
-def _check_expectations(prog, engine) -> int:
-    from tensore.model import addrmap
-    bad = 0
-    for (part, bank), (off, bits) in prog.expect_fp32.items():
-        start = (bank * addrmap.PSUM_BANK_BYTES + off) // 4
-        bad += int((engine.psum.cells(4)[part, start:start + bits.size] != bits).sum())
-    for (part, bank), (off, codes) in prog.expect_bf16.items():
-        start = (bank * addrmap.PSUM_BANK_BYTES + off) // 2
-        bad += int((engine.psum.cells(2)[part, start:start + codes.size] != codes).sum())
-    return bad
 
 
 def cmd_asm(args) -> int:
@@ -656,35 +333,6 @@ def cmd_disasm(args) -> int:
     return 1 if "# ^ descriptor" in text else 0
 
 
-SUMMARY_OPS = 16       # a longer program lists its executed micro-ops only when asked (-v)
-
-
-def run_summary(engine, trace, verbose: bool = True) -> str:
-    """The summary `tensore run` prints: ops, cycles, errors, status registers and non-zero counters;
-    not `verbose` and more than SUMMARY_OPS micro-ops: no line per executed micro-op (refused and
-    faulting ones keep theirs)."""
-    per_op = verbose or len(trace.ops) <= SUMMARY_OPS
-    lines = [trace.summary(per_op=per_op)]
-    if not per_op:
-        lines.append(f"  ({plural(sum(o.t_issue is not None for o in trace.ops), 'micro-op')} executed: -v lists each)")
-    regs = engine.regs
-    lines.append(f"  status: err={regs.get('err_status', 'err')} err_code={regs.get('err_status', 'err_code'):#04x} "
-                 f"err_opcode={regs.get('err_status', 'err_opcode'):#04x} err_count={regs.get('err_count', 'count')} "
-                 f"done_count={regs.get('done_count', 'count')} matmul_done={regs.get('matmul_done_count', 'count')}")
-    for bank in PERF_BANKS:
-        counts = {i: regs.counter64(bank, i) for i in range(PERF_COUNTERS)}
-        nz = [f"{2 << (i // 7)}x{2 << (i % 7)}:{v}" for i, v in counts.items() if v]
-        if nz:
-            lines.append(f"  perf {bank} (rows x cols bucket: count): {', '.join(nz)}")
-    return "\n".join(lines)
-
-
-def array_cols(gen, rows: int, cols: int | None) -> int:
-    """The array's columns when --cols is not given: `rows`, or 2 x `rows` on MAVERICK (whose full
-    array is 128 x 256); the rule of `run` and `cosim` alike."""
-    return cols or (2 * rows if dt.Gen.parse(gen).layout == dt.Gen.MAVERICK else rows)
-
-
 def cmd_run(args) -> int:
     """Run a program in the golden engine: print the summary, optionally write PSUM and the trace."""
     engine, trace = _golden_run(args)
@@ -721,29 +369,6 @@ def cmd_cost(args) -> int:
     if refusal_error(trace, args.allow_refused):
         return 1
     return 1 if trace.stalled else 0
-
-
-def refusal_error(trace, allow: bool) -> bool:
-    """True when a micro-op of the golden run was refused, or reported an error when executed, and
-    `allow` (--allow-refused) is False, after printing the one-line error; the rule of `run` and
-    `cosim` alike (a program that tests refusals says so)."""
-    if allow:
-        return False
-    refused = [o for o in trace.ops if o.error]
-    if refused:
-        o = refused[0]
-        why = f": {o.violations[0].detail}" if o.violations else ""
-        print(f"error: {plural(len(refused), 'micro-op')} refused; the first is #{o.index} {o.name} ({o.error.name} "
-              f"({o.error.value:#04x}){why}); "
-              "--allow-refused accepts programs that test refusals", file=sys.stderr)
-        return True
-    faulted = [o for o in trace.ops if o.fault]
-    if faulted:
-        o = faulted[0]
-        print(f"error: {plural(len(faulted), 'micro-op')} reported an error when executed; the first is #{o.index} {o.name} "
-              f"({o.fault.name}); --allow-refused accepts programs that test errors", file=sys.stderr)
-        return True
-    return False
 
 
 def cmd_regs(args) -> int:
@@ -803,8 +428,8 @@ def _golden_run_args(p, sbuf_help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `tensore` argument parser, every subcommand registered (also tensore/kernel_cli.py,
-    tensore/verify_cli.py and tensore/random_cli.py)."""
+    """The `tensore` argument parser, every subcommand registered (also those of tensore/kernel_cli.py,
+    verify_cli.py, random_cli.py and mutate_cli.py)."""
     parser = Parser(prog="tensore", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tensore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -942,14 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rewrite the committed artefacts of this source checkout (developers, after editing "
                        "the RDL)")
     p.set_defaults(func=cmd_regs)
-    from tensore.kernel_cli import register as register_kernels
-    register_kernels(sub)
-    from tensore.verify_cli import register as register_waves
-    register_waves(sub)
-    from tensore.random_cli import register as register_verification
-    register_verification(sub)
-    from tensore.mutate_cli import register as register_mutate
-    register_mutate(sub)
+    for module in (kernel_cli, verify_cli, random_cli, mutate_cli):
+        module.register(sub)
     return parser
 
 
@@ -970,7 +589,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    # through the package module: the subcommand modules import tensore.cli, and its InputFile
-    # arguments must be of that module's class, not of a second copy run as __main__
-    from tensore.cli import main as package_main
-    sys.exit(package_main())
+    sys.exit(main())

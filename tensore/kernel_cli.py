@@ -7,10 +7,12 @@ import time
 
 import numpy as np
 
-from tensore.model.dtypes import Dtype, Gen
+from tensore import rtl_run
+from tensore.args import (COLS_TYPE, GEN_HELP, GENS, NPZ_FILE, ROWS_TYPE, SEED_TYPE, array_cols, cosim_opt, input_file,
+                          int_at_least, output_file, plot_file, timing_arg)
+from tensore.model.dtypes import Dtype
 from tensore.model.words import plural
 
-GENS = [g.name.lower() for g in Gen]
 DTYPE_HELP = ("input dtype, a name or alias: bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, fp8_e3m4, fp8_e2m5 (MAVERICK); "
               "the generation's matmul inputs (`tensore dtypes --gen G`)")
 CONV_HELP = {"batch": "images N", "cin": "input channels C_in", "height": "input height H",
@@ -25,7 +27,6 @@ OPERAND_HELP = ("a .npy, or a .npz of one array (or FILE.npz:NAME), of float val
 
 
 def _engine_args(p, fp32_mode=None):
-    from tensore.cli import COLS_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, int_at_least, timing_arg
     p.add_argument("--dtype", default="bf16", help=DTYPE_HELP)
     p.add_argument("--gen", default="maverick", choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--rows", type=ROWS_TYPE, default=None, help="array rows, a multiple of 4 up to 128 (default: 128)")
@@ -48,7 +49,6 @@ def _engine_args(p, fp32_mode=None):
 
 
 def _run_args(p):
-    from tensore.cli import NPZ_FILE, output_file, plot_file
     from tensore.outputs import LAYOUT_HELP
     p.add_argument("--rtl", action="store_true", help="also run the program on the engine RTL in lockstep, every "
                    "cycle checked against the golden engine, as `tensore cosim` runs it (--sim)")
@@ -75,9 +75,8 @@ def _positive(args, names):
 
 
 def engine_size(args) -> tuple[int, int]:
-    """(rows, cols) of the engine from --rows / --cols: rows default 128, cols by tensore.cli.array_cols
+    """(rows, cols) of the engine from --rows / --cols: rows default 128, cols by tensore.args.array_cols
     (--rows R alone is R x R, MAVERICK R x 2R), the rule of `run`, `cosim` and `cost`."""
-    from tensore.cli import array_cols
     from tensore.model.isa.microop import ARRAY_ROWS
     rows = args.rows or ARRAY_ROWS
     return rows, array_cols(args.gen, rows, args.cols)
@@ -278,9 +277,8 @@ def _run_and_report(prog, args) -> int:
     if args.rtl and jobs > 1:               # independent programs side by side (D-T94)
         status |= _rtl_split(prog, args, jobs, C, result)
     elif args.rtl:                          # tensore cosim's path (D-T89): the same engines, summary, checks
-        from tensore.cli import _cosim, cosim_opt
-        status |= _cosim(prog, args.sim, None, psum_partitions=max(16, prog.half), verbose=args.verbose,
-                         opt=cosim_opt("auto", prog.rows, prog.cols), result=result)
+        status |= rtl_run.run_rtl(prog, args.sim, None, psum_partitions=max(16, prog.half), verbose=args.verbose,
+                                  opt=cosim_opt("auto", prog.rows, prog.cols), result=result)
     if args.output:
         _write_output(prog, args.output, C, trace, eng, result.get("rtl_writes"), result.get("rtl_c"))
     if args.plot:
@@ -327,7 +325,6 @@ def _rtl_split(prog, args, jobs: int, C: np.ndarray, result: dict) -> int:
     """--rtl as `jobs` independent programs, blocks of C (tensore/kernels/split.py): one build, the parts at
     once, each checked every cycle; their C merged from the RTL's writes and compared with the
     whole GEMM's golden C (bit for bit unless stochastic rounding, whose state follows PSUM places)."""
-    from tensore.cli import cosim_opt
     from tensore.kernels.split import merge, run_parts, split_gemm
     A, B, kw = prog.split
     parts = split_gemm(A, B, jobs, **kw)
@@ -447,7 +444,6 @@ def _sweep(args) -> int:
 
 
 def _gemm_sizes(p):
-    from tensore.cli import input_file
     for name, what in (("m", "rows of A and C (the moving vectors)"), ("k", "the contraction: columns of A, rows of B"),
                        ("n", "columns of B and C (the array columns)")):
         p.add_argument(f"--{name}", type=int, default=None,
@@ -469,7 +465,6 @@ def _quantise_arg(p):
 def register(sub) -> None:
     """Add the kernel subcommands to tensore's subparsers (tensore.cli's help formatter: every
     option's help names its default)."""
-    from tensore.cli import input_file, plot_file
     p = sub.add_parser("gemm", help="C = A @ B (random operands) as a micro-op program on the golden engine: "
                        "cycle estimate and numerics")
     _gemm_sizes(p)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tensore.args import COUNT_TYPE, SEED_TYPE, int_at_least, output_dir
+
 
 def _config(args):
     from tensore.cosim import mutate as M
@@ -106,7 +108,6 @@ def _shard_text(text: str) -> str:
 
 def register(sub) -> None:
     """Add `tensore mutate` to tensore's subparsers."""
-    from tensore.cli import COUNT_TYPE, SEED_TYPE, int_at_least, output_dir
     from tensore.cosim import mutate as M
     p = sub.add_parser("mutate", help="mutation testing: single mutations of the golden model's and the RTL's "
                        "source, each run against its unit's tests; killed / survived / timeout / stillborn / "

@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tensore.args import (COLS_TYPE, COUNT_TYPE, GEN_HELP, GENS, ROWS_TYPE, SEED_TYPE, input_file, int_at_least,
+                          opt_level, output_dir, output_file, timing_arg)
 from tensore.model.dtypes import Gen
 from tensore.model.words import plural
 
-GENS = [g.name.lower() for g in Gen]
 EVERY_GEN = "generations (default: every one)"
 
 
@@ -123,7 +124,6 @@ def cmd_regress(args) -> int:
 
 
 def _program_args(p):
-    from tensore.cli import COLS_TYPE, COUNT_TYPE, ROWS_TYPE, opt_level, timing_arg
     p.add_argument("--rows", type=ROWS_TYPE, default=8, help="array rows")
     p.add_argument("--cols", type=COLS_TYPE, default=None, help=COLS_HELP)
     p.add_argument("--blocks", type=COUNT_TYPE, default=8, help="random blocks per program (and blocks // 3 extra ones)")
@@ -147,15 +147,13 @@ def half_cols(args) -> int:
 
 def _full_cols(gen, rows: int, cols: int | None) -> int:
     """The array a random program runs on: rows x cols, MAVERICK rows x 2 cols (--cols is each half,
-    cosim/random_programs.generate; without --cols, --rows); for tensore.cli.check_array_args."""
+    cosim/random_programs.generate; without --cols, --rows); for tensore.args.check_array_args."""
     cols = cols or rows
     return 2 * cols if Gen.parse(gen).layout == Gen.MAVERICK else cols
 
 
 def register(sub) -> None:
     """Add the verification subcommands to tensore's subparsers."""
-    from tensore.cli import (COLS_TYPE, COUNT_TYPE, GEN_HELP, ROWS_TYPE, SEED_TYPE, input_file, int_at_least,
-                             output_dir, output_file)
     p = sub.add_parser("random", help="constrained-random programs on the golden engine (and --rtl the RTL); "
                        "failing ones written as reproducers")
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)

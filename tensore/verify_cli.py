@@ -7,11 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+from tensore.args import (COLS_TYPE, COUNT_TYPE, GEN_HELP, GENS, OPT_HELP, PROG_HELP, PSUM_PARTITIONS_TYPE, ROWS_TYPE,
+                          RTL_SBUF_LATENCY, WAVES_FILE, array_cols, input_file, input_path, opt_level, output_dir,
+                          timing_arg)
+
 
 def _engine_args(p):
     """The program and the engine configuration, as `tensore cosim` takes them."""
-    from tensore.cli import (COLS_TYPE, GEN_HELP, GENS, PSUM_PARTITIONS_TYPE, ROWS_TYPE, RTL_SBUF_LATENCY,
-                             input_file, timing_arg)
     p.add_argument("--gen", required=True, choices=GENS, type=str.lower, help=GEN_HELP)
     p.add_argument("--sbuf", type=input_file,
                    help="the SBUF image (.npz array 'sbuf' or .npy, [partitions, bytes]); default all zeros")
@@ -37,7 +39,6 @@ def _lockstep(args, path):
     from tensore.model.dtypes import Gen
     from tensore.rtl.fp.pe_mac import parse_dtypes
     gen = Gen.parse(args.gen)
-    from tensore.cli import array_cols
     cols = array_cols(gen, args.rows, args.cols)
     src = read_program(path, gen)
     sbuf = load_sbuf(args.sbuf) if args.sbuf else np.zeros((addrmap.PARTITIONS, 0x4000), np.uint8)
@@ -123,7 +124,6 @@ def cmd_testbench(args) -> int:
 
 
 def register(sub) -> None:
-    from tensore.cli import COUNT_TYPE, OPT_HELP, PROG_HELP, WAVES_FILE, input_file, input_path, opt_level, output_dir
     p = sub.add_parser("check-waves", help="check a waveform of the exported engine (any simulator) against the "
                        "golden engine: exit 0 pass, 1 mismatch, 2 bad input")
     p.add_argument("waves", type=input_file, help="VCD or FST")

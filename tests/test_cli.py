@@ -94,7 +94,8 @@ def test_full_size_programs_have_independent_expectations():
     expectations computed without the engine, which the golden engine meets (here with 128 moving
     vectors; make cosim-full runs 512 and checks the same expectations)."""
     from tensore.cosim.lockstep import golden
-    from tensore.cli import FULL_SIZE, _check_expectations, full_size_programs
+    from tensore.cli import FULL_SIZE, full_size_programs
+    from tensore.rtl_run import check_expectations
     for gen, (rows, cols) in FULL_SIZE.items():
         progs = full_size_programs(gen, 128, 32)
         names = [p.name for p in progs]
@@ -103,7 +104,7 @@ def test_full_size_programs_have_independent_expectations():
         for p in progs:
             assert (p.rows, p.cols) == (rows, cols) and (p.expect_fp32 or p.expect_bf16), p.name
             eng, trace, _ = golden(p)
-            assert not trace.stalled and _check_expectations(p, eng) == 0, p.name
+            assert not trace.stalled and check_expectations(p, eng) == 0, p.name
 
 
 def test_bench_sizes():

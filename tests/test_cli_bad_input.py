@@ -12,6 +12,7 @@ import os
 import pytest
 
 from tensore import cli
+from tensore.args import check_array_args, input_file, input_path
 
 # integer options still of bare `type=int`, each checked by its command before any work (the kernel
 # commands' _positive): (subcommand, option) -> the smallest value it accepts
@@ -28,6 +29,7 @@ class StartedWork(BaseException):
 
 @pytest.fixture
 def no_work(monkeypatch):
+    from tensore import rtl_run
     from tensore.cosim import harness, hdl, lockstep, regress
     from tensore.model.engine import Engine
     from tensore.rtl import export
@@ -36,7 +38,7 @@ def no_work(monkeypatch):
         raise StartedWork("a bad-input case reached real work")
     for owner, name in ((Engine, "run"), (hdl, "export_cached"), (hdl, "build_cached"), (hdl, "run"),
                         (harness, "build"), (export, "export_engine"), (lockstep, "run"), (lockstep, "check"),
-                        (regress, "run_random"), (regress, "run_shard"), (cli, "_cosim")):
+                        (regress, "run_random"), (regress, "run_shard"), (rtl_run, "run_rtl")):
         monkeypatch.setattr(owner, name, refuse)
 
 
@@ -59,7 +61,7 @@ def base_argv(p, files) -> list:
             continue
         if isinstance(a, argparse._HelpAction):
             continue
-        if a.type in (cli.input_file, cli.input_path):
+        if a.type in (input_file, input_path):
             value = [files["program"]]
         elif a.choices:
             value = ["cayman" if "cayman" in a.choices else list(a.choices)[0]]
@@ -86,7 +88,7 @@ def bad_values(name, a, files) -> list:
     lo = getattr(t, "lo", None)
     if t is int and not a.choices:
         lo = RUNTIME_CHECKED.get((name, _option(a)))
-        assert lo is not None, f"{name} {_option(a)}: an integer option with no declared range (cli.int_at_least)"
+        assert lo is not None, f"{name} {_option(a)}: an integer option with no declared range (args.int_at_least)"
     if lo is not None:
         out += [str(lo - 1), "1.5"]
         if getattr(t, "hi", None) is not None:
@@ -95,8 +97,8 @@ def bad_values(name, a, files) -> list:
             out += ["0", "-4", "6", "130", "1000"]
     if a.choices and not isinstance(a.choices, dict):
         out.append("999" if t is int else "nosuch")
-    if t in (cli.input_file, cli.input_path):
-        out += [files["missing"], files["dangling"]] + ([files["dir"]] if t is cli.input_file else [])
+    if t in (input_file, input_path):
+        out += [files["missing"], files["dangling"]] + ([files["dir"]] if t is input_file else [])
         if os.geteuid() != 0:                                     # root reads a mode-000 file
             out.append(files["unreadable"])
     return out
@@ -204,4 +206,4 @@ def test_one_size_rule():
             except ValueError:
                 ok = False
             args = argparse.Namespace(gen=gen.name.lower(), rows=rows, cols=cols)
-            assert (cli.check_array_args(args) is None) == ok, (gen, rows, cols)
+            assert (check_array_args(args) is None) == ok, (gen, rows, cols)

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI_LAYER = ("tensore.cli", "tensore.inputs", "tensore.outputs", "tensore.kernels", "tensore.plot", "tensore.bench",
-             "tensore.kernel_cli", "tensore.random_cli", "tensore.verify_cli", "tensore.mutate_cli", "tensore.regs")
+CLI_LAYER = ("tensore.cli", "tensore.args", "tensore.rtl_run", "tensore.inputs", "tensore.outputs", "tensore.kernels",
+             "tensore.plot", "tensore.bench", "tensore.kernel_cli", "tensore.random_cli", "tensore.verify_cli",
+             "tensore.mutate_cli", "tensore.regs")
 FORBIDDEN = {"model": ("amaranth", "tensore.rtl", "tensore.cosim", *CLI_LAYER),
              "rtl": ("tensore.cosim", *CLI_LAYER)}
 

@@ -13,7 +13,9 @@ MATMULS = (Opcode.MATMUL, Opcode.MATMUL_SPARSE, Opcode.MATMUL_MX)
 LOADS = (Opcode.LDWEIGHTS, Opcode.LDWEIGHTS_MX, Opcode.LDTAGS)
 
 
-def _vectors(desc, pack: int) -> int:
+def moving_vectors(desc, pack: int) -> int:
+    """The moving vectors a matmul descriptor streams: its source pattern's elements over `pack`
+    (MatmulSparse: over its fmaps per vector too)."""
     n = desc.fields["src_mem_pattern"]["num_elem"]
     if isinstance(n, int):
         return n // pack
@@ -32,7 +34,7 @@ def matmul_spans(prog, trace) -> list:
     out = []
     for o in trace.ops:
         if o.desc.op in MATMULS and o.t_issue is not None and not o.error:
-            v = _vectors(o.desc, prog.pe_pack)
+            v = moving_vectors(o.desc, prog.pe_pack)
             r, c = _block(o.desc, prog.cols)
             out.append((o.index, o.t_issue, o.t_issue + v * prog.passes, o.t_complete, r, c, v))
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensore.kernels.estimate import LOADS, MATMULS, _vectors
+from tensore.kernels.estimate import LOADS, MATMULS, moving_vectors
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
 from tensore.model.isa.microop import microop
@@ -65,7 +65,7 @@ def compare(trace, timing=DEFAULT_PROFILE) -> dict:
     start = 0
     for i, o in enumerate(mms):
         mo = microop(o.desc, trace.rows, trace.cols)
-        v = max(1, _vectors(o.desc, mo.pack))
+        v = max(1, moving_vectors(o.desc, mo.pack))
         block = (mo.row0, mo.rows, mo.col0, mo.cols)
         if mo.xpose:
             kind, cost = "transpose", transpose_cost(mo.rows, v)
