@@ -27,6 +27,8 @@ def test_two_row_tiles_cost_the_public_figure(gen):
         assert {rows[i].ours + rows[i + 1].ours for i in range(1, PAIRS - 2, 2)} == {per_pair}, name
     cmp = run(gen, text, timing="tiles")
     assert cmp["public"] == 256 * PAIRS // 2
+    assert not any("beside the one before" in r for r in cmp["reasons"]), cmp["reasons"]
+    assert any("beside the one before" in r for r in run(gen, text, timing="public")["reasons"])
     assert [r.public_start for r in cmp["rows"]] == [256 * (i // 2) for i in range(PAIRS)]
 
 

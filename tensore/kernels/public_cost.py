@@ -85,6 +85,12 @@ def compare(trace, timing=DEFAULT_PROFILE) -> dict:
             "reasons": reasons(rows, [o.t_issue for o in mms], loads, trace.rows, trace.cols, timing)}
 
 
+def _apart_rows(a: tuple, b: tuple) -> bool:
+    """Whether PE blocks (row0, rows, ...) share no row: under `row_tiles` the engine runs them side
+    by side as the public model does (D-T100)."""
+    return a[0] + a[1] <= b[0] or b[0] + b[1] <= a[0]
+
+
 def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAULT_PROFILE) -> list:
     """The known rules of the timing profile (docs/timing.md) behind the gaps between the engine's
     cycles and the public model's, each a line with its count: a weight load between two matmuls
@@ -113,10 +119,13 @@ def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAUL
         out.append(f"{plural(len(floor), 'matmul')} {'reuses' if len(floor) == 1 else 'reuse'} the loaded weights and issue {min(r.ours for r in floor)}+ cycles apart; "
                    f"the public model starts one at most every min({MM_INIT}, N_stationary) cycles "
                    "(MM_INIT_LATENCY), a floor the contract timing does not have")
-    tiled = [r for k, r in enumerate(rows) if k and r.public_start < rows[k - 1].public_start + rows[k - 1].public]
+    tiled = [r for k, r in enumerate(rows) if k and r.public_start < rows[k - 1].public_start + rows[k - 1].public
+             and not (prof.row_tiles and _apart_rows(r.block, rows[k - 1].block))]
     if tiled:
-        out.append(f"{plural(len(tiled), 'matmul')} {'runs' if len(tiled) == 1 else 'run'} beside the one before in the public schedule (disjoint row / column "
-                   "tiles in parallel); the engine runs them one after another")
+        what = "column tiles in parallel); the engine runs column tiles" if prof.row_tiles else \
+            "row / column tiles in parallel); the engine runs them"
+        out.append(f"{plural(len(tiled), 'matmul')} {'runs' if len(tiled) == 1 else 'run'} beside the one before in the "
+                   f"public schedule (disjoint {what} one after another")
     return out
 
 
