@@ -54,14 +54,18 @@ def _ports_header(exported: dict) -> str:
              f"#define MV_ELEMS {MV_ELEMS}", f"#define MV_WORDS {MV_ELEMS}", f"#define MV_BITS {32 * MV_ELEMS}",
              # the column-serial port's rows (rtl/column_load.py, D-T102; 0: no `cl` port)
              f"#define COLUMN_ROWS {ports['cl_req_valid']['width'] if 'cl_req_valid' in ports else 0}",
-             "#define CL_OFF(j) (" + " : ".join(f"(j) == {j} ? top.cl_req_off{j}" for j in range(MV_ELEMS - 1)) +
-             f" : top.cl_req_off{MV_ELEMS - 1})",
+             _offsets("CL_OFF", "cl_req"),
              "#define MONITORS(X) " + " ".join(f"X({name}, {k})" for k, name in enumerate(_monitors(ports))),
-             "#define MV_OFF(j) (" + " : ".join(f"(j) == {j} ? top.mv_req_off{j}" for j in range(MV_ELEMS - 1)) +
-             f" : top.mv_req_off{MV_ELEMS - 1})"]
+             _offsets("MV_OFF", "mv_req")]
     lines += [f"#define {side}_W_{name.upper()} {width}" for side, widths in (("MV", MV_W), ("ST", ST_W))
               for name, (width, _) in widths.items()]        # the request fields' widths (per row / element)
     return "\n".join(lines) + "\n"
+
+
+def _offsets(macro: str, prefix: str) -> str:
+    """A macro naming element j's offset port of a plain row request (`mv_req`, `cl_req`)."""
+    return f"#define {macro}(j) (" + " : ".join(f"(j) == {j} ? top.{prefix}_off{j}" for j in range(MV_ELEMS - 1)) + \
+        f" : top.{prefix}_off{MV_ELEMS - 1})"
 
 
 def _monitors(ports: dict) -> list:

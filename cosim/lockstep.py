@@ -307,8 +307,7 @@ async def bench(lk: Lockstep, port) -> Mismatch | None:
                         out[r] = lk.server.mx_row(p, f["addr"], f["elem"], f["stride"], f["count"], f["nib"],
                                                   [f[n] for n in MAP_FIELDS], f["spart"], f["soff"])
                     else:
-                        out[r] = sum(lk.server.read(p, _field(o, r, *MV_W["off0"]), e) << (32 * j)
-                                     for j, o in enumerate(offs))
+                        out[r] = _plain_row(lk, p, e, offs, r)
         if lk.cl_rows:
             _serve_columns(lk, port, pending.setdefault(cycle + Lm, {}))
         if not lk.compare:
@@ -349,9 +348,14 @@ def _serve_columns(lk: Lockstep, port, due: dict):
     words = due.setdefault("cl", {})
     for k in range(lk.cl_rows):
         if valid >> k & 1:
-            p, e = _field(part, k, *MV_W["part"]), _field(es, k, *MV_W["esize"])
-            for j, o in enumerate(offs):
-                words[MV_ELEMS * k + j] = lk.server.read(p, _field(o, k, *MV_W["off0"]), e)
+            row = _plain_row(lk, _field(part, k, *MV_W["part"]), _field(es, k, *MV_W["esize"]), offs, k)
+            words.update((MV_ELEMS * k + j, row >> (32 * j) & 0xFFFFFFFF) for j in range(MV_ELEMS))
+
+
+def _plain_row(lk: Lockstep, part: int, esize: int, offs: list, r: int) -> int:
+    """Row r's answer to a plain request (the moving port's or `cl`'s): its MV_ELEMS elements of
+    partition `part` at the offsets `offs` (packed over the rows), element j in bits 32j.."""
+    return sum(lk.server.read(part, _field(o, r, *MV_W["off0"]), esize) << (32 * j) for j, o in enumerate(offs))
 
 
 async def _at_end(lk: Lockstep, port, done: int) -> Mismatch | None:

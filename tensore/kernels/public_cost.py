@@ -88,7 +88,7 @@ def compare(trace, timing=DEFAULT_PROFILE) -> dict:
 def _apart_rows(a: tuple, b: tuple) -> bool:
     """Whether PE blocks (row0, rows, ...) share no row: under `row_tiles` the engine runs them side
     by side as the public model does (D-T100)."""
-    return a[0] + a[1] <= b[0] or b[0] + b[1] <= a[0]
+    return not blocks_overlap((a[0], a[1], 0, 1), (b[0], b[1], 0, 1))
 
 
 def reasons(rows: list, issues: list, loads: list, R: int, C: int, timing=DEFAULT_PROFILE) -> list:
