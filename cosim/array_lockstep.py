@@ -15,6 +15,7 @@ import numpy as np
 from tensore.cosim.amaranth_sim import simulate
 from tensore.cosim.mismatch import Mismatch, first_with_waveform
 from tensore.rtl.array import Array
+from tensore.rtl.config import Config
 from tensore.rtl.pe import SPARSE_FMAPS
 
 
@@ -74,7 +75,7 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
         timing: dict | None = None):
     """Simulate and compare; returns None when every cycle matches, else the first Mismatch.
     compare=False only drives the array; `timing` receives the seconds spent in the simulator run."""
-    dut = Array(gen, trace.rows, trace.cols, pack)
+    dut = Array(Config(gen, trace.rows, trace.cols, pack), column_loads=False)
     plan = frames(trace, pack)
     end = trace.cycles if stop_at is None else stop_at + 1
     result: list = []

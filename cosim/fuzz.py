@@ -92,11 +92,12 @@ def decoder_parity(gen, descs, rows: int | None = None, cols: int | None = None)
     at 0 like the model's fresh engine): {"count", "codes" (histogram), "mismatches" [(index, hex,
     model, rtl)] (the first 20), "mismatch_count"}."""
     from tensore.cosim.vectors import VectorRunner
+    from tensore.rtl.config import Config
     from tensore.rtl.decoder import Decoder
     gen = Gen.parse(gen)
     rows, cols = (rows, cols) if rows else full_size(gen)
     want = model_codes(gen, descs, rows, cols)
-    run = VectorRunner(Decoder(gen, rows, cols), f"decoder_{gen.name.lower()}_{rows}x{cols}")
+    run = VectorRunner(Decoder(Config(gen, rows, cols)), f"decoder_{gen.name.lower()}_{rows}x{cols}")
     idle = {name: np.zeros(len(descs), np.uint64) for name, _, is_in in run.ports if is_in and name != "desc"}
     got = [int(x) for x in run(desc=np.array([int.from_bytes(b, "little") for b in descs], object), **idle)["error"]]
     bad = [(i, descs[i].hex(), w, g) for i, (w, g) in enumerate(zip(want, got)) if w != g]

@@ -33,43 +33,12 @@ from tensore.cosim.progress import Progress, VerilatorMeter, run_logged, silent
 from tensore.cosim.wave_request import Trace
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import Opcode
-from tensore.model.timing import DEFAULT_PROFILE
-from tensore.rtl.pe import default_pack
-from tensore.rtl.writeback import PSUM_PORTS
+from tensore.rtl.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMS = ("verilator", "icarus")
 COSIM_TOP = "tensore_engine_cosim"
 VERILATOR_FLAGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "fast", "--x-initial", "fast")
-
-
-@dataclass(frozen=True)
-class Config:
-    gen: str
-    rows: int
-    cols: int
-    pack: int
-    sbuf_latency: int = 2
-    psum_partitions: int = 16
-    dtypes: tuple | None = None          # a specialised build (D-T62): the PE's operand dtypes
-    psum_ports: int = PSUM_PORTS         # the writes a PSUM partition takes in one cycle (D-T40 (6))
-    sparse32: bool = False               # 32-bit MatmulSparse fmaps (D-T40 (3))
-    timing: str = DEFAULT_PROFILE        # the sequencer's profile of issue rules (model/timing.py, D-T98)
-
-    @property
-    def label(self) -> str:
-        from tensore.rtl.fp.pe_mac import dtypes_suffix
-        ports = "" if self.psum_ports == PSUM_PORTS else f"_w{self.psum_ports}"
-        tp = "" if self.timing == DEFAULT_PROFILE else f"_t{self.timing}"
-        return (f"{self.gen.lower()}_{self.rows}x{self.cols}_p{self.pack}_l{self.sbuf_latency}"
-                f"_ps{self.psum_partitions}{ports}{'_s32' if self.sparse32 else ''}{dtypes_suffix(self.dtypes)}{tp}")
-
-    @classmethod
-    def of(cls, program, *, pack=None, sbuf_latency=2, psum_partitions=16, dtypes=None,
-           psum_ports=PSUM_PORTS, sparse32=False) -> "Config":
-        pack = pack or program.pack or default_pack(program.gen)
-        return cls(program.gen.name, program.rows, program.cols, pack, sbuf_latency, psum_partitions,
-                   None if dtypes is None else tuple(dtypes), psum_ports, sparse32, program.timing)
 
 
 @contextmanager

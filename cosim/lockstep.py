@@ -29,11 +29,10 @@ from tensore.model.trace import Event
 from tensore.rtl.column_load import column_rows
 from tensore.rtl.load_unit import STATIONARY_REQUEST
 from tensore.rtl.mx import MAP_FIELDS, mapped
-from tensore.rtl.pe import default_pack
 from tensore.rtl.rowport import MV_REQUEST
 from tensore.rtl.top import MV_ELEMS
 from tensore.rtl.psum_bank import monitor_names
-from tensore.rtl.writeback import PSUM_PORTS
+from tensore.rtl.config import PSUM_PORTS, Config
 
 MV_BITS = 32 * MV_ELEMS                 # one row of mv_resp_data
 MX_FIELDS = ("addr", "elem", "stride", "count", "nib", *MAP_FIELDS, "spart", "soff")     # an MX moving request's
@@ -139,7 +138,7 @@ class Lockstep:
         `psum_ports`: the engine's writes per partition and cycle (default: PSUM_PORTS, or as many as
         the program needs, `need_ports`)."""
         self.program, self.L, self.parts = program, sbuf_latency, psum_partitions
-        self.pack = pack or program.pack or default_pack(program.gen)
+        self.pack = Config.of(program, pack=pack).pack       # the build's elements per PE
         # the program's shared golden run, or one of its own that `tamper` may alter
         self.eng, self.trace, code = program.golden(sbuf_latency, shared=tamper is None)
         if tamper is not None:

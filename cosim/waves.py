@@ -20,7 +20,7 @@ import numpy as np
 
 from tensore.cosim.lockstep import Lockstep, fit_ports
 from tensore.cosim.mismatch import Mismatch
-from tensore.rtl.writeback import PSUM_PORTS
+from tensore.rtl.config import PSUM_PORTS
 
 
 def domain_ports() -> tuple[str, str]:

@@ -23,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 from tensore.model.dtypes import Gen
 from tensore.rtl.array_loop import array_header
 from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus
 from tensore.model.timing import LOAD_COLS
 from tensore.rtl.pe import COL_BITS, PE, act_layout, build_suffix, weight_layout
@@ -148,16 +149,19 @@ def _array_signature(rows: int, cols: int, pack: int, sparse32: bool, column_loa
 
 
 class Array(wiring.Component):
-    def __init__(self, gen, rows: int, cols: int, pack: int = 1, *, black_box: bool = False, dtypes=None,
-                 sparse32: bool = False, column_loads: bool = False):
-        """black_box: rows are instances of the exported row module (Verilog for large arrays);
-        the default elaborates everything in Amaranth (for Amaranth's simulator, which reads an
-        Instance as zeros).  As a black box itself (rtl/blackbox.py), the engine's netlist holds one
-        array instance, not rows instances each on the weight bus and two column-wide sum buses.
-        `sparse32`: MatmulSparse fmaps of 32 bits (D-T40 (3)); `column_loads`: each row's column-serial
-        weight writes (`cw_*`, rtl/column_load.py)."""
-        self.gen, self.rows, self.cols, self.pack, self.dtypes = gen, rows, cols, pack, dtypes
-        self.black_box_rows, self.sparse32, self.column_loads = black_box, sparse32, column_loads
+    def __init__(self, cfg: Config, *, black_box: bool = False, column_loads: bool | None = None):
+        """The build's rows x cols PEs of `pack` elements (rtl/config.py; `sparse32`: MatmulSparse fmaps
+        of 32 bits, D-T40 (3)).  black_box: rows are instances of the exported row module (Verilog for
+        large arrays); the default elaborates everything in Amaranth (for Amaranth's simulator, which
+        reads an Instance as zeros).  As a black box itself (rtl/blackbox.py), the engine's netlist
+        holds one array instance, not rows instances each on the weight bus and two column-wide sum
+        buses.  `column_loads`: each row's column-serial weight writes (`cw_*`, rtl/column_load.py);
+        None: as the build's timing profile has them."""
+        self.gen, self.rows, self.cols, self.pack, self.dtypes = cfg.generation, cfg.rows, cfg.cols, cfg.pack, \
+            cfg.dtypes
+        self.black_box_rows, self.sparse32 = black_box, cfg.sparse32
+        self.column_loads = cfg.column_loads if column_loads is None else column_loads
+        rows, cols, pack, sparse32, column_loads = self.rows, self.cols, self.pack, self.sparse32, self.column_loads
         super().__init__(_array_signature(rows, cols, pack, sparse32, column_loads))
 
     @property

@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensore.model.addrmap import PARTITION_BITS, SBUF_OFFSET_BITS
 from tensore.model.timing import LOAD_COLS, column_groups, column_load, profile
+from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, arrays
 from tensore.rtl.isa import Kind, uop_layout
 from tensore.rtl.pe import COL_BITS, code_layout, slot_width, weight_layout
@@ -56,8 +57,9 @@ class ColumnLoad(wiring.Component):
     passes); out: the rows' SBUF requests (`req`, field-major as the moving port's) and their answers
     (`resp`), the column writes (`cw_*`)."""
 
-    def __init__(self, rows: int, cols: int, pack: int, sbuf_latency: int):
-        self.rows, self.cols, self.pack, self.L = rows, cols, pack, sbuf_latency
+    def __init__(self, cfg: Config):
+        self.rows, self.cols, self.pack, self.L = cfg.rows, cfg.cols, cfg.pack, cfg.sbuf_latency
+        rows, cols, pack = self.rows, self.cols, self.pack
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "skew4": In(1),
             "req": Out(wiring.Signature({n: Out(s) for n, s in arrays(COLUMN_REQUEST, rows).items()})),

@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from tensore.model import dtypes as dt
 from tensore.model.addrmap import split
-from tensore.model.dtypes import Dtype, Gen
+from tensore.model.dtypes import Dtype
 from tensore.model.isa.check import elem_bytes
 from tensore.model.isa import microop
 from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, Opcode, PerfOpt,
@@ -31,13 +31,14 @@ from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOr
                              TileRowSize, XposeMode)
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (ARRAY_ROWS, BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
-                                       PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder, full_cols)
+from tensore.model.isa.microop import (BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
+                                       PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder)
 from tensore.model.isa.rules import (Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes, moving,
                                      mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select,
                                      walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
+from tensore.rtl.config import Config
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
 from tensore.rtl.wires import any_of
 
@@ -279,12 +280,10 @@ class _Op:
 
 
 class Decoder(wiring.Component):
-    """Decoder for `gen` on a rows x cols array (cols: 128, MAVERICK 256, at full size)."""
+    """Decoder for the build's generation on its rows x cols array (rtl/config.py)."""
 
-    def __init__(self, gen, rows: int = ARRAY_ROWS, cols: int | None = None):
-        self.gen = Gen.parse(gen)
-        self.maverick = self.gen.layout == Gen.MAVERICK
-        self.rows, self.cols = rows, cols or full_cols(self.gen)
+    def __init__(self, cfg: Config):
+        self.gen, self.maverick, self.rows, self.cols = cfg.generation, cfg.maverick, cfg.rows, cfg.cols
         super().__init__({"desc": In(512), "error": Out(8), "check_error": Out(8), "uop": Out(uop_layout()),
                           "wt_mix": In(1), "wt_pump": In(1)})
 

@@ -28,11 +28,10 @@ from amaranth.lib.wiring import In
 from tensore.model.addrmap import PARTITIONS
 from tensore.model.dtypes import Gen
 from tensore.model.timing import DEFAULT_PROFILE
-from tensore.model.timing import profile as timing_profile
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
 from tensore.rtl.blackbox import convert_ports, ports, prototype
-from tensore.rtl.writeback import PSUM_PORTS
+from tensore.rtl.config import PSUM_PORTS, Config
 
 ENGINE_TOP = "tensore_engine"
 JOBS_ENV = "TENSORE_EXPORT_JOBS"         # processes of an engine export (D-T82)
@@ -86,7 +85,7 @@ def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "ten
                  column_loads: bool = False) -> dict:
     """Write the PE, row-block and top modules, files.f and a Verilator control file (`column_loads`:
     the array with the column-serial weight writes)."""
-    array = Array(gen, rows, cols, pack, column_loads=column_loads)
+    array = Array(Config(gen, rows, cols, pack), column_loads=column_loads)
     row = array.blocks()[0]
     pe = row.blocks()[0]
     t0 = time.perf_counter()
@@ -111,12 +110,8 @@ def _jobs() -> int:
 
 def _engine(args: dict):
     """The engine to export, from export_engine's arguments (plain values: they cross processes)."""
-    from tensore.model.dtypes import Dtype
     from tensore.rtl.top import Engine
-    dtypes = None if args["dtypes"] is None else tuple(Dtype(d) for d in args["dtypes"])
-    return Engine(args["gen"], args["rows"], args["cols"], pack=args["pack"], sbuf_latency=args["sbuf_latency"],
-                  psum_partitions=args["psum_partitions"], black_box=True, dtypes=dtypes,
-                  sparse32=args["sparse32"], psum_ports=args["psum_ports"], timing=args["timing"])
+    return Engine.of(Config(**args), black_box=True)
 
 
 class _Beside:
@@ -178,9 +173,8 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     profile of issue rules (D-T98)."""
     t_start = time.perf_counter()
     jobs = _jobs() if jobs is None else jobs
-    args = dict(gen=Gen.parse(gen).name, rows=rows, cols=cols, pack=pack, sbuf_latency=sbuf_latency,
-                psum_partitions=psum_partitions, dtypes=None if dtypes is None else [int(d) for d in dtypes],
-                sparse32=sparse32, psum_ports=psum_ports, timing=timing_profile(timing).name)
+    args = Config(Gen.parse(gen).name, rows, cols or 0, pack or 0, sbuf_latency, psum_partitions, dtypes, psum_ports,
+                  sparse32, timing).plain()
     eng = prototype(_engine(args))
     eng.check_convertible()
     blocks = blocks_of(eng)

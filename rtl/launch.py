@@ -11,6 +11,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
+from tensore.rtl.config import Config
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.fp.pe_mac import dtypes_suffix
 from tensore.rtl.mx import map_of, tile
@@ -30,9 +31,10 @@ class Launch(wiring.Component):
     a dtype the PEs do not carry (D-T62), a transpose of more elements than the rows fetch (D-T40 (1):
     xpose_rounds of a `cols`-column array)."""
 
-    def __init__(self, gen, rows: int, pack: int, sbuf_latency: int, dtypes=None, *, cols: int = 0):
-        self.gen, self.rows, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, pack, sbuf_latency, dtypes
-        self.rounds = xpose_rounds(rows, cols) if cols else 1
+    def __init__(self, cfg: Config):
+        self.gen, self.rows, self.pack, self.L, self.dtypes = cfg.generation, cfg.rows, cfg.pack, cfg.sbuf_latency, \
+            cfg.dtypes
+        self.rounds = xpose_rounds(cfg.rows, cfg.cols)
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "now": In(T), "seed_at": In(T),
             "rec": Out(REC_LAYOUT), "xit": Out(xit_layout(self.rounds)),

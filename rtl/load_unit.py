@@ -21,6 +21,7 @@ from tensore.model.isa.microop import MX_TILE, SEED_STATES
 from tensore.model.timing import column_load
 from tensore.rtl.fp.raw import e8m0_scale
 from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, request_port
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
@@ -70,13 +71,14 @@ class LoadUnit(wiring.Component):
     MatmulSparse of 32-bit values (FP32 data, or a LUT table of FP32 entries: fmaps 1-3 ride 16-bit
     code slots, D-T34, D-T40 (3))."""
 
-    def __init__(self, gen, rows: int, cols: int, pack: int, sbuf_latency: int, dtypes=None, *,
-                 sparse32: bool = False, black_box: bool = False, column_loads: bool = False):
-        """`black_box`: the LUT table is an instance of its exported module.  `column_loads`: plain
-        weight loads take the column-serial port (rtl/column_load.py, D-T99), not this one."""
-        self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = Gen.parse(gen), rows, cols, pack, \
-            sbuf_latency, dtypes
-        self.sparse32, self.black_box, self.column_loads = sparse32, black_box, column_loads
+    def __init__(self, cfg: Config, *, black_box: bool = False):
+        """`black_box`: the LUT table is an instance of its exported module.  Under a profile with
+        `column_loads` plain weight loads take the column-serial port (rtl/column_load.py, D-T99), not
+        this one."""
+        self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes = cfg.generation, cfg.rows, cfg.cols, \
+            cfg.pack, cfg.sbuf_latency, cfg.dtypes
+        self.sparse32, self.black_box, self.column_loads = cfg.sparse32, black_box, cfg.column_loads
+        rows, cols, pack = self.rows, self.cols, self.pack
         super().__init__({
             "issue": In(1), "uop": In(uop_layout()), "bypass": In(1),
             "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),

@@ -34,11 +34,6 @@ def act_layout(pack: int, sparse32: bool = False) -> data.StructLayout:
     })
 
 
-def default_pack(gen) -> int:
-    """Code slots per PE of a build that does not name them: 1 on MAVERICK, 2 elsewhere (D-T34)."""
-    return 1 if Gen.parse(gen).layout == Gen.MAVERICK else 2
-
-
 def code_layout(pack: int, sparse32: bool = False) -> data.StructLayout:
     """`pack` code slots of `slot_width` bits (D-T34, D-T40 (3))."""
     return data.StructLayout({f"s{j}": slot_width(j, sparse32) for j in range(pack)})

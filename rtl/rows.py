@@ -21,8 +21,8 @@ from amaranth.hdl._ast import Operator, Slice
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from tensore.model.dtypes import Gen
 from tensore.rtl.blackbox import black_box, prototype, ports as block_ports
+from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, arrays, request_port, scatter
 from tensore.rtl.pe import act_layout, slot
 from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST, REC_LAYOUT, WREC_LAYOUT, RowPort, xit_layout, xpose_rounds
@@ -45,11 +45,12 @@ class Rows(wiring.Component):
     record leaving the bottom row (`down`), a transpose's elements for the tops of the columns
     beyond the rows (`top_psum` / `top_valid`, an array of `cols` columns)."""
 
-    def __init__(self, gen, rows: int, pack: int, sbuf_latency: int, *, cols: int = 0, black_box: bool = False,
-                 sparse32: bool = False):
-        self.gen, self.rows, self.pack, self.L, self.black_box = Gen.parse(gen), rows, pack, sbuf_latency, black_box
-        self.sparse32 = sparse32            # 32-bit code slots 1-3 (D-T40 (3))
-        self.cols, self.rounds = cols, xpose_rounds(rows, cols) if cols else 1
+    def __init__(self, cfg: Config, *, black_box: bool = False):
+        self.gen, self.rows, self.pack, self.L, self.black_box = cfg.generation, cfg.rows, cfg.pack, cfg.sbuf_latency, \
+            black_box
+        self.sparse32 = cfg.sparse32        # 32-bit code slots 1-3 (D-T40 (3))
+        self.cols, self.rounds = cfg.cols, xpose_rounds(cfg.rows, cfg.cols)
+        rows, pack, sparse32, cols = self.rows, self.pack, self.sparse32, self.cols
         super().__init__({
             "rec": In(REC_LAYOUT), "xit": In(xit_layout(self.rounds)), "req_shift": In(1), "advance": In(1),
             "mv": Out(moving_port(rows)),

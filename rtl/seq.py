@@ -21,7 +21,6 @@ from tensore.model.isa.layouts import EVENT_NONE, NUM_EVENTS
 from tensore.model.isa.microop import PERF_BANKS_OF, SEED_STATES
 from tensore.model.timing import (
     DEFAULT_PROFILE,
-    DEFAULT_SBUF_LATENCY,
     FIFO_DEPTH,
     MAX_IN_FLIGHT,
     PERF_BANKS,
@@ -42,8 +41,8 @@ from tensore.model.timing import (
     weights_swapped,
     write_cycle,
 )
-from tensore.model.timing import profile as timing_profile
 from tensore.rtl.blackbox import prototype
+from tensore.rtl.config import Config
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import Kind, MmKind, hw_member, uop_layout
 from tensore.rtl.regs import RegisterBlock, port_name
@@ -53,12 +52,13 @@ T = 32          # timestamp width
 
 
 class Sequencer(wiring.Component):
-    def __init__(self, gen, rows: int, cols: int, sbuf_latency: int = DEFAULT_SBUF_LATENCY, *, black_box: bool = False,
-                 timing=DEFAULT_PROFILE):
-        """`black_box`: the weight state's rows are instances of their exported module.  `timing`: the
-        profile of issue rules (model/timing.py PROFILES, D-T98), the golden engine's."""
-        self.gen, self.rows, self.cols, self.L, self.black_box = gen, rows, cols, sbuf_latency, black_box
-        self.timing = timing_profile(timing)
+    def __init__(self, cfg: Config, *, black_box: bool = False):
+        """`black_box`: the weight state's rows are instances of their exported module.  The build's
+        timing profile (rtl/config.py) gives the issue rules (model/timing.py PROFILES, D-T98), the
+        golden engine's."""
+        self.cfg, self.black_box = cfg, black_box
+        self.gen, self.rows, self.cols, self.L = cfg.generation, cfg.rows, cfg.cols, cfg.sbuf_latency
+        self.timing = cfg.profile
         super().__init__({
             "desc_valid": In(1), "desc_ready": Out(1), "desc_data": In(512),
             "bus_addr": In(12), "bus_wdata": In(32), "bus_we": In(1), "bus_rdata": Out(32),
@@ -88,7 +88,7 @@ class Sequencer(wiring.Component):
     def elaborate(self, platform):
         m = self._m = Module()
         m.submodules.regs = self._regs = regs = RegisterBlock(REGISTERS)
-        m.submodules.dec = dec = Decoder(self.gen, self.rows, self.cols)
+        m.submodules.dec = dec = Decoder(self.cfg)
         m.d.comb += [regs.addr.eq(self.bus_addr), regs.wdata.eq(self.bus_wdata), regs.we.eq(self.bus_we),
                      self.bus_rdata.eq(regs.rdata)]
         now = Signal(T)

@@ -38,14 +38,13 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa import DESCRIPTOR_BYTES
 from tensore.model.isa.layouts import NUM_EVENTS
 from tensore.model.timing import DEFAULT_PROFILE
-from tensore.model.timing import profile as timing_profile
 from tensore.rtl import launch as launch_unit, load_unit, writeback
 from tensore.rtl.array import Array
 from tensore.rtl.blackbox import black_box, ports, prototype
 from tensore.rtl.column_load import COLUMN_REQUEST, ColumnLoad, column_rows
+from tensore.rtl.config import PSUM_PORTS, Config
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
-from tensore.rtl.pe import default_pack
 from tensore.rtl.load_unit import LoadUnit, scale_port, stationary_port
 from tensore.rtl.psum import PSUM_MONITOR
 from tensore.rtl.psum_bank import host_port, monitor_names
@@ -68,32 +67,23 @@ TOP_INPUT_BITS = 1 << 16        # Amaranth's netlist: a cell's output bits (the 
 class Engine(wiring.Component):
     def __init__(self, gen, rows: int = 128, cols: int | None = None, *, pack: int | None = None,
                  sbuf_latency: int = 2, psum_partitions: int = PARTITIONS, black_box: bool = False,
-                 dtypes=None, psum_ports: int = writeback.PSUM_PORTS, sparse32: bool = False,
+                 dtypes=None, psum_ports: int = PSUM_PORTS, sparse32: bool = False,
                  timing=DEFAULT_PROFILE):
-        """`psum_ports`: the writes a PSUM partition takes in one cycle (D-T40 (6)).  `dtypes`: a
+        """The build of rtl/config.py's Config (its fields as arguments; `Engine.of(config)`):
+        `psum_ports`: the writes a PSUM partition takes in one cycle (D-T40 (6)).  `dtypes`: a
         specialised engine whose PEs multiply only those dtypes (D-T62); a weight load or
         non-transposing matmul of another dtype raises `unsupported`.  `sparse32`: the moving value's
         code slots 1-3 are 32 bits, so a MatmulSparse of FP32 values (data or LUT entries) runs;
-        without it such a micro-op raises `unsupported` (D-T40 (3)).  `black_box`: the array,
-        row ports, sequencer, load, launch and write-back units, PSUM partitions and crossbar are
-        instances of their exported modules (`blocks()`).  `timing`: the sequencer's profile of issue
-        rules (model/timing.py PROFILES, D-T98)."""
-        self.gen = Gen.parse(gen)
-        self.maverick = self.gen.layout == Gen.MAVERICK
-        cols = cols or (256 if self.maverick else 128)
-        if sbuf_latency < 2:
-            raise ValueError("the RTL engine needs sbuf_latency >= 2 (one request register + the memory)")
-        self.rows, self.cols, self.L = rows, cols, sbuf_latency
-        self.pack = pack or default_pack(self.gen)
-        if self.pack not in (1, 2, 4, 8):
-            raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
-        self.parts = psum_partitions
-        self.psum_ports = psum_ports
-        self.black_box, self.dtypes, self.sparse32 = black_box, dtypes, sparse32
-        self.timing = timing_profile(timing)
-        if self.timing.row_tiles:
-            raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine only "
-                             "(D-T100); the RTL builds the public and contract profiles")
+        without it such a micro-op raises `unsupported` (D-T40 (3)).  `timing`: the sequencer's
+        profile of issue rules (model/timing.py PROFILES, D-T98).  `black_box`: the array, row
+        ports, sequencer, load, launch and write-back units, PSUM partitions and crossbar are
+        instances of their exported modules (`blocks()`)."""
+        self.cfg = cfg = Config(Gen.parse(gen).name, rows, cols or 0, pack or 0, sbuf_latency, psum_partitions,
+                                dtypes, psum_ports, sparse32, timing)
+        self.gen, self.maverick, self.rows, self.cols, self.L = cfg.generation, cfg.maverick, cfg.rows, cfg.cols, \
+            cfg.sbuf_latency
+        self.pack, self.parts, self.psum_ports, self.dtypes = cfg.pack, cfg.psum_partitions, cfg.psum_ports, cfg.dtypes
+        self.sparse32, self.timing, self.black_box = cfg.sparse32, cfg.profile, black_box
         # the column-serial port's rows (column_loads): their answers ride the stationary input
         # path (rtl/column_load.py, D-T102)
         self.cl_rows = column_rows(rows, self.timing)
@@ -121,26 +111,29 @@ class Engine(wiring.Component):
                              f"{TOP_INPUT_BITS:,} Amaranth converts in one module: build it with fewer elements "
                              "per PE (--pack)")
 
+    @classmethod
+    def of(cls, cfg: Config, *, black_box: bool = False) -> "Engine":
+        return cls(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
+                   psum_partitions=cfg.psum_partitions, black_box=black_box, dtypes=cfg.dtypes,
+                   psum_ports=cfg.psum_ports, sparse32=cfg.sparse32, timing=cfg.timing)
+
     def _array(self):
-        return Array(self.gen, self.rows, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32,
-                     column_loads=self.timing.column_loads)
+        return Array(self.cfg)
 
     def _rows(self):
-        return Rows(self.gen, self.rows, self.pack, self.L, cols=self.cols, black_box=self.black_box,
-                    sparse32=self.sparse32)
+        return Rows(self.cfg, black_box=self.black_box)
 
     def _write(self):
-        return WriteBack(self.parts, self.cols, self.psum_ports, maverick=self.maverick, black_box=self.black_box)
+        return WriteBack(self.cfg, black_box=self.black_box)
 
     def _load(self):
-        return LoadUnit(self.gen, self.rows, self.cols, self.pack, self.L, self.dtypes, sparse32=self.sparse32,
-                        black_box=self.black_box, column_loads=self.timing.column_loads)
+        return LoadUnit(self.cfg, black_box=self.black_box)
 
     def _seq(self):
-        return Sequencer(self.gen, self.rows, self.cols, self.L, black_box=self.black_box, timing=self.timing)
+        return Sequencer(self.cfg, black_box=self.black_box)
 
     def _launch(self):
-        return Launch(self.gen, self.rows, self.pack, self.L, self.dtypes, cols=self.cols)
+        return Launch(self.cfg)
 
     def blocks(self) -> list:
         """The separately exported blocks of the engine (rtl/export.py)."""
@@ -203,7 +196,7 @@ class Engine(wiring.Component):
     def _column_loads(self, m, seq, arr):
         """The column-serial port (rtl/column_load.py): its requests on `cl`, their answers at the
         head of the stationary answer, its writes into the array."""
-        m.submodules.column_load = col = ColumnLoad(self.rows, self.cols, self.pack, self.L)
+        m.submodules.column_load = col = ColumnLoad(self.cfg)
         m.d.comb += [col.issue.eq(seq.issue), col.uop.eq(seq.uop), col.skew4.eq(seq.skew4),
                      arr.cw_valid.eq(col.cw_valid), arr.cw_col.eq(col.cw_col), arr.cw_data.eq(col.cw_data)]
         connect(m, flipped(self.cl.req), col.req)

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from tensore.model.addrmap import PARTITION_BITS
 from tensore.model.isa.microop import GROUPS
 from tensore.rtl.blackbox import black_box, prototype
+from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, arrays, record
 from tensore.rtl.psum import OFFSET_BITS, PSUM_MONITOR, STATES, bank_of
 from tensore.rtl.psum_bank import ZERO_LAYOUT, PsumBank, host_port, monitor_names
@@ -22,7 +23,6 @@ from tensore.rtl.rows import DOWN_LAYOUT
 from tensore.rtl.rowport import WREC_LAYOUT
 from tensore.rtl.wires import wire
 
-PSUM_PORTS = 2          # the writes a partition takes in one cycle, as the engine is built by default
 
 
 # the zeroing of the cycle's write records, passed along the columns: whether a record in its first
@@ -81,8 +81,10 @@ class WriteBack(wiring.Component):
     monitor each).  `unsupported`: a partition past the last, or more writes to one partition in
     one cycle than its ports (D-T40 (6))."""
 
-    def __init__(self, parts: int, cols: int, ports: int, *, maverick: bool, black_box: bool = False):
-        self.parts, self.cols, self.ports, self.maverick, self.black_box = parts, cols, ports, maverick, black_box
+    def __init__(self, cfg: Config, *, black_box: bool = False):
+        self.parts, self.cols, self.ports, self.maverick = cfg.psum_partitions, cfg.cols, cfg.psum_ports, cfg.maverick
+        self.black_box = black_box
+        parts, cols, ports, maverick = self.parts, self.cols, self.ports, self.maverick
         self.half = cols // 2 if maverick else cols          # the columns of a write slot (c256)
         # the columns a micro-op's block can start at (model.isa.microop.region): a group's zeroing
         # chain runs from each to the next, so groups that start in one cycle each zero

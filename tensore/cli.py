@@ -251,7 +251,7 @@ def cmd_verilog(args) -> int:
     from tensore.cosim.progress import Progress
     from tensore.rtl.export import export_engine
     from tensore.rtl.fp.pe_mac import parse_dtypes
-    from tensore.rtl.writeback import PSUM_PORTS
+    from tensore.rtl.config import PSUM_PORTS
     with Progress("export", print, stage="Amaranth -> Verilog (Yosys), loop form"):
         res = export_engine(args.gen, args.rows, array_cols(args.gen, args.rows, args.cols), pack=args.pack, sbuf_latency=args.sbuf_latency,
                             psum_partitions=args.psum_partitions, out_dir=args.output,

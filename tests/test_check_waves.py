@@ -21,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("check_waves")          # one export, one V
 
 @pytest.fixture(scope="module")
 def exported():
-    return hdl.export_cached(hdl.Config(GEN.upper(), ROWS, ROWS, PACK), log=lambda *a: None)
+    return hdl.export_cached(hdl.Config(GEN.upper(), ROWS, ROWS, PACK, psum_partitions=16), log=lambda *a: None)
 
 
 def _testbench(prog, exported, out):

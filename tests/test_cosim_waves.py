@@ -194,7 +194,7 @@ def test_export_goes_to_tensore_cache_with_progress(tmp_path, monkeypatch, capfd
         Path(out_dir, "engine.json").write_text(json.dumps({"top": "tensore_engine", "digest": "x"}))
     monkeypatch.setattr(export, "export_engine", fake_export)
     monkeypatch.setenv(toolchain.CACHE_ENV, str(tmp_path / "cache"))
-    got = hdl.export_cached(hdl.Config("CAYMAN", 4, 4, 1), log=print)
+    got = hdl.export_cached(hdl.Config("CAYMAN", 4, 4, 1, psum_partitions=16), log=print)
     assert Path(got["dir"]).parent == (tmp_path / "cache" / "verilog").resolve()
     assert not str(got["dir"]).startswith(str(ROOT / "build"))
     err = capfd.readouterr().err

@@ -8,6 +8,7 @@ from tensore.cosim import formal
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
 from tensore.rtl.blackbox import prototype
+from tensore.rtl.config import Config
 from tensore.rtl.export import block_verilog
 from tensore.rtl.fp.pe_mac import parse_dtypes
 from tensore.rtl.psum_xbar import PsumWriteXbar
@@ -31,14 +32,14 @@ def _loop_array(mutate=None):
     dtypes = parse_dtypes(gen, ("bf16",))          # the full-dtype PE is past SAT in seconds (D-T92)
     text = loop_array_verilog(gen, rows, cols, pack, "loop_array", dtypes=dtypes)
     text = text if mutate is None else mutate(text)
-    return formal.prove("loop array", formal.amaranth_rtlil(Array(gen, rows, cols, pack, dtypes=dtypes)), text,
+    return formal.prove("loop array", formal.amaranth_rtlil(Array(Config(gen, rows, cols, pack, dtypes=dtypes), column_loads=False)), text,
                         "loop_array", sequential=True, steps=2, timeout=180)
 
 
 def _rows(mutate=None):
-    w = prototype(Rows("mariana", 2, 1, 2, cols=2, black_box=True))
+    w = prototype(Rows(Config("mariana", 2, 2, 1), black_box=True))
     text = w.verilog() if mutate is None else mutate(w.verilog())
-    return formal.prove(w.module_name, formal.amaranth_rtlil(Rows("mariana", 2, 1, 2, cols=2, black_box=True)),
+    return formal.prove(w.module_name, formal.amaranth_rtlil(Rows(Config("mariana", 2, 2, 1), black_box=True)),
                         text, w.module_name, shared=block_verilog(w.blocks()[0]), sequential=True, steps=3,
                         timeout=180)
 

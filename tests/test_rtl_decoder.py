@@ -15,6 +15,7 @@ from tensore.model.engine import Engine
 from tensore.model.isa import ErrorCode, check, decode, error_code
 from tensore.model.isa.asm import assemble
 from tensore.model.isa.microop import Kind, microop, pack_of, region_of
+from tensore.rtl.config import Config
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import uop_layout
 
@@ -37,7 +38,7 @@ def model_code(data: bytes, gen, rows: int, cols: int, eng: Engine | None = None
 @functools.cache
 def _runner(gen, rows, cols) -> VectorRunner:
     """One export and build per decoder shape in a test process."""
-    return VectorRunner(Decoder(gen, rows, cols), f"decoder_{Gen.parse(gen).name.lower()}_{rows}x{cols}")
+    return VectorRunner(Decoder(Config(gen, rows, cols)), f"decoder_{Gen.parse(gen).name.lower()}_{rows}x{cols}")
 
 
 def rtl_run(gen, rows, cols, descriptors, wt_mix=0, wt_pump=0):

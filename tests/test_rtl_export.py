@@ -5,6 +5,7 @@ import pytest
 
 from tensore.cosim.vectors import VectorRunner
 from tensore.rtl.array import Array
+from tensore.rtl.config import Config
 from tensore.rtl.export import export_array
 
 pytestmark = pytest.mark.verilator
@@ -16,7 +17,7 @@ SEED = 20261130
 def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack, column_loads):
     """The structural writers (rtl/array.py `verilog()`), with the column-serial writes too."""
     res = export_array(gen, rows, cols, pack, tmp_path, column_loads=column_loads)
-    arr = lambda: Array(gen, rows, cols, pack, column_loads=column_loads)      # noqa: E731
+    arr = lambda: Array(Config(gen, rows, cols, pack), column_loads=column_loads)      # noqa: E731
     hier = VectorRunner(arr(), "tensore_array", clocked=True, cflags="-O0",
                         sources={f.name: f.read_text() for f in res["files"]})
     flat = VectorRunner(arr(), "tensore_array_flat", clocked=True, cflags="-O0")
@@ -88,7 +89,7 @@ def test_full_size_exports(tmp_path, gen, rows, cols):
                                            pytest.param("maverick", 128, 256, marks=pytest.mark.cosim)])   # ~70 s
 def test_full_size_array_elaborates(gen, rows, cols):
     from amaranth.hdl import Fragment
-    array = Array(gen, rows, cols, 8, black_box=True)
+    array = Array(Config(gen, rows, cols, 8), black_box=True, column_loads=False)
     frag = Fragment.get(array, None)
     assert len(array.row_blocks) == rows and array.row_blocks[0].cols == cols
     assert frag is not None
@@ -192,10 +193,10 @@ def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
     from tensore.rtl.export import block_verilog
     from tensore.rtl.rows import Rows
 
-    writer = prototype(Rows(gen, rows, pack, 2, cols=cols, black_box=True))
+    writer = prototype(Rows(Config(gen, rows, cols, pack), black_box=True))
     name, port = writer.module_name, writer.blocks()[0]
     port_v = {f"{port.module_name}.v": block_verilog(port)}
-    form = Rows(gen, rows, pack, 2, cols=cols, black_box=True)
+    form = Rows(Config(gen, rows, cols, pack), black_box=True)
     form_v = verilog.convert(form, name=f"{name}_amaranth", ports=convert_ports(form), emit_src=False)
     pair = _pair(writer, name, {**port_v, f"{name}_amaranth.v": form_v, f"{name}.v": writer.verilog()})
     rng = np.random.default_rng(SEED + rows + cols)

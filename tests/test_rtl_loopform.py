@@ -10,6 +10,7 @@ from tensore.cosim.vectors import VectorRunner
 from tensore.model.dtypes import Dtype
 from tensore.rtl.array import Array
 from tensore.rtl.array_loop import loop_array_verilog
+from tensore.rtl.config import Config
 from tensore.rtl.fp.pe_mac import parse_dtypes
 from tensore.rtl.loopform import Netlist, yosys_netlist
 from tensore.rtl.pe import act_layout, weight_layout
@@ -88,7 +89,7 @@ def _column_stimulus(rng, rows, cols, pack, n, dtypes=None):
 def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtypes, column_loads):
     name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}{'_cw' if column_loads else ''}"
     dtypes = parse_dtypes(gen, dtypes)
-    arr = Array(gen, rows, cols, pack, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads)
+    arr = Array(Config(gen, rows, cols, pack, dtypes=dtypes, sparse32=sparse32), column_loads=column_loads)
     src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads)
     assert "act_line" in src and "pe_act_out" not in src        # the moving value as a delay line per row
     loop = VectorRunner(arr, name, clocked=True, reset=True, cflags="-O0", sources={f"{name}.sv": src})

@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 
 from tensore.model.engine import Engine
 from tensore.model.isa.microop import MxOrder, Pattern
+from tensore.rtl.config import Config
 from tensore.rtl.isa import MxOrder as HwOrder
 from tensore.rtl.isa import uop_layout
 from tensore.rtl.load_unit import mx_pattern
@@ -70,7 +71,7 @@ def test_moving_indices_are_the_element_order(order, pack, vectors):
     golden engine's element order of (v, j) (Engine._element_order)."""
     from tensore.rtl.isa import Kind
     from tensore.rtl.launch import Launch
-    dut = Launch("maverick", 4, 8, 2)
+    dut = Launch(Config("maverick", 4, 4, 8))
     got = []
 
     async def bench(ctx):

@@ -16,6 +16,7 @@ from tensore.model.dtypes import Gen
 from tensore.model.isa.asm import assemble
 from tensore.model.isa.enums import ErrorCode, Opcode
 from tensore.model.isa.microop import Kind
+from tensore.rtl.config import Config
 from tensore.rtl.seq import Sequencer
 from tensore.rtl.weight_state import WeightState
 
@@ -77,7 +78,7 @@ async def _bench(ctx, seq, program):
 def _run(programs):
     """The programs (one generation and array size) on one sequencer, reset before each."""
     p0 = programs[0]
-    seq = Sequencer(p0.gen, p0.rows, p0.cols, L)
+    seq = Sequencer(Config(p0.gen.name, p0.rows, p0.cols, sbuf_latency=L))
     top = Module()
     top.domains.sync = sync = ClockDomain()
     top.submodules.seq = seq

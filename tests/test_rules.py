@@ -19,6 +19,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import decode, opcodes_of
 from tensore.model.isa.rules import FAMILIES, RULES, Ints, select
 from tensore.rtl import decoder as D
+from tensore.rtl.config import Config
 from tests.fixtures import valid
 from tests.test_check_rules import FIXTURES
 
@@ -55,7 +56,7 @@ def model_view(data, gen, cols=None, stationary_dtype=None) -> Ints:
 def hardware_verdicts(gen, op, descs, cols, counts):
     """{rule name: [fires on desc]} by the decoder's backend, in Amaranth's simulator; a walked
     pattern's count (`v.count`) is the model's, `counts[k]` for descriptor k."""
-    dec = D.Decoder(gen, cols=cols)
+    dec = D.Decoder(Config(gen, cols=cols or 0))
     dec._MustUse__silence = True                        # only its fields and ports are used
     dec._m = m = Module()
     o = D._Op(dec, op, Const(1, 1))

@@ -14,6 +14,7 @@ from tensore.cosim import random_programs as R
 from tensore.model import timing
 from tensore.model.engine import Engine
 from tensore.model.isa.asm import assemble
+from tensore.rtl.config import Config
 from tensore.rtl.seq import Sequencer
 from tensore.rtl.top import Engine as RtlEngine
 
@@ -150,7 +151,8 @@ def test_the_profile_is_a_build_parameter():
     a, b = hdl.Config.of(prog), hdl.Config.of(con)
     assert a.timing == "public" and b.timing == "contract"
     assert b.label == a.label + "_tcontract"
-    assert Sequencer("mariana", 8, 8).module_name + "_tcontract" == Sequencer("mariana", 8, 8, timing="contract").module_name
+    assert Sequencer(Config("mariana", 8, 8)).module_name + "_tcontract" == \
+        Sequencer(Config("mariana", 8, 8, timing="contract")).module_name
     assert RtlEngine("mariana", 8, 8, timing="contract").timing.name == "contract"
     with pytest.raises(ValueError, match="one of public, contract, tiles"):
         RtlEngine("mariana", 8, 8, timing="fast")
