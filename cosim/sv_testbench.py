@@ -250,14 +250,20 @@ def _roles(ports: Ports) -> dict:
     return {r: ports.name(r) for r in roles}
 
 
+def _plain_reads(ports: Ports, side: str, row: str, word, indent: int) -> str:
+    """A plain row request's MV_ELEMS reads (the moving port's and the column-serial port's alike):
+    element j of partition `p` at `<side>_req_off<j>` of row `row`, `es` bytes, into `word(j)`."""
+    return "\n".join(f"{' ' * indent}{word(j)} = sb_read(p, {ports.name(f'{side}_req_off{j}')}[OFF_W * {row} +: OFF_W], es);"
+                     for j in range(MV_ELEMS))
+
+
 def _columns(ports: Ports) -> str:
     """The task serving the column-serial requests (`cl`, rtl/column_load.py, D-T102): row k's
     MV_ELEMS elements into words MV_ELEMS k .. of the stationary answer; none without the port."""
     if not ports.has("cl_req_valid"):
         return ""
     n = {r: ports.name(f"cl_req_{r}") for r in ("valid", "part", "esize")}
-    reads = "\n".join(f"        st_val[slot][32 * (MV_ELEMS * k + {j}) +: 32] = sb_read(p, {ports.name(f'cl_req_off{j}')}"
-                      f"[OFF_W * k +: OFF_W], es);" for j in range(MV_ELEMS))
+    reads = _plain_reads(ports, "cl", "k", lambda j: f"st_val[slot][32 * (MV_ELEMS * k + {j}) +: 32]", 8)
     return f"""
   // the column-serial requests: row k's elements into words MV_ELEMS k .. of the stationary answer
   task automatic serve_cl(input int slot);
@@ -279,8 +285,7 @@ def verilog(exported: dict, sb_shape=(128, 0x4000)) -> str:
     SBUF image's shape, so one simulator build serves every program)."""
     ports = Ports(exported)
     n = _roles(ports)
-    offs = "\n".join(f"          w[32 * {j} +: 32] = sb_read(p, {ports.name(f'mv_req_off{j}')}"
-                     "[OFF_W * r +: OFF_W], es);" for j in range(MV_ELEMS))
+    offs = _plain_reads(ports, "mv", "r", lambda j: f"w[32 * {j} +: 32]", 10)
     columns = _columns(ports)
     zero = "\n".join(f"    {name} = '0;" for name, p in ports.info.items() if p["dir"] == "in")
     conns = ", ".join(f".{x}({x})" for x in [ports.clk, ports.rst, *ports.info])

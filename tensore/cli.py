@@ -251,12 +251,14 @@ def cmd_verilog(args) -> int:
     from tensore.cosim.progress import Progress
     from tensore.rtl.export import export_engine
     from tensore.rtl.fp.pe_mac import parse_dtypes
-    from tensore.rtl.config import PSUM_PORTS
+    from tensore.rtl.config import PSUM_PORTS, Config
+    cfg = Config(args.gen, args.rows, array_cols(args.gen, args.rows, args.cols), args.pack or 0, args.sbuf_latency,
+                 args.psum_partitions, parse_dtypes(args.gen, args.dtypes), args.psum_ports or PSUM_PORTS,
+                 args.sparse32, args.timing)            # a build the RTL cannot make is refused before any work
     with Progress("export", print, stage="Amaranth -> Verilog (Yosys), loop form"):
-        res = export_engine(args.gen, args.rows, array_cols(args.gen, args.rows, args.cols), pack=args.pack, sbuf_latency=args.sbuf_latency,
-                            psum_partitions=args.psum_partitions, out_dir=args.output,
-                            dtypes=parse_dtypes(args.gen, args.dtypes), psum_ports=args.psum_ports or PSUM_PORTS,
-                            sparse32=args.sparse32, timing=args.timing)
+        res = export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
+                            psum_partitions=cfg.psum_partitions, out_dir=args.output, dtypes=cfg.dtypes,
+                            psum_ports=cfg.psum_ports, sparse32=cfg.sparse32, timing=cfg.timing)
     for f in res["files"]:
         print(f"wrote {f} ({f.stat().st_size:,} bytes)")
     out = Path(args.output)
