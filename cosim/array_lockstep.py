@@ -101,23 +101,23 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
                 for i, c in enumerate(phys):
                     mask |= 1 << int(c)
                     sc = scales[i]
-                    ctx.set(dut.wl_data[int(c)], {"code": _slots(codes[i], pack),
+                    ctx.set(dut.wl.data[int(c)], {"code": _slots(codes[i], pack),
                                                   "dtype": dtype, "scale": 0 if np.isnan(sc) else int(sc),
                                                   "scale_nan": int(np.isnan(sc))})
-                ctx.set(dut.wl_valid, 1)
-                ctx.set(dut.wl_row, row)
-                ctx.set(dut.wl_cols, mask)
+                ctx.set(dut.wl.valid, 1)
+                ctx.set(dut.wl.row, row)
+                ctx.set(dut.wl.cols, mask)
             else:
-                ctx.set(dut.wl_valid, 0)
+                ctx.set(dut.wl.valid, 0)
             if f.get("tags") is not None:
                 row, phys, tags = f["tags"]
                 for i, c in enumerate(phys):
-                    ctx.set(dut.tag_data[int(c)], int(tags[i]))
-                ctx.set(dut.tag_valid, 1)
-                ctx.set(dut.tag_row, row)
-                ctx.set(dut.tag_cols, sum(1 << int(c) for c in phys))
+                    ctx.set(dut.tag.data[int(c)], int(tags[i]))
+                ctx.set(dut.tag.valid, 1)
+                ctx.set(dut.tag.row, row)
+                ctx.set(dut.tag.cols, sum(1 << int(c) for c in phys))
             else:
-                ctx.set(dut.tag_valid, 0)
+                ctx.set(dut.tag.valid, 0)
             expect = trace.pe_state(cycle) if compare else None
             for r in range(trace.rows if compare else 0):
                 for c in range(trace.cols):
@@ -136,7 +136,7 @@ def run(trace, gen, *, pack: int = 1, vcd: str | None = None, stop_at: int | Non
             for r in range(trace.rows):
                 ctx.set(dut.row_in[r], zero_act)
             for c in range(trace.cols):
-                ctx.set(dut.wl_data[c], zero_w)
+                ctx.set(dut.wl.data[c], zero_w)
 
     seconds = simulate(dut, bench, vcd)
     if timing is not None:

@@ -102,6 +102,7 @@ UNIT_TESTS = {
     "rtl/fp/shifts.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/interfaces.py": ["tests/test_rtl_units.py", "tests/test_rtl_top.py"],
     "rtl/isa.py": ["tests/test_rtl_decoder.py", "tests/test_microop.py", "tests/test_rtl_seq.py"],
+    "rtl/links.py": ["tests/test_rtl_config.py", "tests/test_rtl_top.py"],
     "rtl/launch.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py", "tests/test_xpose_rounds.py"],
     "rtl/load_unit.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py"],
     "rtl/loopform.py": ["tests/test_rtl_specialised.py::test_specialised_pe_is_smaller"],

@@ -28,7 +28,7 @@ DESCRIPTORS = ("clk", "rst", "desc_valid", "desc_ready", "desc_data")
 SBUF = tuple(f"{side}_{f}" for side in ("mv", "st", "sc")
              for f in ("req_valid", "req_part", "req_off", "req_off0", "req_addr", "req_count", "resp_data"))
 MONITOR_FIELDS = ("valid", "offset", "bits", "bf16")
-SEQUENCER = ("issue", "held", "busy", "uop", "now", "level", "done", "error", "unsupported")
+SEQUENCER = ("issue_valid", "held", "busy", "issue_uop", "now", "level", "done", "error", "unsupported")
 # the structural PE's registers (rtl/pe.py), by the names Amaranth gives them
 PE_SIGNALS = ("wl_valid", "shadow", "active", "pending", "act", "acc", "tag", "psum_out", "psum_valid_out")
 _RANGE = re.compile(r"\[(-?\d+)(?::(-?\d+))?\]$")

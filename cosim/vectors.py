@@ -14,7 +14,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 
 from tensore.cosim import toolchain
-from tensore.rtl.blackbox import ports
+from tensore.rtl.blackbox import convert_ports, ports
 
 
 def _ports(component: wiring.Component):
@@ -74,7 +74,8 @@ class VectorRunner:
         self.name, self.cflags = name, cflags
         self.ports = _ports(component)
         if sources is None:
-            sources = {f"{name}.v": verilog.convert(component, name=name, emit_src=False)}
+            sources = {f"{name}.v": verilog.convert(component, name=name, ports=convert_ports(component),
+                                                     emit_src=False)}
         self.sources = sources
         self.ins = [(n, w) for n, w, i in self.ports if i] + ([("rst", 1)] if reset else [])
         cpp = _cpp(name, self.ports, clocked, reset)

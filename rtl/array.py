@@ -25,6 +25,7 @@ from tensore.rtl.array_loop import array_header
 from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus
+from tensore.rtl.links import column_writes, tag_load, weight_load
 from tensore.model.timing import LOAD_COLS
 from tensore.rtl.pe import COL_BITS, PE, act_layout, build_suffix, weight_layout
 from tensore.rtl.wires import any_of
@@ -134,15 +135,10 @@ class ArrayRow(wiring.Component):
 
 
 def _array_signature(rows: int, cols: int, pack: int, sparse32: bool, column_loads: bool = False) -> dict:
-    cw = {"cw_valid": In(Bus(LOAD_COLS, rows)), "cw_col": In(Bus(COL_BITS, rows)),
-          "cw_data": In(Bus(Bus(weight_layout(pack), LOAD_COLS), rows))}
-    return {**(cw if column_loads else {}),
+    return {**({"cw": In(column_writes(rows, pack))} if column_loads else {}),
         "row_in": In(Bus(act_layout(pack, sparse32), rows)),
         "advance": In(1), "phase": In(2),
-        "wl_valid": In(1), "wl_row": In(range(rows)), "wl_cols": In(cols),
-        "wl_data": In(Bus(weight_layout(pack), cols)),
-        "tag_valid": In(1), "tag_row": In(range(rows)), "tag_cols": In(cols),
-        "tag_data": In(Bus(4, cols)),
+        "wl": In(weight_load(rows, cols, pack)), "tag": In(tag_load(rows, cols)),
         "top_psum": In(Bus(32, cols)), "top_valid": In(cols),
         "out_psum": Out(Bus(32, cols)), "out_valid": Out(cols),
     }
@@ -192,14 +188,14 @@ class Array(wiring.Component):
             m.submodules[f"row{r}"] = row
             m.d.comb += [
                 row.act_in.eq(self.row_in[r]), row.advance.eq(self.advance), row.phase.eq(self.phase),
-                row.wl_valid.eq(self.wl_valid & (self.wl_row == r)), row.wl_cols.eq(self.wl_cols),
-                row.wl_data.eq(self.wl_data),
-                row.tag_valid.eq(self.tag_valid & (self.tag_row == r)), row.tag_cols.eq(self.tag_cols),
-                row.tag_data.eq(self.tag_data),
+                row.wl_valid.eq(self.wl.valid & (self.wl.row == r)), row.wl_cols.eq(self.wl.cols),
+                row.wl_data.eq(self.wl.data),
+                row.tag_valid.eq(self.tag.valid & (self.tag.row == r)), row.tag_cols.eq(self.tag.cols),
+                row.tag_data.eq(self.tag.data),
             ]
             if self.column_loads:
-                m.d.comb += [row.cw_valid.eq(self.cw_valid[r]), row.cw_col.eq(self.cw_col[r]),
-                             row.cw_data.eq(self.cw_data[r])]
+                m.d.comb += [row.cw_valid.eq(self.cw.valid[r]), row.cw_col.eq(self.cw.col[r]),
+                             row.cw_data.eq(self.cw.data[r])]
             if r:
                 above = self.row_blocks[r - 1]
                 m.d.comb += [row.psum_in.eq(above.psum_out), row.psum_valid_in.eq(above.psum_valid_out)]

@@ -22,6 +22,7 @@ from tensore.model.timing import LOAD_COLS, column_groups, column_load, profile
 from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, arrays
 from tensore.rtl.isa import Kind, uop_layout
+from tensore.rtl.links import column_writes, issue_link
 from tensore.rtl.pe import COL_BITS, code_layout, slot_width, weight_layout
 from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST, PatternIter
 from tensore.rtl.wires import record, wire
@@ -45,26 +46,19 @@ def column_rows(rows: int, timing) -> int:
     return rows if profile(timing).column_loads else 0
 
 
-def column_port(rows: int, cols: int, pack: int) -> dict:
-    """The members of the column writes into the array: per row a column mask, the first column of
-    the group and LOAD_COLS weight records."""
-    return {"cw_valid": Bus(LOAD_COLS, rows), "cw_col": Bus(COL_BITS, rows),
-            "cw_data": Bus(Bus(weight_layout(pack), LOAD_COLS), rows)}
-
-
 class ColumnLoad(wiring.Component):
-    """`issue` / `uop`: the sequencer's micro-op, `skew4`: the rows skew by 4 (the last matmul's
-    passes); out: the rows' SBUF requests (`req`, field-major as the moving port's) and their answers
-    (`resp`), the column writes (`cw_*`)."""
+    """`issue`: the sequencer's micro-op (rtl/links.py; `skew4`: the rows skew by 4, the last
+    matmul's passes); out: the rows' SBUF requests (`req`, field-major as the moving port's) and
+    their answers (`resp`), the column writes (`cw`, to the array)."""
 
     def __init__(self, cfg: Config):
         self.rows, self.cols, self.pack, self.L = cfg.rows, cfg.cols, cfg.pack, cfg.sbuf_latency
         rows, cols, pack = self.rows, self.cols, self.pack
         super().__init__({
-            "issue": In(1), "uop": In(uop_layout()), "skew4": In(1),
+            "issue": In(issue_link()),
             "req": Out(wiring.Signature({n: Out(s) for n, s in arrays(COLUMN_REQUEST, rows).items()})),
             "resp": In(Bus(32 * MV_ELEMS, rows)),
-            **{n: Out(s) for n, s in column_port(rows, cols, pack).items()},
+            "cw": Out(column_writes(rows, pack)),
         })
 
     def elaborate(self, platform):
@@ -78,14 +72,14 @@ class ColumnLoad(wiring.Component):
     def _groups(self, m):
         """The next column group (its element offsets from the TENSOR3D iterator) and whether it
         enters its first row's stage this cycle: at the load's issue, then each `skew` cycles."""
-        u = self.uop
-        go = wire(m, self.issue & (u.kind == Kind.LOAD) & u.supported &
+        u = self.issue.uop
+        go = wire(m, self.issue.valid & (u.kind == Kind.LOAD) & u.supported &
                   column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf), "cl_go")
         held = Signal(uop_layout(), name="cl_held")
         skew4 = Signal(name="cl_skew4")
         left, wait, col = Signal(8, name="cl_left"), Signal(2, name="cl_wait"), Signal(COL_BITS, name="cl_col")
         cur = wire(m, Mux(go, u.as_value(), held.as_value()), "cl_cur", uop_layout())
-        s4 = Mux(go, self.skew4, skew4)
+        s4 = Mux(go, self.issue.skew4, skew4)
         emit = wire(m, go | ((left != 0) & (wait == 0)), "cl_emit")
         it = PatternIter(m, "cl_it", go, cur.src_off, cur.src_num, cur.src_step, cur.esize, SBUF_OFFSET_BITS)
         i, o, offs = it.i, it.o, []
@@ -100,7 +94,7 @@ class ColumnLoad(wiring.Component):
         first_col = Mux(go, u.col0, col)
         n_left = Mux(go, column_groups(u.cols), left)
         with m.If(go):
-            m.d.sync += [held.eq(u), skew4.eq(self.skew4)]
+            m.d.sync += [held.eq(u), skew4.eq(self.issue.skew4)]
         with m.If(emit):
             m.d.sync += [left.eq(n_left - 1), wait.eq(Mux(s4, 3, 0)), col.eq(first_col + LOAD_COLS)]
         with m.Elif(wait != 0):
@@ -161,4 +155,4 @@ class ColumnLoad(wiring.Component):
                      for j, (name, _) in enumerate(code_layout(self.pack))}
             recs.append(record(weight_layout(self.pack), code=record(code_layout(self.pack), **codes),
                                dtype=a.dtype, scale=0, scale_nan=0))
-        m.d.comb += [self.cw_valid[k].eq(a.mask), self.cw_col[k].eq(a.col), self.cw_data[k].eq(Cat(*recs))]
+        m.d.comb += [self.cw.valid[k].eq(a.mask), self.cw.col[k].eq(a.col), self.cw.data[k].eq(Cat(*recs))]

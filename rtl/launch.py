@@ -13,10 +13,10 @@ from amaranth.lib.wiring import In, Out
 from tensore.model.dtypes import Gen
 from tensore.rtl.config import Config
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
+from tensore.rtl.links import T, issue_link, row_feed
 from tensore.rtl.fp.pe_mac import dtypes_suffix
 from tensore.rtl.mx import map_of, tile
-from tensore.rtl.rowport import REC_LAYOUT, PatternIter, xit_layout, xpose_rounds
-from tensore.rtl.seq import T
+from tensore.rtl.rowport import PatternIter, xpose_rounds
 from tensore.rtl.wires import any_of, wire
 
 
@@ -24,9 +24,9 @@ UNSUPPORTED = data.StructLayout({"pack": 1, "dtype": 1, "xpose_rows": 1})   # th
 
 
 class Launch(wiring.Component):
-    """`issue` / `uop` / `now` / `seed_at`: the sequencer's (seed_at: a PeManageSeed's transpose cycle).
-    Out: the launch record and transpose iterator of row 0 (`rec`, `xit`), the request-chain shift,
-    the array rhythm (`advance`, `phase`) and `first_cycle` (the cycle after an advance, when the
+    """`issue` / `now`: the sequencer's (rtl/links.py; seed_at: a PeManageSeed's transpose cycle).
+    Out: the head of the row ports' request chain (`feed`: row 0's launch record and transpose
+    iterator, the chain's shift), the array rhythm (`advance`, `phase`) and `first_cycle` (the cycle after an advance, when the
     columns' new outputs are written; so a change of rhythm, 4 passes to 1, writes no output twice).  `unsupported`: a matmul needing more elements per PE than built,
     a dtype the PEs do not carry (D-T62), a transpose of more elements than the rows fetch (D-T40 (1):
     xpose_rounds of a `cols`-column array)."""
@@ -36,9 +36,8 @@ class Launch(wiring.Component):
             cfg.dtypes
         self.rounds = xpose_rounds(cfg.rows, cfg.cols)
         super().__init__({
-            "issue": In(1), "uop": In(uop_layout()), "now": In(T), "seed_at": In(T),
-            "rec": Out(REC_LAYOUT), "xit": Out(xit_layout(self.rounds)),
-            "req_shift": Out(1), "advance": Out(1), "phase": Out(2), "first_cycle": Out(1),
+            "issue": In(issue_link()), "now": In(T),
+            "feed": Out(row_feed(self.rounds)), "advance": Out(1), "phase": Out(2), "first_cycle": Out(1),
             "unsupported": Out(UNSUPPORTED),
         })
 
@@ -72,7 +71,7 @@ class Launch(wiring.Component):
         ph = wire(m, (now[:2] - tref[:2] - self.L)[:2], "phase")
         advanced = Signal()           # the array advanced at the end of the last cycle: new column outputs
         m.d.sync += advanced.eq(self.advance)
-        m.d.comb += [self.req_shift.eq(req_shift), self.advance.eq((P == 1) | (ph == P - 1)),
+        m.d.comb += [self.feed.req_shift.eq(req_shift), self.advance.eq((P == 1) | (ph == P - 1)),
                      self.phase.eq(Mux(P == 1, 0, ph)), self.first_cycle.eq(advanced)]
         self._record(m, mm_go, mu, mmv, v, launch)
 
@@ -86,14 +85,14 @@ class Launch(wiring.Component):
 
     def _start(self, m, maverick):
         """(go, micro-op): a matmul issued now, or a PeManageSeed's transpose in its cycle."""
-        u, now = self.uop, self.now
+        u, now, issue = self.issue.uop, self.now, self.issue.valid
         pending, at, seed_u = Signal(), Signal(T), Signal(uop_layout())
-        with m.If(self.issue & (u.kind == Kind.SEED)):
-            m.d.sync += [pending.eq(1), at.eq(self.seed_at), seed_u.eq(u)]
+        with m.If(issue & (u.kind == Kind.SEED)):
+            m.d.sync += [pending.eq(1), at.eq(self.issue.seed_at), seed_u.eq(u)]
         seed_launch = wire(m, pending & (now == at), "seed_launch")
         with m.If(seed_launch):
             m.d.sync += pending.eq(0)
-        go = wire(m, (self.issue & (u.kind == Kind.MATMUL) & u.supported) | seed_launch, "mm_go")
+        go = wire(m, (issue & (u.kind == Kind.MATMUL) & u.supported) | seed_launch, "mm_go")
         return go, wire(m, Mux(seed_launch, seed_u.as_value(), u.as_value()), "mm_start", uop_layout())
 
     def _record(self, m, go, mu, mmv, v, launch):
@@ -125,7 +124,7 @@ class Launch(wiring.Component):
         apart = wire(m, Mux(packed, 1, Mux(inter, mmv.vectors[:16], t_mx)), "mx_apart", 16)
         emap = map_of(mmv.src_num, mmv.src_step)
 
-        r, xp = self.rec, mmv.xpose
+        r, xp = self.feed.rec, mmv.xpose
         m.d.comb += [
             r.valid.eq(launch), r.swap.eq((v == 0) & ~xp), r.row0.eq(Mux(xp, 0, mmv.row0)),
             r.rows.eq(Mux(xp, mmv.cols, mmv.rows)), r.col0.eq(mmv.col0), r.cols.eq(mmv.cols),
@@ -148,7 +147,7 @@ class Launch(wiring.Component):
     def _xit(self, m, mmv, base):
         """Row 0's transpose iterators: element 0, and element j * R (j < rounds) as (i, o), o in
         bytes (nibbles for 4-bit elements, then one unit per element)."""
-        x = self.xit
+        x = self.feed.xit
         esize = Mux(mmv.nib, 1, mmv.esize)
         m.d.comb += [x.base.eq(base), x.esize.eq(esize)]
         m.d.comb += [x.num[d].eq(mmv.src_num[d]) for d in range(3)] + [x.step[d].eq(mmv.src_step[d]) for d in range(3)]

@@ -24,6 +24,7 @@ from tensore.rtl.blackbox import black_box, prototype
 from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, request_port
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
+from tensore.rtl.links import REG_FETCH, issue_link, lut_link, tag_load, weight_load
 from tensore.rtl.mx import IDENTITY_MAP, MAP_FIELDS, block_first_row, map_of, tile
 from tensore.rtl.pe import build_suffix, code_layout, weight_layout
 from tensore.rtl.rowport import MV_ELEMS
@@ -80,17 +81,12 @@ class LoadUnit(wiring.Component):
         self.sparse32, self.black_box, self.column_loads = cfg.sparse32, black_box, cfg.column_loads
         rows, cols, pack = self.rows, self.cols, self.pack
         super().__init__({
-            "issue": In(1), "uop": In(uop_layout()), "bypass": In(1),
+            "issue": In(issue_link()),
             "st": Out(stationary_port(cols, pack)), "sc": Out(scale_port(cols)),
-            "reg_apply": Out(1), "reg_value": Out(32), "reg_index": Out(8),
-            "wl_valid": Out(1), "wl_row": Out(range(rows)), "wl_cols": Out(cols),
-            "wl_data": Out(Bus(weight_layout(pack), cols)),
-            "tag_valid": Out(1), "tag_row": Out(range(rows)), "tag_cols": Out(cols),
-            "tag_data": Out(Bus(4, cols)),
+            "reg": Out(REG_FETCH),
+            "wl": Out(weight_load(rows, cols, pack)), "tag": Out(tag_load(rows, cols)),
             "seed_lanes": Out(Bus(32, cols)),
-            "lut_index": In(Bus(8, rows * MV_ELEMS)),
-            "lut_entry": Out(Bus(32, rows * MV_ELEMS)),
-            "lut_dtype": Out(8),
+            "lut": In(lut_link(rows)),
             "unsupported": Out(UNSUPPORTED),
         })
 
@@ -112,37 +108,37 @@ class LoadUnit(wiring.Component):
         m = Module()
         meta = self._requests(m)
         resp = self.st.resp.data
-        m.d.comb += [self.reg_apply.eq(meta.reg), self.reg_value.eq(resp[0]), self.reg_index.eq(meta.reg_index)]
+        m.d.comb += [self.reg.apply.eq(meta.reg), self.reg.value.eq(resp[0]), self.reg.index.eq(meta.reg_index)]
         # a MAVERICK seed micro-op's seeds, held for its column writes (it is a barrier: one at a time)
         with m.If(meta.seed_data):
             m.d.sync += self.seed_lanes.eq(resp.as_value()[:32 * self.cols])
         m.submodules.lut = lut = black_box(self._lut(), self.black_box)
         m.d.comb += [lut.load.eq(meta.lut_load), lut.count.eq(meta.cols), lut.dtype.eq(meta.dtype),
-                     lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut_dtype.eq(lut.table_dtype),
+                     lut.entries.eq(resp.as_value()[:32 * LUT_ENTRIES]), self.lut.dtype.eq(lut.table_dtype),
                      # readers: the weight lanes' (a LUT load's codes), then the rows'
-                     lut.index.eq(Cat(*(resp[c][:8] for c in range(self.cols)), self.lut_index)),
-                     self.lut_entry.eq(lut.entry.as_value()[32 * self.cols:])]
+                     lut.index.eq(Cat(*(resp[c][:8] for c in range(self.cols)), self.lut.index)),
+                     self.lut.entry.eq(lut.entry.as_value()[32 * self.cols:])]
         self._lanes(m, meta, lut)
         if not self.sparse32:
-            u = self.uop
+            u = self.issue.uop
             values = Mux(u.lut, lut.table_dtype, u.dtype)
-            m.d.comb += self.unsupported.sparse32.eq(self.issue & (u.kind == Kind.MATMUL) & (u.fmaps != 0) &
+            m.d.comb += self.unsupported.sparse32.eq(self.issue.valid & (u.kind == Kind.MATMUL) & (u.fmaps != 0) &
                                                      (values == Dtype.FP32))
         return m
 
     def _requests(self, m):
         """The stationary and scale requests of each row (registered), and the answer's meta data
         `L - 1` cycles later (returned)."""
-        u = self.uop
+        u, issue = self.issue.uop, self.issue.valid
         active, k_reg, held = Signal(), Signal(8), Signal(uop_layout())
-        any_ld = self.issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported
+        any_ld = issue & ((u.kind == Kind.LOAD) | (u.kind == Kind.SEED)) & u.supported
         column = column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf) & (u.kind == Kind.LOAD)
         ld_go = wire(m, any_ld & ~column if self.column_loads else any_ld, "ld_go")
-        rw_go = wire(m, self.issue & (u.kind == Kind.REGWRITE) & ~self.bypass, "rw_go")   # PeRegWrite: same port
-        lut_go = wire(m, self.issue & (u.kind == Kind.LUT), "lut_go")   # and ConvLutLoad: all entries in one gather
+        rw_go = wire(m, issue & (u.kind == Kind.REGWRITE) & ~self.issue.bypass, "rw_go")   # PeRegWrite: same port
+        lut_go = wire(m, issue & (u.kind == Kind.LUT), "lut_go")   # and ConvLutLoad: all entries in one gather
         # and a MAVERICK seed micro-op: its 2 x half INT32 seeds (LoadSeed) in one gather
         maverick = Const(int(self.gen.layout == Gen.MAVERICK), 1)
-        mseed_go = wire(m, self.issue & (u.kind == Kind.MATMUL) & (u.seed != 0) & maverick, "mseed_go")
+        mseed_go = wire(m, issue & (u.kind == Kind.MATMUL) & (u.seed != 0) & maverick, "mseed_go")
         cur = wire(m, Mux(ld_go | rw_go | lut_go | mseed_go, u.as_value(), held.as_value()), "ld_cur", uop_layout())
         k = wire(m, Mux(active, k_reg, 0), "ld_row")
         ld_req = wire(m, ld_go | active, "ld_req")
@@ -221,15 +217,15 @@ class LoadUnit(wiring.Component):
         placed = wire(m, place("wl", lanes, code_w), "wl_placed", C * code_w)
         tags_placed = wire(m, place("tag", tag_lanes, 4), "tag_placed", C * 4)
         mask = span(m, "wl_mask", meta.col0, meta.cols, C)
-        m.d.comb += [self.wl_valid.eq(meta.valid & ~meta.tags), self.wl_row.eq(meta.row), self.wl_cols.eq(mask),
-                     self.tag_valid.eq(meta.valid & (meta.tags | meta.tagw)), self.tag_row.eq(meta.row),
-                     self.tag_cols.eq(mask)]
+        wl, tag = self.wl, self.tag
+        m.d.comb += [wl.valid.eq(meta.valid & ~meta.tags), wl.row.eq(meta.row), wl.cols.eq(mask),
+                     tag.valid.eq(meta.valid & (meta.tags | meta.tagw)), tag.row.eq(meta.row), tag.cols.eq(mask)]
         # each bus driven by one statement (wires.record)
         dtype = wire(m, Mux(meta.lut, lut.table_dtype, meta.dtype), "wl_dtype")
         lane = [placed[c * code_w:(c + 1) * code_w] for c in range(C)]
-        m.d.comb += [self.wl_data.eq(Cat(*(record(weight_layout(PK), code=x[:code_w - 11], dtype=dtype,
+        m.d.comb += [wl.data.eq(Cat(*(record(weight_layout(PK), code=x[:code_w - 11], dtype=dtype,
                                                   scale=x[code_w - 11:-1], scale_nan=x[-1]) for x in lane))),
-                     self.tag_data.eq(tags_placed)]
+                     tag.data.eq(tags_placed)]
 
 
 def mx_pattern(cur):

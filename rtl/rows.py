@@ -4,7 +4,7 @@ the sums to the write-back unit.
 
 A LUT operand (scalar_mode LUT, D-T15) leaves its row port as table indices in its code slots (slot 0;
 a MatmulSparse vector's fmaps in slots 0-3); here each is replaced by the table's entry (the load
-unit's table, read through `lut_index` / `lut_entry`, MV_ELEMS readers per row), outside the row
+unit's table, read through `lut.index` / `lut.entry`, MV_ELEMS readers per row), outside the row
 port, so no combinational path leaves a row port and comes back into it.
 
 A transpose of more elements than rows R (D-T40 (1)): row r's answer for vector v holds elements
@@ -24,8 +24,9 @@ from amaranth.lib.wiring import In, Out
 from tensore.rtl.blackbox import black_box, prototype, ports as block_ports
 from tensore.rtl.config import Config
 from tensore.rtl.interfaces import Bus, arrays, request_port, scatter
+from tensore.rtl.links import lut_link, row_feed
 from tensore.rtl.pe import act_layout, slot
-from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST, REC_LAYOUT, WREC_LAYOUT, RowPort, xit_layout, xpose_rounds
+from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST, WREC_LAYOUT, RowPort, xpose_rounds
 
 
 # the write record leaving the bottom row, and whether it is its micro-op's first vector (the write
@@ -40,8 +41,8 @@ def moving_port(rows: int) -> wiring.Signature:
 
 
 class Rows(wiring.Component):
-    """`rec` / `xit`: row 0's launch record and transpose iterator; `req_shift` / `advance`: the rhythm.
-    Out: the moving requests (`mv`), the rows' moving values (`row_in`, to the array), the write
+    """`feed`: row 0's launch record and transpose iterator, and the chain's shift (rtl/links.py
+    row_feed); `advance`: the array's rhythm.  Out: the moving requests (`mv`), the rows' moving values (`row_in`, to the array), the write
     record leaving the bottom row (`down`), a transpose's elements for the tops of the columns
     beyond the rows (`top_psum` / `top_valid`, an array of `cols` columns)."""
 
@@ -52,12 +53,10 @@ class Rows(wiring.Component):
         self.cols, self.rounds = cfg.cols, xpose_rounds(cfg.rows, cfg.cols)
         rows, pack, sparse32, cols = self.rows, self.pack, self.sparse32, self.cols
         super().__init__({
-            "rec": In(REC_LAYOUT), "xit": In(xit_layout(self.rounds)), "req_shift": In(1), "advance": In(1),
+            "feed": In(row_feed(self.rounds)), "advance": In(1),
             "mv": Out(moving_port(rows)),
             "row_in": Out(Bus(act_layout(pack, sparse32), rows)),
-            "lut_index": Out(Bus(8, rows * MV_ELEMS)),
-            "lut_entry": In(Bus(32, rows * MV_ELEMS)),
-            "lut_dtype": In(8),
+            "lut": Out(lut_link(rows)),
             "down": Out(DOWN_LAYOUT),
             "top_psum": Out(Bus(32, max(cols, 1))), "top_valid": Out(max(cols, 1)),
         })
@@ -79,19 +78,19 @@ class Rows(wiring.Component):
         ports = [black_box(self._port(), self.black_box) for _ in range(self.rows)]
         for r, rp in enumerate(ports):
             m.submodules[f"rowport{r}"] = rp
-            m.d.comb += [rp.index.eq(r), rp.req_shift.eq(self.req_shift), rp.advance.eq(self.advance),
+            m.d.comb += [rp.index.eq(r), rp.req_shift.eq(self.feed.req_shift), rp.advance.eq(self.advance),
                          rp.mv_resp.eq(self.mv.resp.data[r])]
             if r:
                 above = ports[r - 1]
                 m.d.comb += [rp.req_in.eq(above.req_out), rp.xit_in.eq(above.xit_out), rp.down_in.eq(above.down_out)]
             else:
-                m.d.comb += [rp.req_in.eq(self.rec), rp.xit_in.eq(self.xit)]
+                m.d.comb += [rp.req_in.eq(self.feed.rec), rp.xit_in.eq(self.feed.xit)]
             a, mine = self.row_in[r], rp.row_in
-            m.d.comb += [a.eq(mine), a.dtype.eq(Mux(rp.lut_dtype_sel, self.lut_dtype, mine.dtype))]
+            m.d.comb += [a.eq(mine), a.dtype.eq(Mux(rp.lut_dtype_sel, self.lut.dtype, mine.dtype))]
             for j in range(MV_ELEMS):
                 code, k = slot(mine.code, j), r * MV_ELEMS + j
-                m.d.comb += [self.lut_index[k].eq(code[:8]),
-                             slot(a.code, j).eq(Mux(rp.lut_code, self.lut_entry[k], code))]
+                m.d.comb += [self.lut.index[k].eq(code[:8]),
+                             slot(a.code, j).eq(Mux(rp.lut_code, self.lut.entry[k], code))]
         scatter(m, [rp.mv_req for rp in ports], self.mv.req)
         m.d.comb += self.down.rec.eq(ports[-1].down_out)
         self._first_marks(m, ports)
@@ -145,12 +144,12 @@ class Rows(wiring.Component):
             elif n == "index":
                 conns.append(f".index({len(v)}'d{r})")
             elif n in ("req_shift", "advance"):
-                conns.append(f".{n}({me.bits(getattr(self, n))})")
+                conns.append(f".{n}({me.bits(self.feed.req_shift if n == 'req_shift' else self.advance)})")
             elif n == "mv_resp":
                 conns.append(f".mv_resp({me.bits(self.mv.resp.data[r])})")
             elif n in chain:
                 top, out = chain[n]
-                src = rp.bits(getattr(proto, out), f"r{r - 1}_") if r else me.bits(getattr(self, top)) if top \
+                src = rp.bits(getattr(proto, out), f"r{r - 1}_") if r else me.bits(getattr(self.feed, top)) if top \
                     else f"{len(v)}'d0"
                 conns.append(f".{n}({src})")
             else:
@@ -164,12 +163,12 @@ class Rows(wiring.Component):
         slots 0 .. MV_ELEMS - 1 the table's entries with `lut_code`; and its table indices."""
         mine, a, p = proto.row_in, self.row_in[r], f"r{r}_"
         sel, code = rp.bits(proto.lut_dtype_sel, p), rp.bits(proto.lut_code, p)
-        parts = {rp.span(mine.dtype)[1]: (a.dtype, f"{sel} ? {me.bits(self.lut_dtype)} : {rp.bits(mine.dtype, p)}")}
+        parts = {rp.span(mine.dtype)[1]: (a.dtype, f"{sel} ? {me.bits(self.lut.dtype)} : {rp.bits(mine.dtype, p)}")}
         lines = []
         for j in range(MV_ELEMS):
             k, src = r * MV_ELEMS + j, slot(mine.code, j)
-            lines.append(f"  assign {me.bits(self.lut_index[k])} = {rp.bits(src[:8], p)};")
-            entry = me.bits(self.lut_entry[k][:len(src)])
+            lines.append(f"  assign {me.bits(self.lut.index[k])} = {rp.bits(src[:8], p)};")
+            entry = me.bits(self.lut.entry[k][:len(src)])
             parts[rp.span(src)[1]] = (slot(a.code, j), f"{code} ? {entry} : {rp.bits(src, p)}")
         whole, mine_v, at = a.as_value(), mine.as_value(), 0
         for first in sorted(parts) + [len(mine_v)]:           # the other fields pass through

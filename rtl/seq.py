@@ -45,11 +45,9 @@ from tensore.rtl.blackbox import prototype
 from tensore.rtl.config import Config
 from tensore.rtl.decoder import Decoder
 from tensore.rtl.isa import Kind, MmKind, hw_member, uop_layout
+from tensore.rtl.links import DESCRIPTOR_STREAM, REG_FETCH, REGISTER_BUS, T, issue_link
 from tensore.rtl.regs import RegisterBlock, port_name
 from tensore.rtl.weight_state import WeightState
-
-T = 32          # timestamp width
-
 
 class Sequencer(wiring.Component):
     def __init__(self, cfg: Config, *, black_box: bool = False):
@@ -60,17 +58,14 @@ class Sequencer(wiring.Component):
         self.gen, self.rows, self.cols, self.L = cfg.generation, cfg.rows, cfg.cols, cfg.sbuf_latency
         self.timing = cfg.profile
         super().__init__({
-            "desc_valid": In(1), "desc_ready": Out(1), "desc_data": In(512),
-            "bus_addr": In(12), "bus_wdata": In(32), "bus_we": In(1), "bus_rdata": Out(32),
+            "desc": In(DESCRIPTOR_STREAM), "bus": In(REGISTER_BUS),
             "event_set": In(NUM_EVENTS),                     # host-set event flags (one-cycle pulses)
             "now": Out(T),
-            "issue": Out(1), "uop": Out(uop_layout()),       # the micro-op issued in this cycle
+            "issue": Out(issue_link()),                      # the micro-op issued in this cycle (rtl/links.py)
             "refuse": Out(1), "refuse_code": Out(8),
-            "round_sr": Out(1), "bypass": Out(1),
-            "reg_apply": In(1), "reg_value": In(32), "reg_index": In(8),   # a fetched PeRegWrite value
+            "round_sr": Out(1),
+            "reg": In(REG_FETCH),                            # a fetched PeRegWrite value
             "unsupported": Out(1),                           # sticky: a valid micro-op the RTL does not run
-            "seed_mm_at": Out(T),                            # with issue of a PeManageSeed: its transpose's cycle
-            "skew4": Out(1),                                 # a column-serial load's rows skew by 4 (D-T99)
             "busy": Out(1), "error": Out(1),
         })
 
@@ -89,8 +84,8 @@ class Sequencer(wiring.Component):
         m = self._m = Module()
         m.submodules.regs = self._regs = regs = RegisterBlock(REGISTERS)
         m.submodules.dec = dec = Decoder(self.cfg)
-        m.d.comb += [regs.addr.eq(self.bus_addr), regs.wdata.eq(self.bus_wdata), regs.we.eq(self.bus_we),
-                     self.bus_rdata.eq(regs.rdata)]
+        m.d.comb += [regs.addr.eq(self.bus.addr), regs.wdata.eq(self.bus.wdata), regs.we.eq(self.bus.we),
+                     self.bus.rdata.eq(regs.rdata)]
         now = Signal(T)
         m.d.sync += now.eq(now + 1)
         m.d.comb += self.now.eq(now)
@@ -109,7 +104,7 @@ class Sequencer(wiring.Component):
         issue = Signal()
         t_complete, t_mmdone, ready = self._scoreboard(now, cur, issue)
         free = self._tracker(now, cur, issue, t_complete, t_mmdone, level)
-        m.d.comb += [issue.eq(held & ready & (free != 0)), self.uop.eq(cur), self.issue.eq(issue),
+        m.d.comb += [issue.eq(held & ready & (free != 0)), self.issue.uop.eq(cur), self.issue.valid.eq(issue),
                      pop.eq(refuse | issue)]
         unsupported = Signal()
         m.d.comb += self.unsupported.eq(unsupported)
@@ -137,8 +132,9 @@ class Sequencer(wiring.Component):
         m.submodules.ififo = fifo = SyncFIFO(width=512, depth=max(FIFO_DEPTH.values()))
         cap = Mux(self._reg("queue_cfg", "fifo_size_sel"), FIFO_DEPTH[1], FIFO_DEPTH[0])
         pop = Signal()
-        m.d.comb += [self.desc_ready.eq(fifo.w_rdy & (fifo.level < cap)), fifo.w_en.eq(self.desc_valid & self.desc_ready),
-                     fifo.w_data.eq(self.desc_data), fifo.r_en.eq(pop), dec.desc.eq(fifo.r_data)]
+        desc = self.desc
+        m.d.comb += [desc.ready.eq(fifo.w_rdy & (fifo.level < cap)), fifo.w_en.eq(desc.valid & desc.ready),
+                     fifo.w_data.eq(desc.data), fifo.r_en.eq(pop), dec.desc.eq(fifo.r_data)]
         self._hw("status", "ififo_level", fifo.level)
         return fifo.level, pop
 
@@ -147,7 +143,7 @@ class Sequencer(wiring.Component):
         m = self._m
         m.submodules.weights = ws = WeightState(self.rows, self.cols, self.black_box)
         lut_fp32 = Signal()                   # the ConvLutLoad table's entry dtype is FP32
-        issue = self.issue
+        issue = self.issue.valid
         with m.If(issue & (cur.kind == Kind.LUT)):
             m.d.sync += lut_fp32.eq(cur.dtype == Dtype.FP32)
         h = dec.uop
@@ -181,7 +177,7 @@ class Sequencer(wiring.Component):
         load_rules = (now >= lw_end) & swapped
         after_lw = now >= last_lw_p1
         skew = Mux(mm_valid, mm_passes, 1)
-        m.d.comb += self.skew4.eq(skew == 4)
+        m.d.comb += self.issue.skew4.eq(skew == 4)
         if self.timing.column_loads:            # the column-serial port (D-T99)
             column = column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf)
             col_front = ~mm_valid | (now >= column_load_issue(mm_t_data, mm_passes, u.row0, u.col0, u.cols, L))
@@ -240,7 +236,7 @@ class Sequencer(wiring.Component):
         first_write = write_cycle(now + L, R, u.passes, u.col0, 0)
         last_write = write_cycle(now + L, R, u.passes, u.col0 + u.cols - 1, u.vectors - 1)
         t_complete, t_mmdone, t_seed_mm = Signal(T), Signal(T), Signal(T)   # t_seed_mm: PeManageSeed's transpose
-        m.d.comb += [t_seed_mm.eq(seed_transpose_issue(now, u.rows, L)), self.seed_mm_at.eq(t_seed_mm)]
+        m.d.comb += [t_seed_mm.eq(seed_transpose_issue(now, u.rows, L)), self.issue.seed_at.eq(t_seed_mm)]
         with m.Switch(u.kind):
             with m.Case(Kind.LOAD):
                 m.d.comb += t_complete.eq(load_complete(now, u.rows, L))
@@ -322,12 +318,13 @@ class Sequencer(wiring.Component):
         """PSUM_ROUND: the immediate with bypass, else the SBUF word fetched at t + L."""
         m = self._m
         round_sr = Signal()
-        m.d.comb += [self.round_sr.eq(round_sr), self.bypass.eq(self._reg("queue_cfg", "bypass_peregwrite_instr"))]
-        with m.If(issue & (u.kind == Kind.REGWRITE) & self.bypass & (u.reg == PeReg.PSUM_ROUND)):
+        bypass, fetched = self.issue.bypass, self.reg
+        m.d.comb += [self.round_sr.eq(round_sr), bypass.eq(self._reg("queue_cfg", "bypass_peregwrite_instr"))]
+        with m.If(issue & (u.kind == Kind.REGWRITE) & bypass & (u.reg == PeReg.PSUM_ROUND)):
             m.d.sync += round_sr.eq(u.value[0])
-        with m.If(self.reg_apply & (self.reg_index == PeReg.PSUM_ROUND)):
-            with m.If(self.reg_value < 2):
-                m.d.sync += round_sr.eq(self.reg_value[0])
+        with m.If(fetched.apply & (fetched.index == PeReg.PSUM_ROUND)):
+            with m.If(fetched.value < 2):
+                m.d.sync += round_sr.eq(fetched.value[0])
             with m.Else():
                 m.d.comb += self._reg_bad.eq(1)
 

@@ -35,7 +35,6 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from tensore.model.addrmap import PARTITIONS
 from tensore.model.dtypes import Gen
-from tensore.model.isa import DESCRIPTOR_BYTES
 from tensore.model.isa.layouts import NUM_EVENTS
 from tensore.model.timing import DEFAULT_PROFILE
 from tensore.rtl import launch as launch_unit, load_unit, writeback
@@ -45,16 +44,15 @@ from tensore.rtl.column_load import COLUMN_REQUEST, ColumnLoad, column_rows
 from tensore.rtl.config import PSUM_PORTS, Config
 from tensore.rtl.interfaces import arrays, record
 from tensore.rtl.launch import Launch
+from tensore.rtl.links import DESCRIPTOR_STREAM, REGISTER_BUS, T
 from tensore.rtl.load_unit import LoadUnit, scale_port, stationary_port
 from tensore.rtl.psum import PSUM_MONITOR
 from tensore.rtl.psum_bank import host_port, monitor_names
 from tensore.rtl.rowport import MV_ELEMS, MV_REQUEST  # noqa: F401  (MV_ELEMS: the moving answer's words, for the testbenches)
 from tensore.rtl.rows import Rows, moving_port
-from tensore.rtl.seq import T, Sequencer
+from tensore.rtl.seq import Sequencer
 from tensore.rtl.writeback import WriteBack
 
-DESCRIPTOR_STREAM = wiring.Signature({"valid": In(1), "ready": Out(1), "data": In(8 * DESCRIPTOR_BYTES)})
-REGISTER_BUS = wiring.Signature({"addr": In(12), "wdata": In(32), "we": In(1), "rdata": Out(32)})
 # every cause of `unsupported`: the decoder's (a micro-op the RTL does not run, held by the
 # sequencer) and those of the load, launch and write-back units
 UNSUPPORTED = data.StructLayout({"uop": 1, "load": load_unit.UNSUPPORTED, "launch": launch_unit.UNSUPPORTED,
@@ -91,7 +89,7 @@ class Engine(wiring.Component):
             if self.cl_rows else {}
         monitor = record(arrays(PSUM_MONITOR, psum_partitions))
         super().__init__({
-            "desc": Out(DESCRIPTOR_STREAM), "bus": Out(REGISTER_BUS), "event_set": In(NUM_EVENTS),
+            "desc": In(DESCRIPTOR_STREAM), "bus": In(REGISTER_BUS), "event_set": In(NUM_EVENTS),
             "st": Out(stationary_port(cols, self.pack, self.cl_rows)), "sc": Out(scale_port(cols)),
             "mv": Out(moving_port(rows)), **column,
             "host": Out(host_port(psum_partitions)), "mon": Out(monitor),
@@ -144,41 +142,37 @@ class Engine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, C, PK, L = self.rows, self.cols, self.pack, self.L
         m.submodules.seq = seq = black_box(self._seq(), self.black_box)
         m.submodules.load_unit = load = black_box(self._load(), self.black_box)
         m.submodules.launch_unit = launch = black_box(self._launch(), self.black_box)
         m.submodules.row_ports = rows = black_box(self._rows(), self.black_box)
         m.submodules.array = arr = black_box(self._array(), self.black_box)
         m.submodules.write_back = write = black_box(self._write(), self.black_box)
-        # descriptor and register bus -> sequencer -> load / launch
-        m.d.comb += [seq.desc_valid.eq(self.desc.valid), seq.desc_data.eq(self.desc.data),
-                     self.desc.ready.eq(seq.desc_ready), seq.bus_addr.eq(self.bus.addr),
-                     seq.bus_wdata.eq(self.bus.wdata), seq.bus_we.eq(self.bus.we), self.bus.rdata.eq(seq.bus_rdata),
-                     seq.event_set.eq(self.event_set), self.now.eq(seq.now)]
-        m.d.comb += [load.issue.eq(seq.issue), load.uop.eq(seq.uop), load.bypass.eq(seq.bypass),
-                     seq.reg_apply.eq(load.reg_apply), seq.reg_value.eq(load.reg_value),
-                     seq.reg_index.eq(load.reg_index),
-                     launch.issue.eq(seq.issue), launch.uop.eq(seq.uop), launch.now.eq(seq.now),
-                     launch.seed_at.eq(seq.seed_mm_at)]
+        # host -> sequencer -> load / launch units (rtl/links.py)
+        connect(m, host_desc=flipped(self.desc), seq=seq.desc)
+        connect(m, host_bus=flipped(self.bus), seq=seq.bus)
+        connect(m, seq=seq.issue, load=load.issue, launch=launch.issue)
+        connect(m, load=load.reg, seq=seq.reg)
+        m.d.comb += [seq.event_set.eq(self.event_set), self.now.eq(seq.now), launch.now.eq(seq.now)]
+        # SBUF -> load unit -> array (weights, tags); LUT entries -> row ports
         connect(m, flipped(self.st.req), load.st.req)
         m.d.comb += load.st.resp.data.eq(self.st.resp.data.as_value()[:len(load.st.resp.data.as_value())])
         connect(m, flipped(self.sc), load.sc)
-        # load -> array (weights, tags); launch -> rows -> array (moving values)
-        m.d.comb += [arr.wl_valid.eq(load.wl_valid), arr.wl_row.eq(load.wl_row), arr.wl_cols.eq(load.wl_cols),
-                     arr.wl_data.eq(load.wl_data), arr.tag_valid.eq(load.tag_valid), arr.tag_row.eq(load.tag_row),
-                     arr.tag_cols.eq(load.tag_cols), arr.tag_data.eq(load.tag_data)]
-        m.d.comb += [rows.rec.eq(launch.rec), rows.xit.eq(launch.xit), rows.req_shift.eq(launch.req_shift),
-                     rows.advance.eq(launch.advance), load.lut_index.eq(rows.lut_index),
-                     rows.lut_entry.eq(load.lut_entry), rows.lut_dtype.eq(load.lut_dtype),
-                     arr.row_in.eq(rows.row_in), arr.advance.eq(launch.advance), arr.phase.eq(launch.phase),
-                     arr.top_psum.eq(rows.top_psum), arr.top_valid.eq(rows.top_valid)]
+        connect(m, load=load.wl, array=arr.wl)
+        connect(m, load=load.tag, array=arr.tag)
+        connect(m, rows=rows.lut, load=load.lut)
+        # launch unit -> row ports <- SBUF; row ports -> array (moving values, transposes' tops)
+        connect(m, launch=launch.feed, rows=rows.feed)
         connect(m, flipped(self.mv), rows.mv)
+        m.d.comb += [arr.row_in.eq(rows.row_in), arr.top_psum.eq(rows.top_psum), arr.top_valid.eq(rows.top_valid)]
         if self.cl_rows:
             self._column_loads(m, seq, arr)
-        # array -> write-back -> PSUM
-        m.d.comb += [write.down.eq(rows.down), write.advance.eq(launch.advance),
-                     write.first_cycle.eq(launch.first_cycle), write.out_psum.eq(arr.out_psum),
+        # the rhythm, a broadcast from the launch unit: advance (row ports, array, write-back), the
+        # fp32 pass (array), the column-output cycle (write-back)
+        m.d.comb += [rows.advance.eq(launch.advance), arr.advance.eq(launch.advance), arr.phase.eq(launch.phase),
+                     write.advance.eq(launch.advance), write.first_cycle.eq(launch.first_cycle)]
+        # array, row ports' write records -> write-back -> PSUM
+        m.d.comb += [write.down.eq(rows.down), write.out_psum.eq(arr.out_psum),
                      write.seed_lanes.eq(load.seed_lanes), write.sr.eq(seq.round_sr)]
         connect(m, flipped(self.host), write.host)
         for name in monitor_names(self.psum_ports):
@@ -197,7 +191,7 @@ class Engine(wiring.Component):
         """The column-serial port (rtl/column_load.py): its requests on `cl`, their answers at the
         head of the stationary answer, its writes into the array."""
         m.submodules.column_load = col = ColumnLoad(self.cfg)
-        m.d.comb += [col.issue.eq(seq.issue), col.uop.eq(seq.uop), col.skew4.eq(seq.skew4),
-                     arr.cw_valid.eq(col.cw_valid), arr.cw_col.eq(col.cw_col), arr.cw_data.eq(col.cw_data)]
+        connect(m, seq=seq.issue, column_load=col.issue)
+        connect(m, column_load=col.cw, array=arr.cw)
         connect(m, flipped(self.cl.req), col.req)
         m.d.comb += col.resp.eq(self.st.resp.data.as_value()[:len(col.resp.as_value())])

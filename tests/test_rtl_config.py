@@ -43,3 +43,19 @@ def test_bad_builds_refused_in_one_line(kw, says):
     with pytest.raises(ValueError, match=says) as e:
         Config("mariana", 4, 4, **kw)
     assert "\n" not in str(e.value)
+
+
+def test_links_keep_the_exported_port_names():
+    """The links of rtl/links.py flatten to the per-field ports the Verilog writers and testbenches
+    name (a sub-signature's path joined by "_"), and each sink's link is its source's, flipped."""
+    from tensore.rtl.blackbox import ports
+    eng = prototype(Engine.of(Config("mariana", 4, 4, 2)))
+    seq, load, launch, rows, array = (prototype(make()) for make in (eng._seq, eng._load, eng._launch, eng._rows,
+                                                                      eng._array))
+    names = {unit: set(ports(unit)) for unit in (seq, load, launch, rows, array)}
+    assert {"desc_valid", "desc_ready", "desc_data", "bus_addr", "bus_rdata", "reg_apply", "issue_uop"} <= names[seq]
+    assert {"wl_valid", "wl_row", "wl_cols", "wl_data", "tag_data", "lut_index", "lut_entry", "issue_valid"} <= names[load]
+    assert {"wl_row", "tag_cols", "cw_valid", "cw_col", "cw_data", "advance", "phase"} <= names[array]
+    assert {"feed_rec", "feed_xit", "feed_req_shift", "lut_dtype"} <= names[rows] and "feed_rec" in names[launch]
+    for src, sink in ((seq.issue, load.issue), (load.wl, array.wl), (rows.lut, load.lut), (launch.feed, rows.feed)):
+        assert sink.signature == src.signature.flip()

@@ -203,18 +203,18 @@ def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
     n = 3000
     inputs = {nm: np.array([int.from_bytes(rng.bytes((w + 7) // 8), "little") % (1 << w) for _ in range(n)], object)
               for nm, w in pair.ins}
-    rec, xit = writer.rec.shape(), writer.xit.shape()
+    rec, xit = writer.feed.rec.shape(), writer.feed.xit.shape()
     for f, hi in [("valid", 2), ("xpose", 2), ("lut", 2), ("seed", 1), ("row0", 2), ("rows", cols + 1),
                   ("fresh", 2), ("mx", 2), ("esize", 3)]:
         field = rec[f]
         mask = ((1 << field.width) - 1) << field.offset
-        inputs["rec"] = np.array([(int(v) & ~mask) | int(rng.integers(0, hi)) << field.offset
-                                  for v in inputs["rec"]], object)
+        inputs["feed_rec"] = np.array([(int(v) & ~mask) | int(rng.integers(0, hi)) << field.offset
+                                       for v in inputs["feed_rec"]], object)
     num = xit["num"]                                  # iterator extents of 1-4, so they wrap
-    inputs["xit"] = np.array([(int(v) & ~(((1 << num.width) - 1) << num.offset)) |
+    inputs["feed_xit"] = np.array([(int(v) & ~(((1 << num.width) - 1) << num.offset)) |
                               sum(int(rng.integers(1, 5)) << (num.offset + 16 * d) for d in range(3))
-                              for v in inputs["xit"]], object)
-    inputs["req_shift"] = (rng.random(n) < 0.7).astype(np.int64)
+                              for v in inputs["feed_xit"]], object)
+    inputs["feed_req_shift"] = (rng.random(n) < 0.7).astype(np.int64)
     inputs["advance"] = (rng.random(n) < 0.8).astype(np.int64)
     inputs["rst"] = (rng.random(n) < 0.02).astype(np.int64)
     out = pair(**inputs)

@@ -75,7 +75,7 @@ def test_moving_indices_are_the_element_order(order, pack, vectors):
     got = []
 
     async def bench(ctx):
-        u = dut.uop
+        u = dut.issue.uop
         ctx.set(u.kind, Kind.MATMUL)
         ctx.set(u.supported, 1)
         ctx.set(u.mx, 1)
@@ -83,14 +83,14 @@ def test_moving_indices_are_the_element_order(order, pack, vectors):
         ctx.set(u.pack, pack)
         ctx.set(u.vectors, vectors)
         ctx.set(u.passes, 1)
-        ctx.set(dut.issue, 1)
+        ctx.set(dut.issue.valid, 1)
         for cycle in range(vectors + 3):
             ctx.set(dut.now, cycle)
-            r = dut.rec
+            r = dut.feed.rec
             if ctx.get(r.valid):
                 got.append([ctx.get(r.melem) + j * ctx.get(r.mstride) for j in range(pack)])
             await ctx.tick()
-            ctx.set(dut.issue, 0)
+            ctx.set(dut.issue.valid, 0)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -43,35 +43,35 @@ async def _bench(ctx, seq, program):
     code = assemble(program.text, program.gen)
     descs = [int.from_bytes(code[i:i + 64], "little") for i in range(0, len(code), 64)]
     for name, value in program.regs.items():
-        ctx.set(seq.bus_addr, REGISTERS[name]["offset"])
-        ctx.set(seq.bus_wdata, value)
-        ctx.set(seq.bus_we, 1)
+        ctx.set(seq.bus.addr, REGISTERS[name]["offset"])
+        ctx.set(seq.bus.wdata, value)
+        ctx.set(seq.bus.we, 1)
         await ctx.tick()
-    ctx.set(seq.bus_we, 0)
+    ctx.set(seq.bus.we, 0)
     got_issue, got_refuse, nxt, apply = {}, {}, 0, {}
     for cycle in range(end):
-        ctx.set(seq.desc_valid, int(nxt < len(descs)))
+        ctx.set(seq.desc.valid, int(nxt < len(descs)))
         if nxt < len(descs):
-            ctx.set(seq.desc_data, descs[nxt])
+            ctx.set(seq.desc.data, descs[nxt])
         reg = apply.pop(cycle, None)
-        ctx.set(seq.reg_apply, int(reg is not None))
+        ctx.set(seq.reg.apply, int(reg is not None))
         if reg is not None:
-            ctx.set(seq.reg_index, reg[0])
-            ctx.set(seq.reg_value, reg[1])
-        if ctx.get(seq.issue):
-            got_issue[cycle] = ctx.get(seq.uop.op)
-            if got_issue[cycle] == Opcode.PE_REG_WRITE and not ctx.get(seq.bypass):
-                apply[cycle + L] = (ctx.get(seq.uop.reg), fetched[cycle])   # the load unit's fetch, L later
+            ctx.set(seq.reg.index, reg[0])
+            ctx.set(seq.reg.value, reg[1])
+        if ctx.get(seq.issue.valid):
+            got_issue[cycle] = ctx.get(seq.issue.uop.op)
+            if got_issue[cycle] == Opcode.PE_REG_WRITE and not ctx.get(seq.issue.bypass):
+                apply[cycle + L] = (ctx.get(seq.issue.uop.reg), fetched[cycle])   # the load unit's fetch, L later
         if ctx.get(seq.refuse):
             got_refuse[cycle] = ctx.get(seq.refuse_code)
-        accepted = ctx.get(seq.desc_ready)
+        accepted = ctx.get(seq.desc.ready)
         await ctx.tick()
         nxt += int(nxt < len(descs) and accepted)
-    ctx.set(seq.desc_valid, 0)
+    ctx.set(seq.desc.valid, 0)
     got_regs = {}
     for off in regs:
-        ctx.set(seq.bus_addr, off)
-        got_regs[off] = ctx.get(seq.bus_rdata)
+        ctx.set(seq.bus.addr, off)
+        got_regs[off] = ctx.get(seq.bus.rdata)
     return (got_issue, got_refuse, got_regs), (issues, refusals, regs)
 
 
