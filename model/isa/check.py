@@ -15,7 +15,7 @@ from tensore.model import dtypes as dt
 from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
 from tensore.model.isa.microop import SEED_STATES, active_cols, transposes
 from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_source, mx_steps_ok, reg_source_ok,
-                                     seed_identity_ok, seed_source_ok, select, walk_pattern)
+                                     seed_identity_ok, seed_source_ok, walk_pattern)
 from tensore.model.isa.rules import MX_BLOCK_P_F_DIM, matmul_input_dtypes  # noqa: F401  (callers read them from here)
 
 E = ErrorCode
@@ -53,7 +53,7 @@ class _Checker:
     def rules(self, *families, step=None, walk=None):
         """The rules of `families` (of that `step`) in the table of model/isa/rules.py, or those of a
         pattern `walk`, that the descriptor breaks."""
-        for rule in select(families, self.d.op, self.v, step) if walk is None else walk:
+        for rule in self.v.select(families, step) if walk is None else walk:
             if rule.fires(self.v):
                 self.bad(rule.code, rule.field, rule.message(self.v))
 

@@ -91,6 +91,15 @@ class Ops:
         """`cond`, and `then()` where it holds (Ints evaluates `then` only there)."""
         return cond & then()
 
+    def dtype_in(self, x, which):
+        """x is one of the generation's dtype codes `which` (dtype_codes)."""
+        return self.in_(x, dtype_codes(self.gen, which))
+
+    def once(self, helper):
+        """helper(self), for a helper that reads fields only (no walked count): a backend may keep
+        its answer for the descriptor (Ints does)."""
+        return helper(self)
+
     def lookup(self, key, table: dict, default):
         """table[key] for the keys it has, `default` for any other value of `key`."""
         out = default
@@ -99,30 +108,41 @@ class Ops:
         return out
 
 
-class Ints(Ops):
-    """The Python backend: a decoded Descriptor's fields as ints (enum members where valid)."""
+class Ints(dict, Ops):
+    """The Python backend: a decoded Descriptor's fields as ints (enum members where valid).
+
+    One is made per check() call and reads each thing once (D-T101: the table is written for both
+    backends, so the model's speed is made here): it is itself the dict of the fields read so far by
+    dotted path (`v[path]` is a dict lookup after the first, `__missing__` reads the descriptor), and
+    keeps `has`, the derived `xpose` / `is_mx` / `pack` / `active_cols` (read when first asked,
+    `__getattr__`) and `select`, the rows that exist for the descriptor's static facts."""
 
     def __init__(self, desc, array_cols=None, stationary_dtype=None):
+        super().__init__(desc.fields)   # the top-level fields, as read
         self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
         self.gen, self.op = desc.gen, desc.op
         self.maverick = desc.gen.layout == Gen.MAVERICK
         self.counts = {}                # pattern name -> its element count, as check.pattern walked it
         self.views = {}                 # (union, member) -> its bytes read as that member
+        self.paths = {}                 # dotted path -> has(path)
+        self.known = {}                 # helper -> its answer (once)
+
+    __hash__ = object.__hash__          # one descriptor's view, not a value (a dict is unhashable)
 
     def count(self, name):
         """The element count (per partition) of the pattern `name`, 0 when unusable or not walked."""
         return self.counts.get(name, 0)
 
-    def __getitem__(self, path):
-        if "." not in path:
-            return self.desc.fields[path]
-        head, *rest = path.split(".")
+    def __missing__(self, path):
+        """The field at the dotted `path`, read the first time it is asked for."""
+        head, *rest = _split(path)
         value = self.desc.fields[head]
         if rest and isinstance(value, dict) and "kind" in value and rest[0] not in value:     # a union member
             value = value if value["kind"] == rest[0] else self._view(head, rest[0])
             rest = rest[1:]
         for name in rest:
             value = value[name]
+        self[path] = value
         return value
 
     def _view(self, name, kind):
@@ -143,6 +163,16 @@ class Ints(Ops):
     def in_(self, x, values):
         return x in _int_set(values)
 
+    def dtype_in(self, x, which):
+        return x in _dtype_set(self.gen, which)
+
+    def once(self, helper):
+        try:
+            return self.known[helper]
+        except KeyError:
+            value = self.known[helper] = helper(self)
+            return value
+
     def nonzero(self, x):
         return any(x) if isinstance(x, bytes) else x != 0
 
@@ -155,28 +185,50 @@ class Ints(Ops):
         return self[name].get("kind", "tensor3d") == kind
 
     def has(self, path) -> bool:
+        try:
+            return self.paths[path]
+        except KeyError:
+            found = self.paths[path] = self._has(path)
+            return found
+
+    def _has(self, path) -> bool:
         value = self.desc.fields
-        for name in path.split("."):
+        for name in _split(path):
             if not isinstance(value, dict) or name not in value:
                 return False
             value = value[name]
         return True
 
-    @property
-    def active_cols(self):
-        return active_cols(self.desc, self.array_cols)
+    def __getattr__(self, name):
+        """`active_cols`, `is_mx`, `xpose`, `pack`: derived from the descriptor when first asked for."""
+        try:
+            derive = _DERIVED[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        value = derive(self)
+        setattr(self, name, value)
+        return value
 
-    @property
-    def is_mx(self):
-        return is_mx(self.desc)
+    def select(self, families: tuple, step=None) -> tuple:
+        """`select(families, self.op, self, step)`, made once per static facts: a row's `only` reads
+        the generation, opcode, layout (`has`), `array_cols` and `stationary_dtype`, never a field's
+        value (tests/test_rules.py checks it)."""
+        key = (families, step, self.gen, self.op, id(self.desc.layout), self.array_cols, self.stationary_dtype)
+        try:
+            return _SELECTED[key]
+        except KeyError:
+            rules = _SELECTED[key] = tuple(select(families, self.op, self, step))
+            return rules
 
-    @property
-    def xpose(self):
-        return transposes(self.desc)
 
-    @property
-    def pack(self):
-        return pack_of(self.desc)
+_DERIVED = {"active_cols": lambda v: active_cols(v.desc, v.array_cols), "is_mx": lambda v: is_mx(v.desc),
+            "xpose": lambda v: transposes(v.desc), "pack": lambda v: pack_of(v.desc)}
+_SELECTED: dict = {}            # Ints.select's rows per static facts (layouts are module constants: id is stable)
+
+
+@functools.cache
+def _split(path) -> tuple:
+    return tuple(path.split("."))
 
 
 def _int_set(values) -> frozenset:
@@ -187,6 +239,16 @@ def _int_set(values) -> frozenset:
 @functools.cache
 def _fixed_set(values) -> frozenset:
     return frozenset(int(v) for v in values)
+
+
+def per_descriptor(helper):
+    """`helper(v)` reads the descriptor's fields only, never a walked pattern's count: its backend
+    may evaluate it once per descriptor (Ops.once; Ints keeps the answer, the decoder builds it
+    each time, as before)."""
+    @functools.wraps(helper)
+    def once(v):
+        return v.once(helper)
+    return once
 
 
 def _always(v) -> bool:
@@ -247,6 +309,12 @@ def dtype_codes(gen, which: str) -> tuple:
             "inputs": lambda x: x in matmul_input_dtypes(gen),
             "wide": lambda x: dt.is_in_enum(x, gen) and elem_bytes(x) == 4}[which]
     return tuple(x for x in range(256) if pred(x))
+
+
+@functools.cache
+def _dtype_set(gen, which) -> frozenset:
+    """dtype_codes(gen, which) as a set (Ints.dtype_in)."""
+    return frozenset(dtype_codes(gen, which))
 
 
 def out_dtypes(gen) -> set:
@@ -356,9 +424,10 @@ def _flag(v, name):
 
 
 def _dtype_is(v, which, name="in_dtype"):
-    return v.in_(v[name], dtype_codes(v.gen, which))
+    return v.dtype_in(v[name], which)
 
 
+@per_descriptor
 def _operand(v):
     """(in enum, LUT mode, transposing) of a non-MX array operand, as compute_dtype tells them apart:
     MX sources have their own element rule, LUT mode comes before the transpose."""
@@ -368,6 +437,7 @@ def _operand(v):
     return plain, lut, xpose
 
 
+@per_descriptor
 def _seed_move(v):
     """A flags.seed_mode that moves seeds (LOAD_SEED or SAVE_SEED)."""
     return v.in_(_flag(v, "seed_mode"), (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED))
@@ -409,11 +479,13 @@ def _slot_cols(v):
     return v.pick(v.active_cols > _slot(v), _slot(v), v.active_cols)
 
 
+@per_descriptor
 def matmul_seeds(v):
     """A MAVERICK Matmul that moves seeds: its destination is a seed bank (seed_patterns)."""
     return _seed_move(v) if v.maverick and v.op == Opcode.MATMUL else v.false
 
 
+@per_descriptor
 def matmul_transposes(v):
     """A Matmul that transposes (and moves no seeds): transpose_destination."""
     return v.not_(matmul_seeds(v)) & v.xpose if v.op == Opcode.MATMUL else v.false
@@ -424,6 +496,7 @@ def _whole_steps(v):
     return (v.count("src_mem_pattern") & (v.pack - 1)) == 0
 
 
+@per_descriptor
 def _plain(v):
     return v.not_(matmul_seeds(v) | matmul_transposes(v))
 

@@ -151,10 +151,61 @@ def _as_enum(enum_cls, value: int):
 
 def decode_struct(sd: StructDef, data: bytes, gen) -> Record:
     rec = Record()
-    for f in sd.fields:
-        chunk = data[f.offset:f.offset + f.kind.size]
-        rec[f.name] = _decode_kind(f.kind, chunk, gen)
+    for name, lo, hi, read in _readers(sd):
+        rec[name] = read(data[lo:hi], gen)
     return rec
+
+
+def _readers(sd: StructDef) -> tuple:
+    """(name, first byte, end, read(chunk, gen)) per field of `sd`: _decode_kind's work for each
+    kind, chosen once per struct (decode_struct runs once per check(), D-T101)."""
+    try:
+        return _READERS[id(sd)][1]
+    except KeyError:
+        readers = tuple((f.name, f.offset, f.offset + f.kind.size, _reader(f.kind)) for f in sd.fields)
+        _READERS[id(sd)] = (sd, readers)          # holds sd: its id stays its own
+        return readers
+
+
+_READERS: dict = {}
+
+
+def _reader(kind):
+    """read(chunk, gen) for one field kind; the same value _decode_kind gives."""
+    if isinstance(kind, Int):
+        signed = kind.signed
+        return lambda chunk, gen: int.from_bytes(chunk, "little", signed=signed)
+    if isinstance(kind, EnumByte):
+        members = _members(kind.enum)
+        return lambda chunk, gen: members[chunk[0]]
+    if isinstance(kind, Bits):
+        parts = tuple((name, pos, (1 << width) - 1, _members(enum_cls) if enum_cls else None)
+                      for (name, width, enum_cls), pos in zip(kind.parts, _offsets(kind.parts)))
+
+        def bits(chunk, gen):
+            byte, rec = chunk[0], Record()
+            for name, pos, mask, members in parts:
+                v = (byte >> pos) & mask
+                rec[name] = members[v] if members else v
+            return rec
+        return bits
+    if isinstance(kind, Sub):
+        struct = kind.struct
+        return lambda chunk, gen: decode_struct(struct, chunk, gen)
+    return lambda chunk, gen: _decode_kind(kind, chunk, gen)
+
+
+def _offsets(parts) -> list:
+    out, pos = [], 0
+    for _, width, _ in parts:
+        out.append(pos)
+        pos += width
+    return out
+
+
+def _members(enum_cls) -> tuple:
+    """_as_enum(enum_cls, v) for every byte value v."""
+    return tuple(_as_enum(enum_cls, v) for v in range(256))
 
 
 def _decode_kind(kind, chunk: bytes, gen):
