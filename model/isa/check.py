@@ -53,9 +53,10 @@ class _Checker:
     def rules(self, *families, step=None, walk=None):
         """The rules of `families` (of that `step`) in the table of model/isa/rules.py, or those of a
         pattern `walk`, that the descriptor breaks."""
-        for rule in self.v.select(families, step) if walk is None else walk:
-            if rule.fires(self.v):
-                self.bad(rule.code, rule.field, rule.message(self.v))
+        v = self.v
+        for rule in v.select(families, step) if walk is None else walk:
+            if rule.fires(v):
+                self.bad(rule.code, rule.field, rule.message(v))
 
     # -- generic structure -------------------------------------------------------------------
     def structure(self):

@@ -37,6 +37,7 @@ order the rules had in check.py."""
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -113,28 +114,30 @@ class Ints(dict, Ops):
 
     One is made per check() call and reads each thing once (D-T101: the table is written for both
     backends, so the model's speed is made here): it is itself the dict of the fields read so far by
-    dotted path (`v[path]` is a dict lookup after the first, `__missing__` reads the descriptor), and
-    keeps `has`, the derived `xpose` / `is_mx` / `pack` / `active_cols` (read when first asked,
-    `__getattr__`) and `select`, the rows that exist for the descriptor's static facts."""
+    dotted path (`v[path]` is a dict lookup after the first, `__missing__` reads the descriptor) and
+    of the `once` helpers' answers; it keeps `has`, derives `xpose` / `is_mx` / `pack` /
+    `active_cols` once, and `select` keeps the rows that exist for the descriptor's static facts."""
 
     def __init__(self, desc, array_cols=None, stationary_dtype=None):
         super().__init__(desc.fields)   # the top-level fields, as read
         self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
         self.gen, self.op = desc.gen, desc.op
-        self.maverick = desc.gen.layout == Gen.MAVERICK
-        self.counts = {}                # pattern name -> its element count, as check.pattern walked it
+        self.maverick = _MAVERICK[desc.gen]
+        self.counts = _Counts()         # pattern name -> its element count, as check.pattern walked it
+        self.count = self.counts.__getitem__
         self.views = {}                 # (union, member) -> its bytes read as that member
         self.paths = {}                 # dotted path -> has(path)
-        self.known = {}                 # helper -> its answer (once)
+        self.active_cols = active_cols(desc, array_cols)
+        self.is_mx, self.xpose, self.pack = is_mx(desc), transposes(desc), pack_of(desc)
 
     __hash__ = object.__hash__          # one descriptor's view, not a value (a dict is unhashable)
 
-    def count(self, name):
-        """The element count (per partition) of the pattern `name`, 0 when unusable or not walked."""
-        return self.counts.get(name, 0)
-
     def __missing__(self, path):
-        """The field at the dotted `path`, read the first time it is asked for."""
+        """The field at the dotted `path`, read the first time it is asked for (or a `once` helper's
+        answer, `path` the helper)."""
+        if callable(path):
+            value = self[path] = path(self)
+            return value
         head, *rest = _split(path)
         value = self.desc.fields[head]
         if rest and isinstance(value, dict) and "kind" in value and rest[0] not in value:     # a union member
@@ -160,18 +163,24 @@ class Ints(dict, Ops):
     def given(self, cond, then):
         return bool(cond) and then()
 
+    not_ = staticmethod(operator.not_)
+
     def in_(self, x, values):
-        return x in _int_set(values)
+        try:
+            return x in _INT_SETS[values]
+        except (KeyError, TypeError):       # first seen, or a set (no hash): _int_set
+            return x in _int_set(values)
 
     def dtype_in(self, x, which):
         return x in _dtype_set(self.gen, which)
 
-    def once(self, helper):
-        try:
-            return self.known[helper]
-        except KeyError:
-            value = self.known[helper] = helper(self)
-            return value
+    def lookup(self, key, table: dict, default):
+        for k, value in table.items():         # Ops.lookup: the last key equal to `key`
+            if key == int(k):
+                default = value
+        return default
+
+    once = dict.__getitem__             # a helper's answer, kept in the dict beside the fields (__missing__)
 
     def nonzero(self, x):
         return any(x) if isinstance(x, bytes) else x != 0
@@ -199,16 +208,6 @@ class Ints(dict, Ops):
             value = value[name]
         return True
 
-    def __getattr__(self, name):
-        """`active_cols`, `is_mx`, `xpose`, `pack`: derived from the descriptor when first asked for."""
-        try:
-            derive = _DERIVED[name]
-        except KeyError:
-            raise AttributeError(name) from None
-        value = derive(self)
-        setattr(self, name, value)
-        return value
-
     def select(self, families: tuple, step=None) -> tuple:
         """`select(families, self.op, self, step)`, made once per static facts: a row's `only` reads
         the generation, opcode, layout (`has`), `array_cols` and `stationary_dtype`, never a field's
@@ -221,8 +220,15 @@ class Ints(dict, Ops):
             return rules
 
 
-_DERIVED = {"active_cols": lambda v: active_cols(v.desc, v.array_cols), "is_mx": lambda v: is_mx(v.desc),
-            "xpose": lambda v: transposes(v.desc), "pack": lambda v: pack_of(v.desc)}
+class _Counts(dict):
+    """Ints.count(name): the element count (per partition) of the pattern `name`, 0 when unusable
+    or not walked."""
+
+    def __missing__(self, name):
+        return 0
+
+
+_MAVERICK = {gen: gen.layout == Gen.MAVERICK for gen in Gen}
 _SELECTED: dict = {}            # Ints.select's rows per static facts (layouts are module constants: id is stable)
 
 
@@ -232,13 +238,14 @@ def _split(path) -> tuple:
 
 
 def _int_set(values) -> frozenset:
-    """`values` as a set of ints (a tuple's, frozenset's or enum's once)."""
-    return _fixed_set(values) if isinstance(values, (tuple, frozenset, type)) else frozenset(int(v) for v in values)
+    """`values` as a set of ints (a tuple's, frozenset's or enum's kept in _INT_SETS)."""
+    ints = frozenset(int(v) for v in values)
+    if isinstance(values, (tuple, frozenset, type)):
+        _INT_SETS[values] = ints
+    return ints
 
 
-@functools.cache
-def _fixed_set(values) -> frozenset:
-    return frozenset(int(v) for v in values)
+_INT_SETS: dict = {}            # Ints.in_'s sets: a tuple, frozenset or enum -> its values as ints
 
 
 def per_descriptor(helper):
@@ -290,6 +297,7 @@ def matmul_input_dtypes(gen) -> set:
     return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
 
 
+@functools.cache
 def elem_bytes(dtype) -> int:
     """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
     try:
@@ -317,9 +325,10 @@ def _dtype_set(gen, which) -> frozenset:
     return frozenset(dtype_codes(gen, which))
 
 
-def out_dtypes(gen) -> set:
+@functools.cache
+def out_dtypes(gen) -> frozenset:
     """The matmul output dtypes of `gen`: FP32 (or 0 for it), and BFLOAT16 from MARIANA on."""
-    return {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set())
+    return frozenset({Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set()))
 
 
 def _dtype_name(code, gen) -> str:
@@ -415,7 +424,13 @@ def _weight_tile(v):
 
 def member(v, name, kind) -> str:
     """The path of the member `kind` of the pattern `name` (`name` itself when it is no union)."""
-    return f"{name}.{kind}" if isinstance(v.layout.field(name).kind, Union) else name
+    key = (id(v.layout), name, kind)
+    if key not in _MEMBERS:
+        _MEMBERS[key] = (v.layout, f"{name}.{kind}" if isinstance(v.layout.field(name).kind, Union) else name)
+    return _MEMBERS[key][1]
+
+
+_MEMBERS: dict = {}     # (layout, pattern, kind) -> member's path; holds the layout, so its id stays its own
 
 
 def _flag(v, name):
@@ -469,9 +484,12 @@ def _div(v, a, b):
     return v.pick(b == 0, 0, a // v.pick(b == 0, 1, b))
 
 
+_psum_half = functools.cache(psum_half)       # microop.psum_half: a function of two ints
+
+
 def _slot(v) -> int:
     """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, scaled with the array), 128 before."""
-    return psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
+    return _psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
 
 
 def _slot_cols(v):
@@ -530,7 +548,7 @@ def dst_walk(v):
         return _to_destination(v), esize, _slot_cols(v)
     seed, xp, n = matmul_seeds(v), matmul_transposes(v), v.count("src_mem_pattern")
     xrows = v.pick(n > addrmap.PARTITIONS, addrmap.PARTITIONS, v.pick(n == 0, 1, n))
-    rows = v.pick(seed, psum_half(v.gen, v.array_cols), v.pick(xp, xrows, _slot_cols(v)))
+    rows = v.pick(seed, _psum_half(v.gen, v.array_cols), v.pick(xp, xrows, _slot_cols(v)))
     return seed | xp | _to_destination(v), v.pick(seed, 4, esize), rows
 
 
@@ -788,8 +806,8 @@ _TABLE = [
     #    a MAVERICK seed move's bank, a transpose's, a plain matmul's whole PE steps, the destination --
     Rule("seed_patterns", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "src_mem_pattern",
          lambda v: matmul_seeds(v) & (_flag(v, "seed_mode") == SeedMode.LOAD_SEED) & (v.count("src_mem_pattern") != 0)
-         & (v.count("src_mem_pattern") != 2 * psum_half(v.gen, v.array_cols)),
-         lambda v: f"LoadSeed reads {2 * psum_half(v.gen, v.array_cols)} INT32 seeds (one per column), "
+         & (v.count("src_mem_pattern") != 2 * _psum_half(v.gen, v.array_cols)),
+         lambda v: f"LoadSeed reads {2 * _psum_half(v.gen, v.array_cols)} INT32 seeds (one per column), "
                    f"the pattern has {v.count('src_mem_pattern')}", only=lambda v: v.maverick, step=2),
     Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "src_mem_pattern",
          lambda v: matmul_transposes(v) & (v.count("src_mem_pattern") > _slot_cols(v)),
@@ -925,12 +943,15 @@ def _where(addr) -> str:
     return loc.memory.upper() if loc else "no memory"
 
 
+_sbuf_bytes = functools.cache(addrmap.sbuf_bytes)        # a function of the generation
+
+
 def window(v, out, name, addr, memory, esize, steps, nums, rows, when):
     """The rules of a pattern's window, where `when` (D-T101): `addr` in `memory`, the bytes of its
     `steps` x `nums` elements of `esize` bytes in one partition, its `rows` partitions in the array's."""
     sbuf = memory == "sbuf"
     in_mem = addr < addrmap.SBUF_END if sbuf else (addr >= addrmap.PSUM_BASE) & (addr < addrmap.PSUM_END)
-    size = addrmap.sbuf_bytes(v.gen) if sbuf else addrmap.PSUM_PARTITION_BYTES
+    size = _sbuf_bytes(v.gen) if sbuf else addrmap.PSUM_PARTITION_BYTES
     part, off = addrmap.split(addr, memory)
     lo = hi = 0
     for s, n in zip(steps, nums):
@@ -950,7 +971,7 @@ def window(v, out, name, addr, memory, esize, steps, nums, rows, when):
 def _tensor(v, out, path, name, memory, esize, rows, when):
     """A TENSORnD / MEM_PATTERNnD at `path`: every count >= 1, then its window.  Returns its count."""
     nums, steps = v.elems(f"{path}.num_elem"), v.elems(f"{path}.step_elem")
-    zero = v.any_(*(n == 0 for n in nums))
+    zero = v.any_(*[n == 0 for n in nums])
     _add(out, "tensor:BAD_PATTERN:num_elem", f"{name}.num_elem", when & zero,
          lambda v: f"every count must be >= 1, got {v[path + '.num_elem']}")
     window(v, out, name, v[f"{path}.start_addr"], memory, esize, steps, nums, rows, when & v.not_(zero))
@@ -992,7 +1013,7 @@ def walk_pattern(v, name, memory, esize, rows, when=True) -> tuple:
     out = []
     if member(v, name, "tensor3d") == name:
         return out, _tensor(v, out, name, name, memory, esize, rows, when)
-    ind, t3, mx = (v.kind_is(name, kind) for kind in ("indirect16b", "tensor3d", "mxtensor_v2"))
+    ind, t3, mx = [v.kind_is(name, kind) for kind in ("indirect16b", "tensor3d", "mxtensor_v2")]
     _add(out, "pattern:UNSUPPORTED_PATTERN:indirect16b", name, when & ind,
          lambda v: "INDIRECT16B patterns are not executed by the PE (D-T18)")
     counts = [0 if w is False else walk(v, out, member(v, name, kind), name, memory, esize, rows, w)
