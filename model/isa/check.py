@@ -65,7 +65,8 @@ class _Checker:
     # -- shared pieces -----------------------------------------------------------------------
     def pattern(self, name, memory, esize, rows=None):
         """A TENSORnD, MEM_PATTERNnD or MXTENSOR_V2 in `memory`: the rules of its walk (rules.walk_pattern)."""
-        walk, self.v.counts[name] = walk_pattern(self.v, name, memory, esize, rows)   # the table's v.count(name)
+        walk, count = walk_pattern(self.v, name, memory, esize, rows)
+        self.v.walked(name, count)                  # the table's v.count(name)
         self.rules(walk=walk)
 
     # -- per opcode --------------------------------------------------------------------------

@@ -101,6 +101,11 @@ class Ops:
         its answer for the descriptor (Ints does)."""
         return helper(self)
 
+    def once_walked(self, helper):
+        """helper(self), for a helper that reads walked counts too: a backend may keep its answer
+        until the next pattern is walked (Ints does)."""
+        return helper(self)
+
     def lookup(self, key, table: dict, default):
         """table[key] for the keys it has, `default` for any other value of `key`."""
         out = default
@@ -119,12 +124,15 @@ class Ints(dict, Ops):
     `active_cols` once, and `select` keeps the rows that exist for the descriptor's static facts."""
 
     def __init__(self, desc, array_cols=None, stationary_dtype=None):
-        super().__init__(desc.fields)   # the top-level fields, as read
+        fields = desc.fields
+        super().__init__(fields)        # the top-level fields, as read
+        self.update({path: fields[head][part] for path, head, part in _parts(desc.layout)})
         self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
         self.gen, self.op = desc.gen, desc.op
         self.maverick = _MAVERICK[desc.gen]
         self.counts = _Counts()         # pattern name -> its element count, as check.pattern walked it
         self.count = self.counts.__getitem__
+        self.once_walked = _answers(self)
         self.views = {}                 # (union, member) -> its bytes read as that member
         self.paths = {}                 # dotted path -> has(path)
         self.active_cols = active_cols(desc, array_cols)
@@ -182,6 +190,12 @@ class Ints(dict, Ops):
 
     once = dict.__getitem__             # a helper's answer, kept in the dict beside the fields (__missing__)
 
+    def walked(self, name, count):
+        """check.pattern walked the pattern `name`: its `count` (v.count); the answers of the helpers
+        that read counts start over (once_walked)."""
+        self.counts[name] = count
+        self.once_walked = _answers(self)
+
     def nonzero(self, x):
         return any(x) if isinstance(x, bytes) else x != 0
 
@@ -220,6 +234,23 @@ class Ints(dict, Ops):
             return rules
 
 
+class _Answers(dict):
+    """Ints.once_walked: the answers of helpers that read walked counts, since the last walk."""
+
+    v: "Ints"
+
+    def __missing__(self, helper):
+        value = self[helper] = helper(self.v)
+        return value
+
+
+def _answers(v):
+    """A new Ints.once_walked for `v`: the lookup of a new _Answers."""
+    answers = _Answers()
+    answers.v = v
+    return answers.__getitem__
+
+
 class _Counts(dict):
     """Ints.count(name): the element count (per partition) of the pattern `name`, 0 when unusable
     or not walked."""
@@ -230,6 +261,25 @@ class _Counts(dict):
 
 _MAVERICK = {gen: gen.layout == Gen.MAVERICK for gen in Gen}
 _SELECTED: dict = {}            # Ints.select's rows per static facts (layouts are module constants: id is stable)
+
+
+def _parts(layout) -> tuple:
+    """(path, field, part) of every part of a Sub or Bits field of `layout` (`tile_size.col_size_log2`):
+    Ints gives them with the top-level fields, as __missing__ would read them (not a union's)."""
+    try:
+        return _PARTS[id(layout)][1]
+    except KeyError:
+        out = []
+        for fd in layout.fields:
+            names = ([n for n, _, _ in fd.kind.parts] if isinstance(fd.kind, Bits) else
+                     [f.name for f in fd.kind.struct.fields] if isinstance(fd.kind, Sub) else [])
+            if "kind" not in names:                 # a "kind" would read as a union's marker
+                out += [(f"{fd.name}.{n}", fd.name, n) for n in names]
+        _PARTS[id(layout)] = (layout, tuple(out))   # holds the layout: its id stays its own
+        return _PARTS[id(layout)][1]
+
+
+_PARTS: dict = {}
 
 
 @functools.cache
@@ -250,12 +300,16 @@ _INT_SETS: dict = {}            # Ints.in_'s sets: a tuple, frozenset or enum ->
 
 def per_descriptor(helper):
     """`helper(v)` reads the descriptor's fields only, never a walked pattern's count: its backend
-    may evaluate it once per descriptor (Ops.once; Ints keeps the answer, the decoder builds it
-    each time, as before)."""
-    @functools.wraps(helper)
-    def once(v):
-        return v.once(helper)
-    return once
+    may evaluate it once per descriptor.  The name is bound to `v.once(helper)` (Ops.once; Ints
+    keeps the answer, the decoder builds it each time, as before), a call without a Python frame
+    of its own where Ints knows the answer."""
+    return operator.methodcaller("once", helper)
+
+
+def per_walk(helper):
+    """`helper(v)` reads fields and walked counts: its backend may evaluate it once between two
+    pattern walks; the name is bound to `v.once_walked(helper)` (Ops.once_walked)."""
+    return operator.methodcaller("once_walked", helper)
 
 
 def _always(v) -> bool:
@@ -335,6 +389,7 @@ def _dtype_name(code, gen) -> str:
     return Dtype(code).name if dt.is_in_enum(code, gen) else f"0x{int(code):02X}"
 
 
+@per_descriptor
 def _tile_valid(v):
     return v.in_(v["tile_size.row_size_log2"], TileRowSize) & v.in_(v["tile_size.col_size_log2"], TileColSize)
 
@@ -492,6 +547,7 @@ def _slot(v) -> int:
     return _psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
 
 
+@per_descriptor
 def _slot_cols(v):
     """The active columns of one write slot: the partitions a matmul's destination spans."""
     return v.pick(v.active_cols > _slot(v), _slot(v), v.active_cols)
@@ -509,6 +565,7 @@ def matmul_transposes(v):
     return v.not_(matmul_seeds(v)) & v.xpose if v.op == Opcode.MATMUL else v.false
 
 
+@per_walk
 def _whole_steps(v):
     """A plain Matmul's source is a whole number of PE steps (every pack is a power of two)."""
     return (v.count("src_mem_pattern") & (v.pack - 1)) == 0
@@ -519,6 +576,7 @@ def _plain(v):
     return v.not_(matmul_seeds(v) | matmul_transposes(v))
 
 
+@per_walk
 def moving(v):
     """The moving vectors a matmul streams into its destination: PE steps of the source (Matmul,
     MatmulMX), or the source elements per fmap (MatmulSparse)."""
@@ -529,6 +587,7 @@ def moving(v):
     return v.count("src_mem_pattern") // v.pack
 
 
+@per_walk
 def _to_destination(v):
     """The matmul reaches `destination`: a plain Matmul of whole PE steps, every MatmulSparse, a
     MatmulMX of whole PE steps."""
@@ -552,6 +611,7 @@ def dst_walk(v):
     return seed | xp | _to_destination(v), v.pick(seed, 4, esize), rows
 
 
+@per_descriptor
 def c256(v):
     """A MAVERICK c256 tile over more columns than one slot: the destination's upper dim splits them."""
     if not v.maverick:
@@ -559,6 +619,7 @@ def c256(v):
     return (v["tile_size.col_size_log2"] == TileColSize.C256) & (v.active_cols > _slot(v))
 
 
+@per_walk
 def _dst_checked(v):
     """destination compares counts: both walked non-empty and a tensor3d destination."""
     m = v.count("dst_mem_pattern")
@@ -587,7 +648,7 @@ _TABLE = [
          lambda v: "on MARIANA seeds move through PE_MANAGE_SEED", only=_not_maverick),
     *(_seed_need(*need) for need in SEED_NEEDS),
     Rule("seed_mode", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "dst_mem_pattern",
-         lambda v: (_flag(v, "seed_mode") == SeedMode.SAVE_SEED) & v.not_(_save_dst_ok(v)),
+         lambda v: v.given(_flag(v, "seed_mode") == SeedMode.SAVE_SEED, lambda: v.not_(_save_dst_ok(v))),
          lambda v: "SaveSeed writes a 1x1x2 PSUM tensor", only=lambda v: v.maverick),
 
     # -- ldweights: background transpose, tagged weights (step 0), the walked source's size (step 1) --
