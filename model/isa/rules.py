@@ -128,11 +128,11 @@ class Ints(dict, Ops):
         super().__init__(fields)        # the top-level fields, as read
         self.update({path: fields[head][part] for path, head, part in _parts(desc.layout)})
         self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
-        self.gen, self.op = desc.gen, desc.op
+        self.gen, self.op, self.layout = desc.gen, desc.op, desc.layout
         self.maverick = _MAVERICK[desc.gen]
         self.counts = _Counts()         # pattern name -> its element count, as check.pattern walked it
         self.count = self.counts.__getitem__
-        self.once_walked = _answers(self)
+        self.answers = {}               # the per_walk helpers' answers since the last walk
         self.views = {}                 # (union, member) -> its bytes read as that member
         self.paths = {}                 # dotted path -> has(path)
         self.active_cols = active_cols(desc, array_cols)
@@ -190,18 +190,21 @@ class Ints(dict, Ops):
 
     once = dict.__getitem__             # a helper's answer, kept in the dict beside the fields (__missing__)
 
+    def once_walked(self, helper):
+        try:
+            return self.answers[helper]
+        except KeyError:
+            value = self.answers[helper] = helper(self)
+            return value
+
     def walked(self, name, count):
         """check.pattern walked the pattern `name`: its `count` (v.count); the answers of the helpers
         that read counts start over (once_walked)."""
         self.counts[name] = count
-        self.once_walked = _answers(self)
+        self.answers.clear()
 
     def nonzero(self, x):
         return any(x) if isinstance(x, bytes) else x != 0
-
-    @property
-    def layout(self):
-        return self.desc.layout
 
     def kind_is(self, name, kind):
         """The pattern `name` is a `kind` (a pattern with no union is a tensor3d)."""
@@ -232,23 +235,6 @@ class Ints(dict, Ops):
         except KeyError:
             rules = _SELECTED[key] = tuple(select(families, self.op, self, step))
             return rules
-
-
-class _Answers(dict):
-    """Ints.once_walked: the answers of helpers that read walked counts, since the last walk."""
-
-    v: "Ints"
-
-    def __missing__(self, helper):
-        value = self[helper] = helper(self.v)
-        return value
-
-
-def _answers(v):
-    """A new Ints.once_walked for `v`: the lookup of a new _Answers."""
-    answers = _Answers()
-    answers.v = v
-    return answers.__getitem__
 
 
 class _Counts(dict):
