@@ -159,3 +159,44 @@ def test_the_model_does_not_import_amaranth():
             "print(any(m == 'amaranth' or m.startswith('amaranth.') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+class _StaticFacts(Ints):
+    """An Ints that answers static facts only (generation, opcode, layout through `has`,
+    array_cols, stationary_dtype): reading a field's value or a helper's answer fails."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.clear()                                    # no field values given
+
+    def __missing__(self, path):
+        raise AssertionError(f"only() read {path!r}")
+
+
+def test_only_reads_static_facts():
+    """Ints.select keeps the rows whose `only` holds per static facts (generation, opcode, layout,
+    array_cols, stationary_dtype) for every later descriptor of the same facts: no row's `only`
+    reads a field's value or a helper's answer, and `has` names no union member's field."""
+    for gen, op in CASES:
+        layout = decode(valid(op.name.lower(), gen), gen).layout
+        for cols, stationary in ((None, None), (16, Dtype.FP32)):
+            v = _StaticFacts(decode(valid(op.name.lower(), gen), gen), cols, stationary)
+            asked = []
+            has = v.has
+            v.has = lambda path: asked.append(path) or has(path)
+            for rule in RULES:
+                rule.only(v)
+            for path in asked:
+                top = path.split(".")[0]
+                assert not any(fd.name == top and type(fd.kind).__name__ == "Union" for fd in layout.fields), path
+
+
+def test_select_is_kept_per_static_facts():
+    """Ints.select's rows, kept per static facts, are those the table's `select` makes for each
+    descriptor (samples of every opcode, with and without array_cols and stationary_dtype)."""
+    for gen, op in CASES:
+        for cols, stationary in ((None, None), (16, Dtype.BFLOAT16)):
+            for b in samples(gen, op, n=8):
+                v = Ints(decode(b, gen), cols, stationary)
+                for step in (None, 0, 1, 2):
+                    assert v.select(FAMILIES, step) == tuple(select(FAMILIES, op, v, step))

@@ -15,7 +15,7 @@ from tensore.model import dtypes as dt
 from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
 from tensore.model.isa.microop import SEED_STATES, active_cols, transposes
 from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_source, mx_steps_ok, reg_source_ok,
-                                     seed_identity_ok, seed_source_ok, select, walk_pattern)
+                                     seed_identity_ok, seed_source_ok, walk_pattern)
 from tensore.model.isa.rules import MX_BLOCK_P_F_DIM, matmul_input_dtypes  # noqa: F401  (callers read them from here)
 
 E = ErrorCode
@@ -53,9 +53,10 @@ class _Checker:
     def rules(self, *families, step=None, walk=None):
         """The rules of `families` (of that `step`) in the table of model/isa/rules.py, or those of a
         pattern `walk`, that the descriptor breaks."""
-        for rule in select(families, self.d.op, self.v, step) if walk is None else walk:
-            if rule.fires(self.v):
-                self.bad(rule.code, rule.field, rule.message(self.v))
+        v = self.v
+        for rule in v.select(families, step) if walk is None else walk:
+            if rule.fires(v):
+                self.bad(rule.code, rule.field, rule.message(v))
 
     # -- generic structure -------------------------------------------------------------------
     def structure(self):
@@ -64,7 +65,8 @@ class _Checker:
     # -- shared pieces -----------------------------------------------------------------------
     def pattern(self, name, memory, esize, rows=None):
         """A TENSORnD, MEM_PATTERNnD or MXTENSOR_V2 in `memory`: the rules of its walk (rules.walk_pattern)."""
-        walk, self.v.counts[name] = walk_pattern(self.v, name, memory, esize, rows)   # the table's v.count(name)
+        walk, count = walk_pattern(self.v, name, memory, esize, rows)
+        self.v.walked(name, count)                  # the table's v.count(name)
         self.rules(walk=walk)
 
     # -- per opcode --------------------------------------------------------------------------

@@ -37,6 +37,7 @@ order the rules had in check.py."""
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -91,6 +92,20 @@ class Ops:
         """`cond`, and `then()` where it holds (Ints evaluates `then` only there)."""
         return cond & then()
 
+    def dtype_in(self, x, which):
+        """x is one of the generation's dtype codes `which` (dtype_codes)."""
+        return self.in_(x, dtype_codes(self.gen, which))
+
+    def once(self, helper):
+        """helper(self), for a helper that reads fields only (no walked count): a backend may keep
+        its answer for the descriptor (Ints does)."""
+        return helper(self)
+
+    def once_walked(self, helper):
+        """helper(self), for a helper that reads walked counts too: a backend may keep its answer
+        until the next pattern is walked (Ints does)."""
+        return helper(self)
+
     def lookup(self, key, table: dict, default):
         """table[key] for the keys it has, `default` for any other value of `key`."""
         out = default
@@ -99,30 +114,46 @@ class Ops:
         return out
 
 
-class Ints(Ops):
-    """The Python backend: a decoded Descriptor's fields as ints (enum members where valid)."""
+class Ints(dict, Ops):
+    """The Python backend: a decoded Descriptor's fields as ints (enum members where valid).
+
+    One is made per check() call and reads each thing once (D-T101: the table is written for both
+    backends, so the model's speed is made here): it is itself the dict of the fields read so far by
+    dotted path (`v[path]` is a dict lookup after the first, `__missing__` reads the descriptor) and
+    of the `once` helpers' answers; it keeps `has`, derives `xpose` / `is_mx` / `pack` /
+    `active_cols` once, and `select` keeps the rows that exist for the descriptor's static facts."""
 
     def __init__(self, desc, array_cols=None, stationary_dtype=None):
+        fields = desc.fields
+        super().__init__(fields)        # the top-level fields, as read
+        self.update({path: fields[head][part] for path, head, part in _parts(desc.layout)})
         self.desc, self.array_cols, self.stationary_dtype = desc, array_cols, stationary_dtype
-        self.gen, self.op = desc.gen, desc.op
-        self.maverick = desc.gen.layout == Gen.MAVERICK
-        self.counts = {}                # pattern name -> its element count, as check.pattern walked it
+        self.gen, self.op, self.layout = desc.gen, desc.op, desc.layout
+        self.maverick = _MAVERICK[desc.gen]
+        self.counts = _Counts()         # pattern name -> its element count, as check.pattern walked it
+        self.count = self.counts.__getitem__
+        self.answers = {}               # the per_walk helpers' answers since the last walk
         self.views = {}                 # (union, member) -> its bytes read as that member
+        self.paths = {}                 # dotted path -> has(path)
+        self.active_cols = active_cols(desc, array_cols)
+        self.is_mx, self.xpose, self.pack = is_mx(desc), transposes(desc), pack_of(desc)
 
-    def count(self, name):
-        """The element count (per partition) of the pattern `name`, 0 when unusable or not walked."""
-        return self.counts.get(name, 0)
+    __hash__ = object.__hash__          # one descriptor's view, not a value (a dict is unhashable)
 
-    def __getitem__(self, path):
-        if "." not in path:
-            return self.desc.fields[path]
-        head, *rest = path.split(".")
+    def __missing__(self, path):
+        """The field at the dotted `path`, read the first time it is asked for (or a `once` helper's
+        answer, `path` the helper)."""
+        if callable(path):
+            value = self[path] = path(self)
+            return value
+        head, *rest = _split(path)
         value = self.desc.fields[head]
         if rest and isinstance(value, dict) and "kind" in value and rest[0] not in value:     # a union member
             value = value if value["kind"] == rest[0] else self._view(head, rest[0])
             rest = rest[1:]
         for name in rest:
             value = value[name]
+        self[path] = value
         return value
 
     def _view(self, name, kind):
@@ -140,53 +171,131 @@ class Ints(Ops):
     def given(self, cond, then):
         return bool(cond) and then()
 
+    not_ = staticmethod(operator.not_)
+
     def in_(self, x, values):
-        return x in _int_set(values)
+        try:
+            return x in _INT_SETS[values]
+        except (KeyError, TypeError):       # first seen, or a set (no hash): _int_set
+            return x in _int_set(values)
+
+    def dtype_in(self, x, which):
+        return x in _dtype_set(self.gen, which)
+
+    def lookup(self, key, table: dict, default):
+        for k, value in table.items():         # Ops.lookup: the last key equal to `key`
+            if key == int(k):
+                default = value
+        return default
+
+    once = dict.__getitem__             # a helper's answer, kept in the dict beside the fields (__missing__)
+
+    def once_walked(self, helper):
+        try:
+            return self.answers[helper]
+        except KeyError:
+            value = self.answers[helper] = helper(self)
+            return value
+
+    def walked(self, name, count):
+        """check.pattern walked the pattern `name`: its `count` (v.count); the answers of the helpers
+        that read counts start over (once_walked)."""
+        self.counts[name] = count
+        self.answers.clear()
 
     def nonzero(self, x):
         return any(x) if isinstance(x, bytes) else x != 0
-
-    @property
-    def layout(self):
-        return self.desc.layout
 
     def kind_is(self, name, kind):
         """The pattern `name` is a `kind` (a pattern with no union is a tensor3d)."""
         return self[name].get("kind", "tensor3d") == kind
 
     def has(self, path) -> bool:
+        try:
+            return self.paths[path]
+        except KeyError:
+            found = self.paths[path] = self._has(path)
+            return found
+
+    def _has(self, path) -> bool:
         value = self.desc.fields
-        for name in path.split("."):
+        for name in _split(path):
             if not isinstance(value, dict) or name not in value:
                 return False
             value = value[name]
         return True
 
-    @property
-    def active_cols(self):
-        return active_cols(self.desc, self.array_cols)
-
-    @property
-    def is_mx(self):
-        return is_mx(self.desc)
-
-    @property
-    def xpose(self):
-        return transposes(self.desc)
-
-    @property
-    def pack(self):
-        return pack_of(self.desc)
+    def select(self, families: tuple, step=None) -> tuple:
+        """`select(families, self.op, self, step)`, made once per static facts: a row's `only` reads
+        the generation, opcode, layout (`has`), `array_cols` and `stationary_dtype`, never a field's
+        value (tests/test_rules.py checks it)."""
+        key = (families, step, self.gen, self.op, id(self.desc.layout), self.array_cols, self.stationary_dtype)
+        try:
+            return _SELECTED[key]
+        except KeyError:
+            rules = _SELECTED[key] = tuple(select(families, self.op, self, step))
+            return rules
 
 
-def _int_set(values) -> frozenset:
-    """`values` as a set of ints (a tuple's, frozenset's or enum's once)."""
-    return _fixed_set(values) if isinstance(values, (tuple, frozenset, type)) else frozenset(int(v) for v in values)
+class _Counts(dict):
+    """Ints.count(name): the element count (per partition) of the pattern `name`, 0 when unusable
+    or not walked."""
+
+    def __missing__(self, name):
+        return 0
+
+
+_MAVERICK = {gen: gen.layout == Gen.MAVERICK for gen in Gen}
+_SELECTED: dict = {}            # Ints.select's rows per static facts (layouts are module constants: id is stable)
+
+
+def _parts(layout) -> tuple:
+    """(path, field, part) of every part of a Sub or Bits field of `layout` (`tile_size.col_size_log2`):
+    Ints gives them with the top-level fields, as __missing__ would read them (not a union's)."""
+    try:
+        return _PARTS[id(layout)][1]
+    except KeyError:
+        out = []
+        for fd in layout.fields:
+            names = ([n for n, _, _ in fd.kind.parts] if isinstance(fd.kind, Bits) else
+                     [f.name for f in fd.kind.struct.fields] if isinstance(fd.kind, Sub) else [])
+            if "kind" not in names:                 # a "kind" would read as a union's marker
+                out += [(f"{fd.name}.{n}", fd.name, n) for n in names]
+        _PARTS[id(layout)] = (layout, tuple(out))   # holds the layout: its id stays its own
+        return _PARTS[id(layout)][1]
+
+
+_PARTS: dict = {}
 
 
 @functools.cache
-def _fixed_set(values) -> frozenset:
-    return frozenset(int(v) for v in values)
+def _split(path) -> tuple:
+    return tuple(path.split("."))
+
+
+def _int_set(values) -> frozenset:
+    """`values` as a set of ints (a tuple's, frozenset's or enum's kept in _INT_SETS)."""
+    ints = frozenset(int(v) for v in values)
+    if isinstance(values, (tuple, frozenset, type)):
+        _INT_SETS[values] = ints
+    return ints
+
+
+_INT_SETS: dict = {}            # Ints.in_'s sets: a tuple, frozenset or enum -> its values as ints
+
+
+def per_descriptor(helper):
+    """`helper(v)` reads the descriptor's fields only, never a walked pattern's count: its backend
+    may evaluate it once per descriptor.  The name is bound to `v.once(helper)` (Ops.once; Ints
+    keeps the answer, the decoder builds it each time, as before), a call without a Python frame
+    of its own where Ints knows the answer."""
+    return operator.methodcaller("once", helper)
+
+
+def per_walk(helper):
+    """`helper(v)` reads fields and walked counts: its backend may evaluate it once between two
+    pattern walks; the name is bound to `v.once_walked(helper)` (Ops.once_walked)."""
+    return operator.methodcaller("once_walked", helper)
 
 
 def _always(v) -> bool:
@@ -228,6 +337,7 @@ def matmul_input_dtypes(gen) -> set:
     return {d for d in MATMUL_FP_INPUTS | {Dtype.FP8_EXP2} if dt.is_in_enum(d, gen)}
 
 
+@functools.cache
 def elem_bytes(dtype) -> int:
     """Bytes one element of `dtype` occupies in a pattern (4-bit codes: half a byte, counted as 1)."""
     try:
@@ -249,15 +359,23 @@ def dtype_codes(gen, which: str) -> tuple:
     return tuple(x for x in range(256) if pred(x))
 
 
-def out_dtypes(gen) -> set:
+@functools.cache
+def _dtype_set(gen, which) -> frozenset:
+    """dtype_codes(gen, which) as a set (Ints.dtype_in)."""
+    return frozenset(dtype_codes(gen, which))
+
+
+@functools.cache
+def out_dtypes(gen) -> frozenset:
     """The matmul output dtypes of `gen`: FP32 (or 0 for it), and BFLOAT16 from MARIANA on."""
-    return {Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set())
+    return frozenset({Dtype.INVALID, Dtype.FP32} | ({Dtype.BFLOAT16} if gen >= Gen.MARIANA else set()))
 
 
 def _dtype_name(code, gen) -> str:
     return Dtype(code).name if dt.is_in_enum(code, gen) else f"0x{int(code):02X}"
 
 
+@per_descriptor
 def _tile_valid(v):
     return v.in_(v["tile_size.row_size_log2"], TileRowSize) & v.in_(v["tile_size.col_size_log2"], TileColSize)
 
@@ -347,7 +465,13 @@ def _weight_tile(v):
 
 def member(v, name, kind) -> str:
     """The path of the member `kind` of the pattern `name` (`name` itself when it is no union)."""
-    return f"{name}.{kind}" if isinstance(v.layout.field(name).kind, Union) else name
+    key = (id(v.layout), name, kind)
+    if key not in _MEMBERS:
+        _MEMBERS[key] = (v.layout, f"{name}.{kind}" if isinstance(v.layout.field(name).kind, Union) else name)
+    return _MEMBERS[key][1]
+
+
+_MEMBERS: dict = {}     # (layout, pattern, kind) -> member's path; holds the layout, so its id stays its own
 
 
 def _flag(v, name):
@@ -356,9 +480,10 @@ def _flag(v, name):
 
 
 def _dtype_is(v, which, name="in_dtype"):
-    return v.in_(v[name], dtype_codes(v.gen, which))
+    return v.dtype_in(v[name], which)
 
 
+@per_descriptor
 def _operand(v):
     """(in enum, LUT mode, transposing) of a non-MX array operand, as compute_dtype tells them apart:
     MX sources have their own element rule, LUT mode comes before the transpose."""
@@ -368,6 +493,7 @@ def _operand(v):
     return plain, lut, xpose
 
 
+@per_descriptor
 def _seed_move(v):
     """A flags.seed_mode that moves seeds (LOAD_SEED or SAVE_SEED)."""
     return v.in_(_flag(v, "seed_mode"), (SeedMode.LOAD_SEED, SeedMode.SAVE_SEED))
@@ -399,35 +525,44 @@ def _div(v, a, b):
     return v.pick(b == 0, 0, a // v.pick(b == 0, 1, b))
 
 
+_psum_half = functools.cache(psum_half)       # microop.psum_half: a function of two ints
+
+
 def _slot(v) -> int:
     """Columns that write one PSUM slot: C/2 on MAVERICK (D-01, scaled with the array), 128 before."""
-    return psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
+    return _psum_half(v.gen, v.array_cols) if v.maverick else addrmap.PARTITIONS
 
 
+@per_descriptor
 def _slot_cols(v):
     """The active columns of one write slot: the partitions a matmul's destination spans."""
     return v.pick(v.active_cols > _slot(v), _slot(v), v.active_cols)
 
 
+@per_descriptor
 def matmul_seeds(v):
     """A MAVERICK Matmul that moves seeds: its destination is a seed bank (seed_patterns)."""
     return _seed_move(v) if v.maverick and v.op == Opcode.MATMUL else v.false
 
 
+@per_descriptor
 def matmul_transposes(v):
     """A Matmul that transposes (and moves no seeds): transpose_destination."""
     return v.not_(matmul_seeds(v)) & v.xpose if v.op == Opcode.MATMUL else v.false
 
 
+@per_walk
 def _whole_steps(v):
     """A plain Matmul's source is a whole number of PE steps (every pack is a power of two)."""
     return (v.count("src_mem_pattern") & (v.pack - 1)) == 0
 
 
+@per_descriptor
 def _plain(v):
     return v.not_(matmul_seeds(v) | matmul_transposes(v))
 
 
+@per_walk
 def moving(v):
     """The moving vectors a matmul streams into its destination: PE steps of the source (Matmul,
     MatmulMX), or the source elements per fmap (MatmulSparse)."""
@@ -438,6 +573,7 @@ def moving(v):
     return v.count("src_mem_pattern") // v.pack
 
 
+@per_walk
 def _to_destination(v):
     """The matmul reaches `destination`: a plain Matmul of whole PE steps, every MatmulSparse, a
     MatmulMX of whole PE steps."""
@@ -457,10 +593,11 @@ def dst_walk(v):
         return _to_destination(v), esize, _slot_cols(v)
     seed, xp, n = matmul_seeds(v), matmul_transposes(v), v.count("src_mem_pattern")
     xrows = v.pick(n > addrmap.PARTITIONS, addrmap.PARTITIONS, v.pick(n == 0, 1, n))
-    rows = v.pick(seed, psum_half(v.gen, v.array_cols), v.pick(xp, xrows, _slot_cols(v)))
+    rows = v.pick(seed, _psum_half(v.gen, v.array_cols), v.pick(xp, xrows, _slot_cols(v)))
     return seed | xp | _to_destination(v), v.pick(seed, 4, esize), rows
 
 
+@per_descriptor
 def c256(v):
     """A MAVERICK c256 tile over more columns than one slot: the destination's upper dim splits them."""
     if not v.maverick:
@@ -468,6 +605,7 @@ def c256(v):
     return (v["tile_size.col_size_log2"] == TileColSize.C256) & (v.active_cols > _slot(v))
 
 
+@per_walk
 def _dst_checked(v):
     """destination compares counts: both walked non-empty and a tensor3d destination."""
     m = v.count("dst_mem_pattern")
@@ -496,7 +634,7 @@ _TABLE = [
          lambda v: "on MARIANA seeds move through PE_MANAGE_SEED", only=_not_maverick),
     *(_seed_need(*need) for need in SEED_NEEDS),
     Rule("seed_mode", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "dst_mem_pattern",
-         lambda v: (_flag(v, "seed_mode") == SeedMode.SAVE_SEED) & v.not_(_save_dst_ok(v)),
+         lambda v: v.given(_flag(v, "seed_mode") == SeedMode.SAVE_SEED, lambda: v.not_(_save_dst_ok(v))),
          lambda v: "SaveSeed writes a 1x1x2 PSUM tensor", only=lambda v: v.maverick),
 
     # -- ldweights: background transpose, tagged weights (step 0), the walked source's size (step 1) --
@@ -715,8 +853,8 @@ _TABLE = [
     #    a MAVERICK seed move's bank, a transpose's, a plain matmul's whole PE steps, the destination --
     Rule("seed_patterns", frozenset({Opcode.MATMUL}), E.BAD_SEED_OP, "src_mem_pattern",
          lambda v: matmul_seeds(v) & (_flag(v, "seed_mode") == SeedMode.LOAD_SEED) & (v.count("src_mem_pattern") != 0)
-         & (v.count("src_mem_pattern") != 2 * psum_half(v.gen, v.array_cols)),
-         lambda v: f"LoadSeed reads {2 * psum_half(v.gen, v.array_cols)} INT32 seeds (one per column), "
+         & (v.count("src_mem_pattern") != 2 * _psum_half(v.gen, v.array_cols)),
+         lambda v: f"LoadSeed reads {2 * _psum_half(v.gen, v.array_cols)} INT32 seeds (one per column), "
                    f"the pattern has {v.count('src_mem_pattern')}", only=lambda v: v.maverick, step=2),
     Rule("transpose_destination", frozenset({Opcode.MATMUL}), E.BAD_PATTERN, "src_mem_pattern",
          lambda v: matmul_transposes(v) & (v.count("src_mem_pattern") > _slot_cols(v)),
@@ -852,12 +990,15 @@ def _where(addr) -> str:
     return loc.memory.upper() if loc else "no memory"
 
 
+_sbuf_bytes = functools.cache(addrmap.sbuf_bytes)        # a function of the generation
+
+
 def window(v, out, name, addr, memory, esize, steps, nums, rows, when):
     """The rules of a pattern's window, where `when` (D-T101): `addr` in `memory`, the bytes of its
     `steps` x `nums` elements of `esize` bytes in one partition, its `rows` partitions in the array's."""
     sbuf = memory == "sbuf"
     in_mem = addr < addrmap.SBUF_END if sbuf else (addr >= addrmap.PSUM_BASE) & (addr < addrmap.PSUM_END)
-    size = addrmap.sbuf_bytes(v.gen) if sbuf else addrmap.PSUM_PARTITION_BYTES
+    size = _sbuf_bytes(v.gen) if sbuf else addrmap.PSUM_PARTITION_BYTES
     part, off = addrmap.split(addr, memory)
     lo = hi = 0
     for s, n in zip(steps, nums):
@@ -877,7 +1018,7 @@ def window(v, out, name, addr, memory, esize, steps, nums, rows, when):
 def _tensor(v, out, path, name, memory, esize, rows, when):
     """A TENSORnD / MEM_PATTERNnD at `path`: every count >= 1, then its window.  Returns its count."""
     nums, steps = v.elems(f"{path}.num_elem"), v.elems(f"{path}.step_elem")
-    zero = v.any_(*(n == 0 for n in nums))
+    zero = v.any_(*[n == 0 for n in nums])
     _add(out, "tensor:BAD_PATTERN:num_elem", f"{name}.num_elem", when & zero,
          lambda v: f"every count must be >= 1, got {v[path + '.num_elem']}")
     window(v, out, name, v[f"{path}.start_addr"], memory, esize, steps, nums, rows, when & v.not_(zero))
@@ -919,7 +1060,7 @@ def walk_pattern(v, name, memory, esize, rows, when=True) -> tuple:
     out = []
     if member(v, name, "tensor3d") == name:
         return out, _tensor(v, out, name, name, memory, esize, rows, when)
-    ind, t3, mx = (v.kind_is(name, kind) for kind in ("indirect16b", "tensor3d", "mxtensor_v2"))
+    ind, t3, mx = [v.kind_is(name, kind) for kind in ("indirect16b", "tensor3d", "mxtensor_v2")]
     _add(out, "pattern:UNSUPPORTED_PATTERN:indirect16b", name, when & ind,
          lambda v: "INDIRECT16B patterns are not executed by the PE (D-T18)")
     counts = [0 if w is False else walk(v, out, member(v, name, kind), name, memory, esize, rows, w)

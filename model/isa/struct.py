@@ -7,6 +7,8 @@ decode and the checker can say what is wrong with them."""
 from __future__ import annotations
 
 import enum
+import functools
+import struct as _struct
 from dataclasses import dataclass
 from typing import Callable
 
@@ -151,10 +153,89 @@ def _as_enum(enum_cls, value: int):
 
 def decode_struct(sd: StructDef, data: bytes, gen) -> Record:
     rec = Record()
-    for f in sd.fields:
-        chunk = data[f.offset:f.offset + f.kind.size]
-        rec[f.name] = _decode_kind(f.kind, chunk, gen)
+    for name, lo, hi, read, arg in _readers(sd):
+        if read is _INT:
+            rec[name] = int.from_bytes(data[lo:hi], "little", signed=arg)
+        elif read is _ENUM:
+            rec[name] = arg[data[lo]]
+        else:
+            rec[name] = read(data[lo:hi], gen)
     return rec
+
+
+_INT, _ENUM = object(), object()        # decode_struct reads these two kinds itself
+
+
+def _readers(sd: StructDef) -> tuple:
+    """(name, first byte, end, how, its argument) per field of `sd`: _decode_kind's work for each
+    kind, chosen once per struct (decode_struct runs once per check(), D-T101).  `how` is _INT
+    (signed?), _ENUM (the value for each byte) or read(chunk, gen)."""
+    try:
+        return _READERS[id(sd)][1]
+    except KeyError:
+        readers = tuple((f.name, f.offset, f.offset + f.kind.size, *_reader(f.kind)) for f in sd.fields)
+        _READERS[id(sd)] = (sd, readers)          # holds sd: its id stays its own
+        return readers
+
+
+_READERS: dict = {}
+
+
+def _reader(kind) -> tuple:
+    """(how, argument) for one field kind; the same value _decode_kind gives."""
+    if isinstance(kind, Int):
+        return _INT, kind.signed
+    if isinstance(kind, EnumByte):
+        return _ENUM, _members(kind.enum)
+    return _read(kind), None
+
+
+def _read(kind):
+    """read(chunk, gen) for the other kinds."""
+    if isinstance(kind, Bits):
+        parts = tuple((name, pos, (1 << width) - 1, _members(enum_cls) if enum_cls else None)
+                      for (name, width, enum_cls), pos in zip(kind.parts, _offsets(kind.parts)))
+
+        def bits(chunk, gen):
+            byte, rec = chunk[0], Record()
+            for name, pos, mask, members in parts:
+                v = (byte >> pos) & mask
+                rec[name] = members[v] if members else v
+            return rec
+        return bits
+    if isinstance(kind, Array) and kind.elem.size in _FORMATS:
+        unpack = _struct.Struct(f"<{kind.count}{_FORMATS[kind.elem.size][kind.elem.signed]}").unpack
+        return lambda chunk, gen: list(unpack(chunk))
+    if isinstance(kind, (Reserved, Ignored)):
+        return lambda chunk, gen: bytes(chunk)
+    if isinstance(kind, Sub):
+        struct = kind.struct
+        return lambda chunk, gen: decode_struct(struct, chunk, gen)
+    if isinstance(kind, Union):
+        def union(chunk, gen):
+            name = kind.select(chunk, gen)
+            rec = Record(kind=name)
+            rec.update(kind.unmark(name, decode_struct(kind.member(name), chunk, gen)))
+            return rec
+        return union
+    return lambda chunk, gen: _decode_kind(kind, chunk, gen)
+
+
+_FORMATS = {1: "Bb", 2: "Hh", 4: "Ii", 8: "Qq"}       # little-endian element codes by size: [unsigned, signed]
+
+
+def _offsets(parts) -> list:
+    out, pos = [], 0
+    for _, width, _ in parts:
+        out.append(pos)
+        pos += width
+    return out
+
+
+@functools.cache
+def _members(enum_cls) -> tuple:
+    """_as_enum(enum_cls, v) for every byte value v."""
+    return tuple(_as_enum(enum_cls, v) for v in range(256))
 
 
 def _decode_kind(kind, chunk: bytes, gen):
