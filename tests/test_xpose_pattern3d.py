@@ -27,7 +27,8 @@ def _program():
     off = b.put(0, a, 2)
     b.line(f"matmul in_dtype=bf16 out_dtype=bf16 rows=4 cols=8 flags=(xpose_mode=enabled) acc=single "
            f"src=(start_addr=sbuf(0,{off:#x}), step_elem=[{STEPS[0]},{STEPS[1]},{STEPS[2]}], "
-           f"num_elem=[{NUMS[0]},{NUMS[1]},{NUMS[2]}]) dst=(start_addr=psum(0,2,0), step_elem=[1,0,0], num_elem=[4,1,1])")
+           f"num_elem=[{NUMS[0]},{NUMS[1]},{NUMS[2]}]) "
+           "dst=(start_addr=psum(0,2,0), step_elem=[1,0,0], num_elem=[4,1,1])")
     idx = [i0 * STEPS[0] + i1 * STEPS[1] + i2 * STEPS[2]
            for i2 in range(NUMS[2]) for i1 in range(NUMS[1]) for i0 in range(NUMS[0])]
     for e, col in enumerate(idx):
