@@ -98,10 +98,11 @@ class Engine(IssueRules, Execution, Seeds, Operands, PsumOrder):
         return self.regs.read(reg if isinstance(reg, int) else self.regs.offset_of(reg))
 
     def schedule_event(self, event: int, cycle: int):
-        """An external agent sets event flag `event` at the end of `cycle`."""
+        """An external agent sets event flag `event` at the end of `cycle`; a cycle before the run
+        (below -1) sets it before cycle 0, as -1 does (the flag stays set until a wait consumes it)."""
         if not 0 <= event < NUM_EVENTS:
             raise ValueError(f"events are 0..{NUM_EVENTS - 1}")
-        self.external_events.setdefault(event, []).append(cycle)
+        self.external_events.setdefault(event, []).append(max(cycle, -1))
 
     # -- geometry ---------------------------------------------------------------------------------
     def region(self, d: Descriptor):

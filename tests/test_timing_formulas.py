@@ -1,0 +1,64 @@
+"""The timing formulas of model/timing.py as the golden engine shows them, against docs/timing.md's
+closed forms written here with plain integers: a row tile span (D-T100), a row-serial load's
+completion, a load's wait for every PE of the last matmul to swap (`contract`)."""
+import pytest
+
+from tensore.model import timing
+from tensore.model.dtypes import Gen
+from tensore.model.engine import Engine
+from tensore.model.isa.asm import assemble
+from tests.fixtures import valid
+
+G = Gen.MARIANA
+
+
+def _t3(addr: str, n: int) -> str:
+    return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
+
+
+def _load(rows: int, cols: int, mode: str = "", dtype: str = "bf16") -> str:
+    return (f"ldweights in_dtype={dtype} {mode}rows={rows} cols={cols} flags=(load_order=last_col_first) "
+            f"src={_t3('sbuf(0,0x000)', cols)}\n")
+
+
+def _matmul(rows: int, cols: int, n: int, mode: str = "", dtype: str = "bf16") -> str:
+    return (f"matmul in_dtype={dtype} {mode}out_dtype=fp32 rows={rows} cols={cols} acc=single "
+            f"src={_t3('sbuf(0,0x400)', n)} dst={_t3('psum(0,0,0)', n)}\n")
+
+
+def test_tile_span_is_whole_tiles():
+    """tile_span(rows, tile) is rows rounded up to a whole number of tiles: ceil(rows / tile) * tile,
+    for every power-of-two tile up to 128 and every row count up to 256."""
+    for tile in (128, 64, 32, 16, 8, 4, 2, 1):
+        for rows in range(1, 257):
+            assert timing.tile_span(rows, tile) == -(-rows // tile) * tile, (rows, tile)
+
+
+@pytest.mark.parametrize("latency", [2, 3])
+@pytest.mark.parametrize("rows", [1, 4, 7])
+def test_row_serial_load_completes_with_its_last_row(rows, latency):
+    """A row-serial load of K rows issued at t writes row k's shadow weights at t + k + L and completes
+    in t + K - 1 + L (docs/timing.md, Ldweights); a PeRegWrite after it (a barrier) issues the cycle
+    after that."""
+    eng = Engine(G, rows=8, cols=8, sbuf_latency=latency, timing="contract")
+    trace = eng.run(assemble(_load(rows, 8), G) + valid("pe_reg_write", "mariana"))
+    lw, reg = trace.ops
+    writes = sorted(e.cycle for e in trace.events if e.kind == "shadow_write" and e.op == lw.index)
+    assert writes == [lw.t_issue + k + latency for k in range(rows)]
+    assert lw.t_complete == lw.t_issue + rows - 1 + latency
+    assert reg.t_issue == lw.t_issue + rows + latency
+
+
+@pytest.mark.parametrize("fp32", [False, True], ids=["1-pass", "4-pass"])
+@pytest.mark.parametrize("shape", [(4, 8), (8, 4), (8, 8)], ids=str)
+def test_contract_load_waits_for_every_pe_to_swap(shape, fp32):
+    """Under `contract` a weight load after a matmul issues once every PE of the array has taken the
+    matmul's first vector: issue = t_data + P * (R + C) - L, t_data = the matmul's issue + L
+    (docs/timing.md, issue rules), for R x C arrays both ways round."""
+    R, C = shape
+    L = 2
+    mode, dtype, passes = ("fp32_mode=high ", "fp32", 4) if fp32 else ("", "bf16", 1)
+    text = _load(R, C, mode, dtype) + _matmul(R, C, 3, mode, dtype) + _load(R, C, mode, dtype)
+    trace = Engine(G, rows=R, cols=C, sbuf_latency=L, timing="contract").run(assemble(text, G))
+    _, mm, lw = trace.ops
+    assert lw.t_issue == (mm.t_issue + L) + passes * (R + C) - L
