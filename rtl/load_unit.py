@@ -65,10 +65,11 @@ def scale_port(cols: int) -> wiring.Signature:
 
 
 class LoadUnit(wiring.Component):
-    """`issue` / `uop`: the sequencer's micro-op; the weight and tag buses go to the array (rtl/array.py
-    names), `reg_*` back to the sequencer (a fetched PeRegWrite value), `seed_lanes` to the write-back
-    unit (MAVERICK seed micro-ops).  `unsupported`: a load needing more elements per PE than built, or
-    (a specialised build, D-T62) a dtype the PEs do not carry; unless built with `sparse32`, a
+    """`issue`: the sequencer's micro-op; the weight and tag loads (`wl`, `tag`) go to the array,
+    `reg` back to the sequencer (a fetched PeRegWrite value), the table's entries to the row ports
+    (`lut`), all links of rtl/links.py; `seed_lanes` to the write-back unit (MAVERICK seed
+    micro-ops).  `unsupported`: a load needing more elements per PE than built, or (a specialised
+    build, D-T62) a dtype the PEs do not carry; unless built with `sparse32`, a
     MatmulSparse of 32-bit values (FP32 data, or a LUT table of FP32 entries: fmaps 1-3 ride 16-bit
     code slots, D-T34, D-T40 (3))."""
 
