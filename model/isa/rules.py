@@ -47,7 +47,7 @@ from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
                                      ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize, XposeMode)
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct
+from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct, per_struct
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
                                        SEED_COLS, SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of,
                                        psum_half, transposes)
@@ -229,12 +229,8 @@ class Ints(dict, Ops):
         """`select(families, self.op, self, step)`, made once per static facts: a row's `only` reads
         the generation, opcode, layout (`has`), `array_cols` and `stationary_dtype`, never a field's
         value (tests/test_rules.py checks it)."""
-        key = (families, step, self.gen, self.op, id(self.desc.layout), self.array_cols, self.stationary_dtype)
-        try:
-            return _SELECTED[key]
-        except KeyError:
-            rules = _SELECTED[key] = tuple(select(families, self.op, self, step))
-            return rules
+        return per_struct(_SELECTED, self.layout, lambda: tuple(select(families, self.op, self, step)),
+                          families, step, self.gen, self.op, self.array_cols, self.stationary_dtype)
 
 
 class _Counts(dict):
@@ -246,23 +242,23 @@ class _Counts(dict):
 
 
 _MAVERICK = {gen: gen.layout == Gen.MAVERICK for gen in Gen}
-_SELECTED: dict = {}            # Ints.select's rows per static facts (layouts are module constants: id is stable)
+_SELECTED: dict = {}            # Ints.select's rows per static facts
 
 
 def _parts(layout) -> tuple:
     """(path, field, part) of every part of a Sub or Bits field of `layout` (`tile_size.col_size_log2`):
     Ints gives them with the top-level fields, as __missing__ would read them (not a union's)."""
-    try:
-        return _PARTS[id(layout)][1]
-    except KeyError:
-        out = []
-        for fd in layout.fields:
-            names = ([n for n, _, _ in fd.kind.parts] if isinstance(fd.kind, Bits) else
-                     [f.name for f in fd.kind.struct.fields] if isinstance(fd.kind, Sub) else [])
-            if "kind" not in names:                 # a "kind" would read as a union's marker
-                out += [(f"{fd.name}.{n}", fd.name, n) for n in names]
-        _PARTS[id(layout)] = (layout, tuple(out))   # holds the layout: its id stays its own
-        return _PARTS[id(layout)][1]
+    return per_struct(_PARTS, layout, lambda: _find_parts(layout))
+
+
+def _find_parts(layout) -> tuple:
+    out = []
+    for fd in layout.fields:
+        names = ([n for n, _, _ in fd.kind.parts] if isinstance(fd.kind, Bits) else
+                 [f.name for f in fd.kind.struct.fields] if isinstance(fd.kind, Sub) else [])
+        if "kind" not in names:                     # a "kind" would read as a union's marker
+            out += [(f"{fd.name}.{n}", fd.name, n) for n in names]
+    return tuple(out)
 
 
 _PARTS: dict = {}
@@ -465,13 +461,12 @@ def _weight_tile(v):
 
 def member(v, name, kind) -> str:
     """The path of the member `kind` of the pattern `name` (`name` itself when it is no union)."""
-    key = (id(v.layout), name, kind)
-    if key not in _MEMBERS:
-        _MEMBERS[key] = (v.layout, f"{name}.{kind}" if isinstance(v.layout.field(name).kind, Union) else name)
-    return _MEMBERS[key][1]
+    layout = v.layout
+    return per_struct(_MEMBERS, layout, lambda: f"{name}.{kind}" if isinstance(layout.field(name).kind, Union) else name,
+                      name, kind)
 
 
-_MEMBERS: dict = {}     # (layout, pattern, kind) -> member's path; holds the layout, so its id stays its own
+_MEMBERS: dict = {}     # (layout, pattern, kind) -> the member's path
 
 
 def _flag(v, name):

@@ -166,16 +166,24 @@ def decode_struct(sd: StructDef, data: bytes, gen) -> Record:
 _INT, _ENUM = object(), object()        # decode_struct reads these two kinds itself
 
 
+def per_struct(cache: dict, sd: StructDef, make, *key):
+    """make() for the StructDef `sd` (and `key`), kept in `cache` by sd's identity: hashing a frozen
+    StructDef hashes every field, too slow for check()'s path (D-T101); the entry holds `sd`, so its
+    id stays its own."""
+    k = (id(sd), *key)
+    try:
+        return cache[k][1]
+    except KeyError:
+        cache[k] = (sd, make())
+        return cache[k][1]
+
+
 def _readers(sd: StructDef) -> tuple:
     """(name, first byte, end, how, its argument) per field of `sd`: _decode_kind's work for each
     kind, chosen once per struct (decode_struct runs once per check(), D-T101).  `how` is _INT
     (signed?), _ENUM (the value for each byte) or read(chunk, gen)."""
-    try:
-        return _READERS[id(sd)][1]
-    except KeyError:
-        readers = tuple((f.name, f.offset, f.offset + f.kind.size, *_reader(f.kind)) for f in sd.fields)
-        _READERS[id(sd)] = (sd, readers)          # holds sd: its id stays its own
-        return readers
+    return per_struct(_READERS, sd, lambda: tuple((f.name, f.offset, f.offset + f.kind.size, *_reader(f.kind))
+                                                  for f in sd.fields))
 
 
 _READERS: dict = {}
