@@ -182,6 +182,13 @@ def mm_port_free(t, vectors, passes):
     return t + times_passes(vectors, passes)
 
 
+def entry_free(port, passes, rows_below):
+    """Under `row_tiles` (D-T100): a stream whose moving port frees at `port` (mm_port_free) has
+    passed the entry of the row tile `rows_below` rows below its own first row `passes * rows_below`
+    later; a stream entering there takes the request chain's stage from then on."""
+    return port + times_passes(rows_below, passes)
+
+
 def in_rhythm(t, t_issue, passes):
     """A `passes`-pass matmul may issue at t only in step with the matmul issued at t_issue (D-T38)."""
     return ((t - t_issue) & (passes - 1)) == 0

@@ -127,6 +127,7 @@ def _eval(expr_of, n_inputs, widths, cases):
     ("load_complete", 3, (32, 8, 4)),
     ("weights_swapped", 4, (32, 3, 8, 9)),
     ("mm_port_free", 3, (32, 32, 3)),
+    ("entry_free", 3, (32, 3, 8)),
     ("in_rhythm", 3, (32, 32, 3)),
     ("seed_transpose_issue", 3, (32, 8, 4)),
     ("load_port_free", 2, (32, 8)),
@@ -135,7 +136,7 @@ def _eval(expr_of, n_inputs, widths, cases):
 def test_timing_formulas_on_ints_and_amaranth_values(name, args, widths):
     """D-T70: one expression serves the model (ints) and the sequencer (Amaranth values)."""
     f = getattr(timing, name)
-    pos = {"write_cycle": 2, "weights_swapped": 1, "mm_port_free": 2, "in_rhythm": 2}.get(name)   # `passes`
+    pos = {"write_cycle": 2, "weights_swapped": 1, "mm_port_free": 2, "in_rhythm": 2, "entry_free": 1}.get(name)   # `passes`
     rnd = random.Random(name)
     cases = []
     for _ in range(200):

@@ -11,7 +11,8 @@ from tensore.cli import main
 from tensore.cosim import programs as P
 from tensore.model import timing
 from tensore.model.dtypes import Gen
-from tensore.model.isa.microop import row_tile
+from tensore.model.isa import Opcode
+from tensore.model.isa.microop import Kind, row_tile
 from tests.test_background_loads import _plain, hazards
 from tests.test_public_cost import PAIRS, TABLE, program, run
 
@@ -130,3 +131,91 @@ def test_the_rtl_refuses_the_profile(capfd):
     out, err = capfd.readouterr()            # the file descriptors: progress lines write to a dup of fd 2
     err = err.strip().splitlines()
     assert len(err) == 1 and "golden engine only" in err[0] and not out.strip(), (out, err)
+
+
+def clashes(prog, L: int = 2) -> list:
+    """Each pair of matmuls with a live value in one PE's register in one cycle: a stream issued at t
+    enters its entry row (its first row under `row_tiles`, else row 0) at t + L and moves a row down
+    and a column right each `passes` cycles, its records from the entry row to its last row, its
+    values from column 0 to its last column, its sums from its first row to its tap (the end of its
+    span: its tiles, else the array) in its columns.  The registers shift with one rhythm, so only a
+    stream entering below another one's entry can overwrite it.  Brute force over every pair,
+    independent of the issue rules."""
+    _, trace, _ = prog.golden(shared=False)
+    prof = timing.profile(prog.timing)
+    tile = row_tile(prog.gen, prog.rows) if prof.row_tiles else prog.rows
+    r, c = np.arange(prog.rows)[:, None], np.arange(prog.cols)
+    streams = []
+    for o in trace.ops:
+        u = o.uop
+        if u is None or o.t_issue is None or u.kind != Kind.MATMUL:
+            continue
+        row0, rows, col0, cols = u.block
+        entry, span = (row0, timing.tile_span(rows, tile)) if prof.row_tiles else (0, prog.rows)
+        live = ((entry <= r) & (r < row0 + rows) & (c < col0 + cols)) | \
+            ((row0 <= r) & (r < entry + span) & (col0 <= c) & (c < col0 + cols))
+        start = o.t_issue + L + u.passes * (r - entry + c)
+        streams.append((o.index, live, start, start + u.passes * _vectors(o)))
+    out = []
+    for i, (a, live_a, start_a, end_a) in enumerate(streams):
+        for b, live_b, start_b, end_b in streams[i + 1:]:
+            both = live_a & live_b & (start_a < end_b) & (start_b < end_a)
+            if both.any():
+                out.append((prog.name, a, b, tuple(int(x) for x in np.argwhere(both)[0])))
+    return out
+
+
+def _vectors(o) -> int:
+    """The moving vectors of a matmul's stream: a transpose's rows, a MatmulSparse's vectors of
+    `fmaps` feature maps, else the pattern's elements over the elements per PE."""
+    u = o.uop
+    if u.xpose:
+        return u.block[1]
+    n = u.src.count // u.pack
+    return n // u.src.nums[3] if o.desc.op == Opcode.MATMUL_SPARSE else n
+
+
+def _entry_program(n: int = 8):
+    """A matmul over all 8 rows (columns 0..3), then one on rows 4..7 (row_grp 2, columns 4..7) of an
+    8 x 8 MARIANA array under `tiles` (2-row tiles), n vectors each: the second stream enters at row 4,
+    which the first stream's last vector passes 4 + n cycles after its issue."""
+    b = P._Builder("tile_entry", "mariana", 8, 8, 7)
+    a = b.put(0, b.values("bf16", (8, n)), 2)
+    w = b.put(0, b.values("bf16", (8, 4)), 2)
+    b.line(f"ldweights in_dtype=bf16 rows=8 cols=4 flags=(load_order=first_col_first) src={P._t3(f'sbuf(0,{w:#x})', 4)}")
+    b.line(f"ldweights in_dtype=bf16 rows=4 cols=4 row_grp=2 col_grp=1 flags=(load_order=first_col_first) "
+           f"src={P._t3(f'sbuf(4,{w:#x})', 4)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=4 acc=single "
+           f"src={P._t3(f'sbuf(0,{a:#x})', n)} dst={P._t3('psum(0,0,0)', n)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=4 row_grp=2 col_grp=1 acc=single "
+           f"src={P._t3(f'sbuf(4,{a:#x})', n)} dst={P._t3('psum(0,1,0)', n)}")
+    return replace(b.done(), timing="tiles")
+
+
+def test_a_tile_entry_waits_for_the_stream_passing_it(monkeypatch):
+    """A stream entering at a tile's first row waits until the stream above has passed that row
+    (timing.entry_free): the second matmul issues n + 4 cycles after the first, not n (its own
+    tile's moving port alone), where the two streams would meet in row 4's registers."""
+    prog = _entry_program()
+    trace = prog.golden(shared=False)[1]
+    first, second = trace.ops[2], trace.ops[3]
+    assert second.t_issue - first.t_issue == 8 + 4
+    assert clashes(prog) == []
+    monkeypatch.setattr("tensore.model.engine.issue.entry_free", lambda port, passes, rows: port)
+    assert clashes(prog)
+
+
+def test_no_two_streams_meet_in_a_register():
+    """Library programs of three generations and random ones, under `tiles`, `public` and `contract`:
+    no two matmuls' moving values are in one PE in one cycle."""
+    from tensore.cosim import random_programs as R
+    progs = [p for g in ("cayman", "mariana", "maverick") for p in P.library(g)]
+    progs += [R.generate(g, s, blocks=12) for g in ("cayman", "mariana") for s in range(4)]
+    checked = 0
+    for p in progs:
+        for name in ("tiles", "public", "contract"):
+            q = replace(p, timing=name)
+            if _plain(q):
+                assert clashes(q) == [], name
+                checked += 1
+    assert checked >= 60

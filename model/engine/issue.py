@@ -10,8 +10,8 @@ import bisect
 from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
-from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, floor_cycles,
-                                  in_rhythm, load_front_issue, weights_swapped)
+from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, entry_free,
+                                  floor_cycles, in_rhythm, load_front_issue, times_passes, weights_swapped)
 
 from tensore.model.engine.records import OpRecord
 
@@ -51,7 +51,8 @@ class IssueRules:
         """The last matmul's timing for the issue rules (docs/timing.md); `t_complete` is the latest
         completion of every matmul so far: the array changes its rhythm only once all have drained.
         Each row tile of its `block` keeps it as its own last matmul (`front`: ArrayTiming.front, for
-        the loads' rules) and its moving port busy until `port` (D-T100)."""
+        the loads' rules) and its entry into the request chain busy until the stream has passed it:
+        `port` (mm_port_free) at the stream's own first row, later below (entry_free, D-T100)."""
         st = self._state
         prev = st["last_mm"]
         if prev is not None:
@@ -59,7 +60,12 @@ class IssueRules:
         st["last_mm"] = mm
         for i in self._tiles(block):
             st["tile_mm"][i] = dict(mm, t_data=front)
-            st["mm_port"][i] = port
+            st["mm_port"][i] = entry_free(port, mm["passes"], i * self.tile - self._entry(block))
+
+    def _entry(self, block) -> int:
+        """The row a stream over PE block (row0, rows, ...) enters the request chain at: its first row
+        under `row_tiles` (a tile's first), else row 0."""
+        return block[0] if self.timing.row_tiles else 0
 
     def _tiles(self, block) -> range:
         """The row tiles a PE block (row0, rows, ...) covers."""
@@ -130,7 +136,11 @@ class IssueRules:
         st, u = self._state, op.uop
         mm = st["last_mm"]
         lw = st["last_lw"] + 1 if st["lw_skew"] in (0, u.passes) else st["lw_end"]   # 0: a row-serial load
-        ports = [st["mm_port"][i] for i in self._tiles(u.block)] if u.kind == Kind.MATMUL else st["mm_port"]
+        if u.kind == Kind.MATMUL:     # its stream reaches tile i's entry P * (rows above it) after issue
+            entry = self._entry(u.block)
+            ports = [st["mm_port"][i] - times_passes(i * self.tile - entry, u.passes) for i in self._tiles(u.block)]
+        else:
+            ports = st["mm_port"]
         t = max(t, *ports, lw, st["last_ldtags"] + 1)
         if mm is not None and (mm["passes"] != u.passes or mm["kind"] != u.mmkind):
             t = max(t, mm["t_complete"] + 1)
