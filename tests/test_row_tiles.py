@@ -151,7 +151,7 @@ def clashes(prog, L: int = 2) -> list:
         if u is None or o.t_issue is None or u.kind != Kind.MATMUL:
             continue
         row0, rows, col0, cols = u.block
-        entry, span = (row0, timing.tile_span(rows, tile)) if prof.row_tiles else (0, prog.rows)
+        entry, span = (row0, timing.tile_span(rows, tile)) if prof.row_tiles and not u.xpose else (0, prog.rows)
         live = ((entry <= r) & (r < row0 + rows) & (c < col0 + cols)) | \
             ((row0 <= r) & (r < entry + span) & (col0 <= c) & (c < col0 + cols))
         start = o.t_issue + L + u.passes * (r - entry + c)
@@ -219,3 +219,50 @@ def test_no_two_streams_meet_in_a_register():
                 assert clashes(q) == [], name
                 checked += 1
     assert checked >= 60
+
+
+def test_a_transpose_runs_over_the_whole_array():
+    """A transposing matmul's element c rides column c from row c, so under `tiles` its stream enters
+    at row 0 and its writes leave the bottom as under `public`, even on rows 4..7 (row_grp 2 of an
+    8 x 8 MARIANA array): the same write cycles, the first t + 2 + 8 + 1."""
+    b = P._Builder("tile_xpose", "mariana", 8, 8, 5)
+    a = b.put(0, b.rng.integers(0, 1 << 16, (8, 6), dtype=np.uint64), 2)
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 row_grp=2 flags=(xpose_mode=enabled) acc=single "
+           f"src={P._t3(f'sbuf(4,{a:#x})', 6)} dst={P._t3('psum(0,2,0)', 4)}")
+    prog = b.done()
+    writes = {}
+    for name in ("tiles", "public"):
+        trace = replace(prog, timing=name).golden(shared=False)[1]
+        assert not any(o.error for o in trace.ops), name
+        writes[name] = sorted((e.cycle, e.data["partition"], e.data["offset"]) for e in trace.events
+                              if e.kind == "psum_write")
+        assert writes[name][0][0] == trace.ops[0].t_issue + 2 + 8 + 1, name
+    assert writes["tiles"] == writes["public"]
+
+
+def test_writes_of_one_cycle_go_tap_by_tap():
+    """Two matmuls on different row tiles overwrite one PSUM cell in one cycle: the upper tile's tap
+    writes first, though its matmul is the younger (rows 0..1 issued 2 cycles after rows 2..3, 2-row
+    tiles of an 8 x 8 MARIANA array, its destination 2 vectors further on), so the cell keeps the older
+    matmul's value, as the write-back takes the taps from the top (D-T100)."""
+    b = P._Builder("tile_taps", "mariana", 8, 8, 3)
+    a = b.put(0, b.values("bf16", (8, 8)), 2)
+    w = b.put(0, b.values("bf16", (8, 8)), 2)
+    for grp in (1, 0):
+        b.line(f"ldweights in_dtype=bf16 rows=2 cols=8 row_grp={grp} flags=(load_order=first_col_first) "
+               f"src={P._t3(f'sbuf({2 * grp},{w:#x})', 8)}")
+    for grp, off in ((1, 0), (0, 8)):
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=8 row_grp={grp} acc=single "
+               f"src={P._t3(f'sbuf({2 * grp},{a:#x})', 8)} dst={P._t3(f'psum(0,0,{off:#x})', 8)}")
+    eng, trace, _ = replace(b.done(), timing="tiles").golden(shared=False)
+    older, younger = trace.ops[2], trace.ops[3]
+    assert younger.t_issue == older.t_issue + 2
+    writes = {}
+    for e in (e for e in trace.events if e.kind == "psum_write"):
+        writes.setdefault((e.data["partition"], e.data["offset"]), []).append((e.cycle, e.op, e.data["bits"]))
+    shared = {cell: {op: bits for _, op, bits in w} for cell, w in writes.items() if len(w) == 2}
+    assert len(shared) == 8 * 6
+    assert all(len({c for c, _, _ in writes[cell]}) == 1 for cell in shared)        # in one cycle
+    assert sum(w[older.index] != w[younger.index] for w in shared.values()) > 40
+    kept = eng.psum.cells(4)
+    assert all(int(kept[p, off // 4]) == w[older.index] for (p, off), w in shared.items())

@@ -14,7 +14,7 @@ from tensore.model.isa import ErrorCode, Opcode
 from tensore.model.isa.enums import FP32Mode, PeReg, PsumRound
 from tensore.model.isa.microop import MX_BLOCK, SEED_STATES, Kind, MicroOp
 from tensore.model.timing import (ArrayTiming, column_groups, column_load_end, column_port_free, column_write,
-                                  load_complete, load_port_free, mm_port_free, sparse_end, tile_span)
+                                  load_complete, load_port_free, mm_port_free, sparse_end)
 
 from tensore.model.engine.operands import _in_order
 from tensore.model.engine.records import OpRecord, _distinct, _run
@@ -180,8 +180,8 @@ class Execution:
         row0, rows, col0, cols = u.block
         if u.seed:
             return self._seed_matmul(op, u.seed)
-        timing = ArrayTiming(t + self.sbuf_latency, tile_span(rows, self.tile), u.passes, row0) \
-            if self.timing.row_tiles else ArrayTiming(t + self.sbuf_latency, self.rows, u.passes)
+        entry, span = self._stream(u)
+        timing = ArrayTiming(t + self.sbuf_latency, span, u.passes, entry)
         self._swap(op, row0, rows, col0, cols, timing)
         if u.xpose:
             return self._transpose(op, timing)
@@ -307,7 +307,7 @@ class Execution:
         self.regs.add("matmul_done_count", "count")
         op.t_complete = w.last
         self._set_floor(op, vectors, timing.passes)
-        self._last_mm(u.block, timing.front, mm_port_free(op.t_issue, vectors, timing.passes), t_data=timing.t_data,
+        self._last_mm((timing.row0, timing.rows), timing.front, mm_port_free(op.t_issue, vectors, timing.passes), t_data=timing.t_data,
                       passes=timing.passes, t_complete=w.last, kind=u.mmkind, t_issue=op.t_issue)
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)

@@ -11,7 +11,8 @@ from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
 from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, entry_free,
-                                  floor_cycles, in_rhythm, load_front_issue, times_passes, weights_swapped)
+                                  floor_cycles, in_rhythm, load_front_issue, tile_span, times_passes,
+                                  weights_swapped)
 
 from tensore.model.engine.records import OpRecord
 
@@ -47,25 +48,29 @@ class IssueRules:
         if op.uop.barrier:
             st["barrier_complete"] = op.t_complete
 
-    def _last_mm(self, block, front, port, **mm):
+    def _last_mm(self, stream, front, port, **mm):
         """The last matmul's timing for the issue rules (docs/timing.md); `t_complete` is the latest
         completion of every matmul so far: the array changes its rhythm only once all have drained.
-        Each row tile of its `block` keeps it as its own last matmul (`front`: ArrayTiming.front, for
-        the loads' rules) and its entry into the request chain busy until the stream has passed it:
-        `port` (mm_port_free) at the stream's own first row, later below (entry_free, D-T100)."""
+        Each row tile its `stream` (entry row, span: `_stream`) crosses keeps it as its own last
+        matmul (`front`: ArrayTiming.front, for the loads' rules) and its entry into the request
+        chain busy until the stream has passed it: `port` (mm_port_free) at the entry row, later
+        below (entry_free, D-T100)."""
         st = self._state
         prev = st["last_mm"]
         if prev is not None:
             mm["t_complete"] = max(mm["t_complete"], prev["t_complete"])
         st["last_mm"] = mm
-        for i in self._tiles(block):
+        for i in self._tiles(stream):
             st["tile_mm"][i] = dict(mm, t_data=front)
-            st["mm_port"][i] = entry_free(port, mm["passes"], i * self.tile - self._entry(block))
+            st["mm_port"][i] = entry_free(port, mm["passes"], i * self.tile - stream[0])
 
-    def _entry(self, block) -> int:
-        """The row a stream over PE block (row0, rows, ...) enters the request chain at: its first row
-        under `row_tiles` (a tile's first), else row 0."""
-        return block[0] if self.timing.row_tiles else 0
+    def _stream(self, u) -> tuple:
+        """(entry row, rows to the sum tap) of a matmul's moving stream: under `row_tiles` its first
+        row and its whole tiles (timing.tile_span), but a transpose's, whose element c rides column c
+        from row c, from row 0 over the array; else row 0 and the array (D-T100)."""
+        if self.timing.row_tiles and not u.xpose:
+            return u.block[0], tile_span(u.block[1], self.tile)
+        return 0, self.rows
 
     def _tiles(self, block) -> range:
         """The row tiles a PE block (row0, rows, ...) covers."""
@@ -137,8 +142,8 @@ class IssueRules:
         mm = st["last_mm"]
         lw = st["last_lw"] + 1 if st["lw_skew"] in (0, u.passes) else st["lw_end"]   # 0: a row-serial load
         if u.kind == Kind.MATMUL:     # its stream reaches tile i's entry P * (rows above it) after issue
-            entry = self._entry(u.block)
-            ports = [st["mm_port"][i] - times_passes(i * self.tile - entry, u.passes) for i in self._tiles(u.block)]
+            stream = self._stream(u)
+            ports = [st["mm_port"][i] - times_passes(i * self.tile - stream[0], u.passes) for i in self._tiles(stream)]
         else:
             ports = st["mm_port"]
         t = max(t, *ports, lw, st["last_ldtags"] + 1)

@@ -52,20 +52,29 @@ class _Writes:
     halves: tuple | None = None         # _halves, once computed
     steps: object = None                # the started PsumOrder._write_diagonals generator
     key: tuple | None = None            # the key of its next action (None: all made)
+    tap: int = 0                        # the sum tap its writes leave by, of `taps` (row tiles, D-T100)
+    taps: int = 1
 
 
 def _halves(x: _Writes) -> tuple:
-    """(partition, half-word, 2 x cycle + 1) of every PSUM half-word x's writes store (cached)."""
+    """(partition, half-word, _touch of its write) of every PSUM half-word x's writes store (cached)."""
     if x.halves is None:
         k, vectors = x.cells, x.vectors
         c, v = np.arange(k.part.size)[:, None], np.arange(vectors)[None, :]
         shape = (k.part.size, vectors)
         p = np.broadcast_to(k.part[:, None], shape).ravel()
         h = (k.offs[v + k.slot[:, None] * vectors] // 2).ravel()
-        t = np.broadcast_to(2 * x.timing.write_cycle(x.col0 + c, v) + 1, shape).ravel()
+        t = np.broadcast_to(_touch(x, x.timing.write_cycle(x.col0 + c, v)), shape).ravel()
         x.halves = (np.concatenate([p, p]), np.concatenate([h, h + 1]), np.concatenate([t, t])) \
             if k.esize == 4 else (p, h, t)
     return x.halves
+
+
+def _touch(x: _Writes, cycle, zero: bool = False):
+    """The order of an action of x among a cycle's (D-T40 (6), D-T100): the zeroing, then the writes
+    tap by tap (the row tiles' taps from the top, one tap without row tiles), each tap's in
+    program order: 2 (cycle x taps + tap) + 1 for a write, 2 cycle x taps for the zeroing."""
+    return 2 * cycle * x.taps if zero else 2 * (cycle * x.taps + x.tap) + 1
 
 
 def _zones(x: _Writes) -> list:
@@ -114,7 +123,8 @@ class PsumOrder:
                        u.accumulate and raw is None, values if raw is None else raw, raw is not None)
         last = timing.write_cycle(col0 + ncols - 1, vectors - 1) if ncols and vectors else first_write
         grid = np.zeros((ncols, vectors), np.uint32) if self.aggregate else None
-        w = _Writes(op, cells, vectors, timing, col0, first_write, last, zero, grid)
+        w = _Writes(op, cells, vectors, timing, col0, first_write, last, zero, grid,
+                    tap=(timing.row0 + timing.rows) // self.tile - 1, taps=self.rows // self.tile)
         self._pending.append(w)
         return w
 
@@ -131,7 +141,8 @@ class PsumOrder:
     def _flush(self, horizon):
         """Make the pending PSUM actions no micro-op issued from now on can precede (its writes come
         at `horizon` or later), in cycle order across micro-ops as hardware makes them: in one cycle
-        the zeroing, then the writes in program order, slot 0 before slot 1 (D-T40 (6)).  The oldest
+        the zeroing, then the writes tap by tap (row tiles, D-T100), each tap's in program order,
+        slot 0 before slot 1 (D-T40 (6)).  The oldest
         pending matmul goes whole where that keeps the order (_commutes), else the actions of the
         matmuls overlapping it interleave by cycle up to its last (_merge)."""
         pend = self._pending
@@ -190,7 +201,7 @@ class PsumOrder:
         later (a K tile onto the one before), else half-word by half-word."""
         wb, xb = _box(w), _box(x)
         writes = _apart(wb, xb) or (x.col0 == w.col0 and x.timing.passes == w.timing.passes and
-                                    x.timing.t_data >= w.timing.t_data and x.vectors == w.vectors and
+                                    (x.first, x.tap) >= (w.first, w.tap) and x.vectors == w.vectors and
                                     x.cells.esize == w.cells.esize and np.array_equal(x.cells.part, w.cells.part) and
                                     np.array_equal(x.cells.slot, w.cells.slot) and
                                     np.array_equal(x.cells.offs, w.cells.offs))
@@ -199,17 +210,17 @@ class PsumOrder:
         return (writes and zero_x and zero_w) or self._first_by_halves(w, x)
 
     def _first_by_halves(self, w: _Writes, x: _Writes) -> bool:
-        """_first half-word by half-word: x's first touch (2 t for its zeroing, 2 t + 1 for a write
-        in cycle t) is after w's on each."""
+        """_first half-word by half-word: x's first touch (_touch: its zeroing or a write) is after
+        w's on each."""
         if self._touch is None:
             self._touch = np.full((addrmap.PARTITIONS, addrmap.PSUM_PARTITION_BYTES // 2), np.iinfo(np.int64).max)
         touch, zones = self._touch, _zones(x)
         p, h, t = _halves(x)
         touch[p, h] = t
         for parts, zone in zones:
-            touch[parts, zone] = np.minimum(touch[parts, zone], 2 * x.first)
+            touch[parts, zone] = np.minimum(touch[parts, zone], _touch(x, x.first, zero=True))
         pw, hw, tw = _halves(w)
-        ok = bool((touch[pw, hw] >= tw).all()) and all(touch[parts, zone].min() >= 2 * w.first
+        ok = bool((touch[pw, hw] >= tw).all()) and all(touch[parts, zone].min() >= _touch(w, w.first, zero=True)
                                                        for parts, zone in _zones(w))
         touch[p, h] = np.iinfo(np.int64).max
         for parts, zone in zones:
@@ -236,12 +247,12 @@ class PsumOrder:
 
     def _write_diagonals(self, w: _Writes):
         """w's actions in cycle order, a generator: it yields each action's key (cycle, 0 for the
-        zeroing or 1 for writes, op, column half) and then makes it.  The zeroing, then one
+        zeroing or 1 for writes, the writes' tap, op, column half) and then makes it.  The zeroing, then one
         anti-diagonal (c + v = step) of a column half per cycle (column c, vector v is written in
         timing.write_cycle(col0 + c, v)): an Event each in w.events, or (aggregate) the bits in w.grid."""
         op, k, vectors = w.op.index, w.cells, w.vectors
         if w.zero is not None:
-            yield (w.first, 0, op, 0)
+            yield (w.first, 0, 0, op, 0)
             self._zero(w)
         c = np.arange(k.part.size)
         for step in range(vectors + c.size - 1):
@@ -250,7 +261,7 @@ class PsumOrder:
                 cc = c[(k.slot == s) & (c <= step) & (step - c < vectors)]
                 if not cc.size:
                     continue
-                yield (cycle, 1, op, s)
+                yield (cycle, 1, w.tap, op, s)
                 vv = step - cc
                 o = k.offs[vv + s * vectors]
                 bits = self._store(k, k.part[cc], o, (cc, vv))
