@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tensore.model.addrmap import PARTITIONS
 from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa.microop import row_tile
 from tensore.model.timing import DEFAULT_PROFILE, DEFAULT_SBUF_LATENCY
 from tensore.model.timing import profile as timing_profile
 
@@ -50,9 +51,14 @@ class Config:
             raise ValueError("the RTL engine needs sbuf_latency >= 2 (one request register + the memory)")
         if self.pack not in PACKS:
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
+
+    def engine(self) -> "Config":
+        """The Config, refused in one line where the whole engine cannot be built from it: row tiles
+        side by side are in the sequencer only so far (D-T100)."""
         if self.profile.row_tiles:
             raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine only "
                              "(D-T100); the RTL builds the public and contract profiles")
+        return self
 
     @property
     def generation(self) -> Gen:
@@ -66,6 +72,11 @@ class Config:
     def profile(self):
         """The timing profile (model/timing.py Profile)."""
         return timing_profile(self.timing)
+
+    @property
+    def tile(self) -> int:
+        """The rows of a row tile: side by side under the profile's `row_tiles` (D-T100), else the array."""
+        return row_tile(self.generation, self.rows) if self.profile.row_tiles else self.rows
 
     @property
     def column_loads(self) -> bool:

@@ -30,6 +30,7 @@ from tensore.model.timing import (
     column_load_end,
     column_load_issue,
     column_port_free,
+    entry_free,
     floor_cycles,
     in_rhythm,
     load_complete,
@@ -38,6 +39,8 @@ from tensore.model.timing import (
     mm_port_free,
     seed_transpose_issue,
     sparse_end,
+    tile_span,
+    times_passes,
     weights_swapped,
     write_cycle,
 )
@@ -170,9 +173,14 @@ class Sequencer(wiring.Component):
         serial = reg("queue_cfg", "disable_dependency_check") | u.barrier
         dly = ~reg("arr_cluster_cfg", "en_inter_instr_dly") | ~any_issued | \
             (now >= last_issue + 1 + reg("arr_cluster_cfg", "inter_instr_dly_cnt"))
+        tiles = self._row_tiles(u) if self.timing.row_tiles else None
         swapped = ~mm_valid | (now + L >= weights_swapped(mm_t_data, mm_passes, R, C))
+        if tiles:
+            swapped = tiles.fronts(lambda t, p, lead: now + L + lead >= weights_swapped(t, p, R, C))
         if self.timing.row_wavefront:           # a weight load follows the swap front row by row (D-T98)
             front = ~mm_valid | (now >= load_front_issue(mm_t_data, mm_passes, u.row0, u.rows, C, L))
+            if tiles:
+                front = tiles.fronts(lambda t, p, lead: now + lead >= load_front_issue(t, p, u.row0, u.rows, C, L))
             swapped = Mux(u.tags, swapped, front)
         load_rules = (now >= lw_end) & swapped
         after_lw = now >= last_lw_p1
@@ -181,9 +189,12 @@ class Sequencer(wiring.Component):
         if self.timing.column_loads:            # the column-serial port (D-T99)
             column = column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf)
             col_front = ~mm_valid | (now >= column_load_issue(mm_t_data, mm_passes, u.row0, u.col0, u.cols, L))
+            if tiles:
+                col_front = tiles.fronts(lambda t, p, lead: now + lead >= column_load_issue(t, mm_passes, u.row0, u.col0,
+                                                                                          u.cols, L))
             load_rules = Mux(column, (now >= lw_port) & col_front, load_rules)
             after_lw = Mux((lw_skew == 0) | (lw_skew == u.passes), after_lw, now >= lw_end)
-        mm_rules = (now >= mm_port) & after_lw & \
+        mm_rules = (tiles.ports(now) if tiles else now >= mm_port) & after_lw & \
             (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
             ~(mm_valid & (now <= mm_done) & ~in_rhythm(now, mm_issue, u.passes))
         if self.timing.issue_floor:             # the public issue floor on an overlapping block (D-T98)
@@ -198,7 +209,9 @@ class Sequencer(wiring.Component):
         event_ok = (we == EVENT_NONE) | self._flags.bit_select(we[:6], 1)
         ready = dly & (now >= barrier_p1) & deps & event_ok
 
-        t_complete, t_mmdone, t_seed_mm = self._completion(now, u, skew)
+        t_complete, t_mmdone, t_seed_mm = self._completion(now, u, skew, tiles)
+        if tiles:
+            tiles.update(now, issue, t_seed_mm)
         mm_last = Mux(mm_valid & (mm_done > t_complete), mm_done, t_complete)   # every matmul's, drained
         with m.If(issue):
             m.d.sync += [last_issue.eq(now), any_issued.eq(1),
@@ -229,12 +242,14 @@ class Sequencer(wiring.Component):
                     m.d.sync += sparse_at.eq(sparse_end(now, u.vectors, C))
         return t_complete, t_mmdone, ready
 
-    def _completion(self, now, u, skew):
+    def _completion(self, now, u, skew, tiles=None):
         """When the micro-op issued now completes (and raises matmul_done), by model.timing's formulas;
-        `skew`: a column-serial load's row skew (the last matmul's passes)."""
+        `skew`: a column-serial load's row skew (the last matmul's passes); `tiles`: a matmul's sums
+        leave at the tap below its span (_RowTiles)."""
         m, R, L, reg = self._m, self.rows, self.L, self._reg
-        first_write = write_cycle(now + L, R, u.passes, u.col0, 0)
-        last_write = write_cycle(now + L, R, u.passes, u.col0 + u.cols - 1, u.vectors - 1)
+        S = tiles.span if tiles else R
+        first_write = write_cycle(now + L, S, u.passes, u.col0, 0)
+        last_write = write_cycle(now + L, S, u.passes, u.col0 + u.cols - 1, u.vectors - 1)
         t_complete, t_mmdone, t_seed_mm = Signal(T), Signal(T), Signal(T)   # t_seed_mm: PeManageSeed's transpose
         m.d.comb += [t_seed_mm.eq(seed_transpose_issue(now, u.rows, L)), self.issue.seed_at.eq(t_seed_mm)]
         with m.Switch(u.kind):
@@ -255,6 +270,9 @@ class Sequencer(wiring.Component):
             with m.Default():
                 m.d.comb += t_complete.eq(now)
         return t_complete, t_mmdone, t_seed_mm
+
+    def _row_tiles(self, u) -> "_RowTiles":
+        return _RowTiles(self._m, u, self.rows, self.cfg.tile, self.L)
 
     # -- in-flight micro-ops, events, done counters ----------------------------------------------------
     def _tracker(self, now, u, issue, t_complete, t_mmdone, level):
@@ -352,3 +370,61 @@ def _or_all(values, width):
 
 def _popcount(bits):
     return sum((bits[i] for i in range(len(bits))), Const(0, 5))
+
+
+class _RowTiles:
+    """The scoreboard of the row tiles side by side (D-T100, the `tiles` profile; model/engine/issue.py
+    _last_mm, _stream): per tile, the cycle its entry into the request chain frees (`port`) and its
+    last matmul's t_data, entry row and passes, for the loads into it (their rules take the front
+    t_data - passes x entry, ArrayTiming.front: `lead` is added to the cycle instead, so nothing
+    goes below zero)."""
+
+    def __init__(self, m, u, rows: int, tile: int, latency: int):
+        self.m, self.u, self.R, self.tile, self.L = m, u, rows, tile, latency
+        n = rows // tile
+        self.port = [Signal(T, name=f"tile{i}_port") for i in range(n)]
+        self.valid = [Signal(name=f"tile{i}_valid") for i in range(n)]
+        self.t_data = [Signal(T, name=f"tile{i}_t_data") for i in range(n)]
+        self.entries = [Signal.like(u.row0, name=f"tile{i}_entry") for i in range(n)]
+        self.passes = [Signal(u.passes.shape(), name=f"tile{i}_passes") for i in range(n)]
+        # the held micro-op's stream: its first row and whole tiles, a transpose's the array
+        self.entry = Mux(u.xpose, 0, u.row0)
+        self.span = Mux(u.xpose, rows, tile_span(u.rows, tile))
+
+    def _crosses(self, i: int):
+        return (self.entry <= i * self.tile) & (i * self.tile < self.entry + self.span)
+
+    def _loads(self, i: int):
+        """The held load writes rows of tile i."""
+        u = self.u
+        return (u.row0 < (i + 1) * self.tile) & (i * self.tile < u.row0 + u.rows)
+
+    def fronts(self, rule):
+        """`rule(t_data, passes, lead)` holds for the last matmul of every tile the held load writes
+        (lead: passes x its entry row)."""
+        ok = Const(1, 1)
+        for i, (v, t, p, e) in enumerate(zip(self.valid, self.t_data, self.passes, self.entries)):
+            ok = ok & (~self._loads(i) | ~v | rule(t, p, times_passes(e, p)))
+        return ok
+
+    def ports(self, now):
+        """The held matmul's stream reaches each tile's entry no sooner than it frees."""
+        ok = Const(1, 1)
+        for i, port in enumerate(self.port):
+            ok = ok & (~self._crosses(i) | (now + times_passes(i * self.tile - self.entry, self.u.passes) >= port))
+        return ok
+
+    def update(self, now, issue, t_seed_mm):
+        """A matmul's stream holds the entries of the tiles it crosses; a PeManageSeed's transpose
+        (SEED_STATES vectors from row 0, one pass) every tile's."""
+        m, u, L = self.m, self.u, self.L
+        port = mm_port_free(now, u.vectors, u.passes)
+        seed_port = mm_port_free(t_seed_mm, SEED_STATES, 1)
+        for i in range(len(self.port)):
+            below = i * self.tile
+            with m.If(issue & (u.kind == Kind.MATMUL) & self._crosses(i)):
+                m.d.sync += [self.port[i].eq(entry_free(port, u.passes, below - self.entry)), self.valid[i].eq(1),
+                             self.t_data[i].eq(now + L), self.entries[i].eq(self.entry), self.passes[i].eq(u.passes)]
+            with m.If(issue & (u.kind == Kind.SEED)):
+                m.d.sync += [self.port[i].eq(entry_free(seed_port, 1, below)), self.valid[i].eq(1),
+                             self.t_data[i].eq(t_seed_mm + L), self.entries[i].eq(0), self.passes[i].eq(1)]

@@ -77,7 +77,7 @@ class Engine(wiring.Component):
         ports, sequencer, load, launch and write-back units, PSUM partitions and crossbar are
         instances of their exported modules (`blocks()`)."""
         self.cfg = cfg = Config(Gen.parse(gen).name, rows, cols or 0, pack or 0, sbuf_latency, psum_partitions,
-                                dtypes, psum_ports, sparse32, timing)
+                                dtypes, psum_ports, sparse32, timing).engine()
         self.gen, self.maverick, self.rows, self.cols, self.L = cfg.generation, cfg.maverick, cfg.rows, cfg.cols, \
             cfg.sbuf_latency
         self.pack, self.parts, self.psum_ports, self.dtypes = cfg.pack, cfg.psum_partitions, cfg.psum_ports, cfg.dtypes

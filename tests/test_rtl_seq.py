@@ -76,9 +76,17 @@ async def _bench(ctx, seq, program):
 
 
 def _run(programs):
-    """The programs (one generation and array size) on one sequencer, reset before each."""
+    """The programs (one generation and array size) on a sequencer of each one's timing profile,
+    reset before each."""
+    out = []
+    for timing in dict.fromkeys(p.timing for p in programs):
+        out += _run_one([p for p in programs if p.timing == timing])
+    return out
+
+
+def _run_one(programs):
     p0 = programs[0]
-    seq = Sequencer(Config(p0.gen.name, p0.rows, p0.cols, sbuf_latency=L))
+    seq = Sequencer(Config(p0.gen.name, p0.rows, p0.cols, sbuf_latency=L, timing=p0.timing))
     top = Module()
     top.domains.sync = sync = ClockDomain()
     top.submodules.seq = seq
