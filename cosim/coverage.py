@@ -52,7 +52,8 @@ from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind,
                                        group_step)
 from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_end,
-                                  column_load_issue, column_port_free, floor_cycles, load_front_issue, profile)
+                                  column_load_issue, column_port_free, column_port_next, floor_cycles, load_front_issue,
+                                  profile)
 
 PREFIX = "tensore"
 _LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
@@ -414,7 +415,8 @@ def _rules_of(o, st, R, C, L, regs, prof) -> dict:
         c["barrier" if u.barrier else "dependency_check_off"] = st["all"] + 1
     elif u.kind == Kind.LOAD:
         mm = st["mm"]
-        c["weight_port"] = st["lw_port"] if _column(o, prof) else st["lw_end"]
+        c["weight_port"] = column_port_next(st["lw_port"], st["lw_end"], st["lw_skew"], *st["lw_rows"], u.row0,
+                                            lambda k, a, b: a if k else b) if _column(o, prof) else st["lw_end"]
         if mm and _column(o, prof):
             c["column_front"] = column_load_issue(mm["t_data"], mm["passes"], u.row0, u.col0, u.cols, L)
         elif mm and prof.row_wavefront and d.op != Opcode.LDTAGS:
@@ -462,7 +464,7 @@ def _advance(o, st, R, C, L, prof):
     if u.kind == Kind.LOAD and _column(o, prof):
         skew = st["mm"]["passes"] if st["mm"] else 1
         st["lw_port"], st["lw_end"] = column_port_free(t, skew, u.cols), column_load_end(t, skew, u.rows, u.cols)
-        st["lw_skew"], st["last_lw"] = skew, t
+        st["lw_skew"], st["last_lw"], st["lw_rows"] = skew, t, (u.row0, u.rows)
     elif u.kind in (Kind.LOAD, Kind.SEED):
         st["lw_port"] = st["lw_end"] = t + u.rows
         st["lw_skew"] = 0
@@ -500,9 +502,9 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2, timing=DEFAUL
     R, C, L = trace.rows, trace.cols, sbuf_latency
     neg = -10 ** 9
     prof = profile(timing)
-    st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0, "last_lw": neg,
-          "last_ldtags": neg, "sparse_end": neg, "mm_port": 0, "mm": None, "floor": None, "done": [], "events": {},
-          "consumed": {}}
+    st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0, "lw_rows": (0, 0),
+          "last_lw": neg, "last_ldtags": neg, "sparse_end": neg, "mm_port": 0, "mm": None, "floor": None, "done": [],
+          "events": {}, "consumed": {}}
     out = []
     for i, o in enumerate(trace.ops):
         if o.error != ErrorCode.NONE or o.t_issue is None:

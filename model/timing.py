@@ -172,6 +172,21 @@ def column_port_free(t, skew, cols):
     return t + times_passes(column_groups(cols), skew)
 
 
+def column_port_next(port, end, skew, row0, rows, next_row0, pick):
+    """The earliest issue of a column-serial load whose rows start at `next_row0` after the previous
+    one's on rows row0 .. row0 + rows - 1, groups `skew` cycles a row, port free at `port`
+    (column_port_free) and last request out at `end` (column_load_end).  A row's stage holds one
+    group and a load's groups enter at its first row, so one entering below the previous load's first
+    row and within its rows would reach a shared row before the previous load's last group has left
+    it: that group would be dropped (the stage takes the entering one) or, on a shared PE, write after
+    the later load.  Such a load waits `skew` cycles more per row between the two first rows, so its
+    groups trail the previous one's in every shared row, or for the previous load's end, whichever
+    comes first (its last row's group needs its stage only for its request).  A row-serial load
+    leaves port == end.  `pick(cond, a, b)` is `a if cond else b`: Python's for ints, Mux for Amaranth."""
+    behind = port + times_passes(next_row0 - row0, skew)
+    return pick((row0 < next_row0) & (next_row0 < row0 + rows), pick(behind < end, behind, end), port)
+
+
 def blocks_overlap(a, b):
     """Whether PE blocks (row0, rows, col0, cols) share a PE (`&` of comparisons: ints and values)."""
     return (a[0] < b[0] + b[1]) & (b[0] < a[0] + a[1]) & (a[2] < b[2] + b[3]) & (b[2] < a[2] + a[3])

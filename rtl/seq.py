@@ -30,6 +30,7 @@ from tensore.model.timing import (
     column_load_end,
     column_load_issue,
     column_port_free,
+    column_port_next,
     entry_free,
     floor_cycles,
     in_rhythm,
@@ -165,6 +166,7 @@ class Sequencer(wiring.Component):
         all_done_p1, barrier_p1 = Signal(T), Signal(T)         # all_complete + 1, barrier_complete + 1
         lw_port, mm_port, last_lw_p1 = Signal(T), Signal(T), Signal(T)
         lw_end, lw_skew = Signal(T), Signal(3)                   # a column-serial load's end, skew (0: row-serial)
+        lw_row0, lw_rows = Signal.like(u.row0, name="lw_row0"), Signal.like(u.rows, name="lw_rows")   # its rows
         mm_valid, mm_t_data, mm_passes, mm_done, mm_issue = Signal(), Signal(T), Signal(uop_layout()["passes"].shape), \
             Signal(T), Signal(T)
         mm_kind = Signal(MmKind)
@@ -192,7 +194,8 @@ class Sequencer(wiring.Component):
             if tiles:
                 col_front = tiles.fronts(lambda t, p, lead: now + lead >= column_load_issue(t, mm_passes, u.row0, u.col0,
                                                                                           u.cols, L))
-            load_rules = Mux(column, (now >= lw_port) & col_front, load_rules)
+            port = column_port_next(lw_port, lw_end, lw_skew, lw_row0, lw_rows, u.row0, Mux)
+            load_rules = Mux(column, (now >= port) & col_front, load_rules)
             after_lw = Mux((lw_skew == 0) | (lw_skew == u.passes), after_lw, now >= lw_end)
         mm_rules = (tiles.ports(now) if tiles else now >= mm_port) & after_lw & \
             (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
@@ -224,7 +227,8 @@ class Sequencer(wiring.Component):
                 if self.timing.column_loads:
                     with m.If(is_load & column):
                         m.d.sync += [lw_port.eq(column_port_free(now, skew, u.cols)),
-                                     lw_end.eq(column_load_end(now, skew, u.rows, u.cols)), lw_skew.eq(skew)]
+                                     lw_end.eq(column_load_end(now, skew, u.rows, u.cols)), lw_skew.eq(skew),
+                                     lw_row0.eq(u.row0), lw_rows.eq(u.rows)]
             with m.If(u.kind == Kind.SEED):
                 m.d.sync += [mm_port.eq(mm_port_free(t_seed_mm, SEED_STATES, 1)), mm_valid.eq(1),
                              mm_t_data.eq(t_seed_mm + L), mm_passes.eq(1), mm_done.eq(mm_last),

@@ -66,6 +66,21 @@ def _writes(trace, op, L: int) -> np.ndarray:
     return w
 
 
+def _stages(trace, op, L: int) -> dict:
+    """{row: cycles} a column-serial load's groups hold that row's stage (rtl/column_load.py, one group
+    a stage), from its events: group g's request in the cycle after it enters, L - 1 cycles before
+    its write, then `skew` cycles there before it moves down; in the load's last row only the request
+    cycle (it moves no further).  Empty for a row-serial load."""
+    last = op.uop.row0 + op.uop.rows - 1
+    out = {}
+    for e in trace.events:
+        if e.kind == "shadow_write" and e.op == op.index and "groups" in e.data:
+            held = 1 if e.data["row"] == last else e.data["skew"]
+            enter = e.cycle - L + 1
+            out[e.data["row"]] = {enter + e.data["skew"] * g + i for g in range(e.data["groups"]) for i in range(held)}
+    return out
+
+
 def _front(trace, op, L: int, tiles: bool = False) -> tuple:
     """(swap, last cycle on the first vector, mask) of matmul `op` for every PE of the array; with
     `tiles` (row_tiles, D-T100) its moving stream enters at its first row."""
@@ -78,8 +93,9 @@ def _front(trace, op, L: int, tiles: bool = False) -> tuple:
 
 def hazards(prog, L: int = 2, shared: bool = True) -> list:
     """Each PE whose shadow write comes before an earlier matmul's last cycle on its first vector, at
-    or after a later matmul's swap, or out of order with another load's write: brute force over
-    every pair of micro-ops, independent of the issue rules' closed forms."""
+    or after a later matmul's swap, or out of order with another load's write, and each row whose
+    stage two column-serial loads' groups hold in one cycle (one is dropped, whatever their columns):
+    brute force over every pair of micro-ops, independent of the issue rules' closed forms."""
     _, trace, _ = prog.golden(shared=shared)
     tiles = timing.profile(prog.timing).row_tiles
     ops = [o for o in trace.ops if o.uop is not None and o.t_issue is not None]
@@ -96,6 +112,9 @@ def hazards(prog, L: int = 2, shared: bool = True) -> list:
             elif b.uop.kind == Kind.LOAD and b.desc.op != Opcode.LDTAGS and j > i:
                 w2 = _writes(trace, b, L)
                 bad = on & (w2 >= 0) & (w2 <= w)
+                sa, sb = _stages(trace, a, L), _stages(trace, b, L)
+                out += [(prog.name, a.index, b.index, ("stage", r)) for r in sorted(sa.keys() & sb.keys())
+                        if sa[r] & sb[r]]
             else:
                 continue
             if bad.any():
@@ -143,6 +162,71 @@ def _race_program():
         b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single src={P._t3(f'sbuf(0,{a:#x})', 4)} "
                f"dst={P._t3('psum(0,0,0)', 4)}")
     return replace(b.done(), timing="public")
+
+
+def _pair_program(R: int, first: tuple, second: tuple, name: str = "pair"):
+    """Two back-to-back column-serial loads on R x 8 (row groups of R / 4 rows, column groups of 2
+    columns), different weights, then a matmul on the first one's columns: the first load's
+    (rows, cols) at row and column 0, the second's (row_grp, col_grp, rows, cols)."""
+    b = P._Builder(name, "mariana", R, 8, 7)
+    a = b.put(0, b.values("bf16", (R, 8)), 2)
+    w, v = b.put(0, b.values("bf16", (R, 4)), 2), b.put(0, b.values("bf16", (R, 4)), 2)
+    (rows, cols), (rg, cg, rows2, cols2) = first, second
+    order = "flags=(load_order=first_col_first)"
+    b.line(f"ldweights in_dtype=bf16 rows={rows} cols={cols} {order} src={P._t3(f'sbuf(0,{w:#x})', cols)}")
+    b.line(f"ldweights in_dtype=bf16 rows={rows2} cols={cols2} row_grp={rg} col_grp={cg} {order} "
+           f"src={P._t3(f'sbuf(0,{v:#x})', cols2)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows={R} cols={cols} acc=single "
+           f"src={P._t3(f'sbuf(0,{a:#x})', 8)} dst={P._t3('psum(0,0,0)', 8)}")
+    return replace(b.done(), timing="public")
+
+
+# the reported 8 x 8 pairs (the second load's rows from 2 row_grp, columns from 2 col_grp): rows 4..7 x
+# columns 2..5 rewrite the first load's PEs (4..7, 2..3) and enter 4 rows below it; rows 2..5 x
+# columns 4..7 share no PE but rows 2..5's stages; rows 0..3 x columns 2..5 enter behind its groups
+PAIRS_BELOW = {"rewrite": ((8, 4), (2, 1, 4, 4)), "stage": ((8, 4), (1, 2, 4, 4)), "behind": ((8, 4), (0, 1, 4, 4))}
+
+
+def test_a_load_entering_below_lets_the_groups_above_pass():
+    """A column-serial load entering below the previous one's first row, within its rows, issues
+    skew x (G + rows between) after it, or at its end (timing.column_port_next), not at
+    column_port_free: its groups would otherwise reach a shared row's stage before the previous
+    load's last group left it.  The brute-force oracle sees both hazards under the old rule (the port
+    alone): the later load's write overtaken by the earlier's on a shared PE, and two groups in one
+    row's stage."""
+    import tensore.model.engine.issue as issue
+    pick = lambda c, a, b: a if c else b                                        # noqa: E731
+    assert timing.column_port_next(10, 30, 1, 0, 8, 4, pick) == 14 and timing.column_port_next(10, 30, 4, 0, 8, 4,
+                                                                                               pick) == 26
+    assert timing.column_port_next(10, 22, 4, 0, 8, 7, pick) == 22                       # the previous one's end
+    assert [timing.column_port_next(10, 30, 4, 4, 4, r, pick) for r in (0, 4, 8, 9)] == [10] * 4  # not below it
+    for name, (first, second) in PAIRS_BELOW.items():
+        prog = _pair_program(8, first, second)
+        lw1, lw2 = [o.t_issue for o in prog.golden()[1].ops if o.name == "ldweights"]
+        assert lw2 - lw1 == timing.column_groups(4) + 2 * second[0], name
+        assert hazards(prog) == [], name
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(issue, "column_port_next", lambda port, *a: port)
+        found = {name: hazards(_pair_program(8, *pair), shared=False) for name, pair in PAIRS_BELOW.items()}
+    assert found["behind"] == []
+    assert [h[3] for h in found["rewrite"]][:1] == [(4, 2)]                     # PE (4, 2): rewritten
+    assert {h[3] for h in found["stage"]} == {("stage", r) for r in range(2, 6)}     # every shared row
+
+
+def test_a_load_entering_below_in_lockstep():
+    """Such pairs on 4 x 8 on the RTL (Amaranth) every cycle against the golden engine: row 3 x
+    columns 0..1 after 4 x 2 (a rewrite, 3 rows below: it waits for the first load's end), rows
+    1..2 x columns 4..7 after 4 x 4 (a shared stage), rows 0..1 behind.  Under the old rule (both
+    second loads 2 cycles after the first, as the third) the lockstep failed: the RTL's PE (3, 0)
+    kept the first load's weight where the golden engine's had the second's (the first load's group
+    reached row 3 a cycle after the second's), and the RTL lost the first load's columns 2..3 below
+    row 0 (the second load's group entered row 1's stage as the first's moved into it); the 8 x 8
+    program reported, rows 4..7 x columns 2..5 after 8 x 4, mismatched in cycle 19, PSUM partition 2."""
+    pairs = {"rewrite": ((4, 2), (3, 0, 1, 2)), "stage": ((4, 4), (1, 2, 2, 4)), "behind": ((4, 4), (0, 1, 2, 4))}
+    progs = [_pair_program(4, *pair, name=name) for name, pair in pairs.items()]
+    lw = [[o.t_issue for o in p.golden()[1].ops if o.name == "ldweights"] for p in progs]
+    assert [b - a for a, b in lw] == [timing.column_load_end(0, 1, 4, 2), 2 + 1, 2]
+    assert lockstep.run_many(progs, psum_partitions=16) == [None] * len(progs)
 
 
 def test_a_matmul_of_other_passes_waits_for_the_load():

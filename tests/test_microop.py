@@ -6,7 +6,7 @@ import random
 import ml_dtypes
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import enum as hw_enum
 from amaranth.sim import Simulator
 from tensore.cosim.programs import library
@@ -149,6 +149,20 @@ def test_timing_formulas_on_ints_and_amaranth_values(name, args, widths):
     got = _eval(f, args, widths, cases)
     want = [int(f(*c)) & (2 ** 64 - 1) for c in cases]
     assert got == want
+
+
+def test_column_port_next_on_ints_and_amaranth_values():
+    """timing.column_port_next in the sequencer (Mux, the stored load's skew 0 / 1 / 4, rows above,
+    within and below it) as in the model."""
+    rnd = random.Random(5)
+    cases = []
+    for _ in range(300):
+        port, row0, rows = rnd.randrange(1 << 20), rnd.randrange(256), rnd.randrange(1, 256)
+        cases.append([port, port + rnd.randrange(1 << 10), rnd.choice((0, 1, 4)), row0, rows,
+                      rnd.choice((rnd.randrange(256), min(255, row0 + rnd.randrange(1, 4))))])
+    got = _eval(lambda *a: timing.column_port_next(*a, Mux), 6, (32, 32, 3, 8, 8, 8), cases)
+    assert got == [timing.column_port_next(*c, lambda k, a, b: a if k else b) for c in cases]
+    assert any(g not in (c[0], c[1]) for g, c in zip(got, cases))          # the skew term binds somewhere
 
 
 def test_address_splits_on_ints_and_amaranth_values():

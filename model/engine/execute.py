@@ -113,7 +113,7 @@ class Execution:
                 self._emit(column_write(t, skew, k, 0, L), "shadow_write", op.index, row=row0 + k, groups=groups,
                            col0=col0, skew=skew)
             st["lw_end"] = column_load_end(t, skew, rows, cols)
-            st["lw_port"], st["lw_skew"] = column_port_free(t, skew, cols), skew
+            st["lw_port"], st["lw_skew"], st["lw_rows"] = column_port_free(t, skew, cols), skew, (row0, rows)
             op.t_complete = st["lw_end"] - 1 + L
         else:
             for k in range(rows):

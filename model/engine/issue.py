@@ -10,8 +10,8 @@ import bisect
 from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
-from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, entry_free,
-                                  floor_cycles, in_rhythm, load_front_issue, tile_span, times_passes,
+from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, column_port_next,
+                                  entry_free, floor_cycles, in_rhythm, load_front_issue, tile_span, times_passes,
                                   weights_swapped)
 
 from tensore.model.engine.records import OpRecord
@@ -23,6 +23,7 @@ class IssueRules:
     def _scoreboard(self) -> dict:
         """The state of the issue rules at the start of a run."""
         return {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0,
+                "lw_rows": (0, 0),             # a column-serial load's (row0, rows): timing.column_port_next
                 "mm_port": [0] * (self.rows // self.tile), "tile_mm": [None] * (self.rows // self.tile),
                 "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
                 "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
@@ -122,9 +123,12 @@ class IssueRules:
         fronts = [f for f in (st["tile_mm"][i] for i in self._tiles(u.block)) if f is not None]  # its tiles' last
         if self._column(u):
             # the column-serial port (D-T99): a load of another skew follows a matmul of other passes,
-            # which waited for the previous load's end, so the port's own rule suffices
-            return max(t, st["lw_port"], *(column_load_issue(f["t_data"], self._skew(), u.row0, u.col0, u.cols,
-                                                             self.sbuf_latency) for f in fronts))
+            # which waited for the previous load's end, so the port's own rule suffices; one entering
+            # below the previous one's first row lets its groups pass (timing.column_port_next)
+            port = column_port_next(st["lw_port"], st["lw_end"], st["lw_skew"], *st["lw_rows"], u.row0,
+                                    lambda c, a, b: a if c else b)
+            return max(t, port, *(column_load_issue(f["t_data"], self._skew(), u.row0, u.col0, u.cols,
+                                                    self.sbuf_latency) for f in fronts))
         t = max(t, st["lw_end"])
         for f in fronts:
             if self.timing.row_wavefront and d.op != Opcode.LDTAGS:
