@@ -40,7 +40,8 @@ class Profile:
       row_tiles:     row tiles side by side (D-T100): a matmul's moving stream enters at its first
                      row and its sums leave below its last row tile (`tile_span`), each row tile with
                      its own moving port, so matmuls on disjoint row tiles run together (nc_matmul,
-                     "Tiling mode"); the golden engine only: the RTL refuses the profile."""
+                     "Tiling mode"); the golden engine and the RTL on Amaranth's simulator (its export
+                     refuses the profile until the Verilog forms follow)."""
 
     name: str
     row_wavefront: bool = False

@@ -134,8 +134,11 @@ class ArrayRow(wiring.Component):
                 "    wire wv = (wl_valid & wl_cols[c]) | (|hit);", f"    wire [{w - 1}:0] wd = {data};"]
 
 
-def _array_signature(rows: int, cols: int, pack: int, sparse32: bool, column_loads: bool = False) -> dict:
-    return {**({"cw": In(column_writes(rows, pack))} if column_loads else {}),
+def _array_signature(rows: int, cols: int, pack: int, sparse32: bool, column_loads: bool = False,
+                     taps: int = 1) -> dict:
+    tiles = {name: Out(shape) for k in range(taps - 1)
+             for name, shape in ((f"tap{k}_psum", Bus(32, cols)), (f"tap{k}_valid", cols))}
+    return {**({"cw": In(column_writes(rows, pack))} if column_loads else {}), **tiles,
         "row_in": In(Bus(act_layout(pack, sparse32), rows)),
         "advance": In(1), "phase": In(2),
         "wl": In(weight_load(rows, cols, pack)), "tag": In(tag_load(rows, cols)),
@@ -157,14 +160,17 @@ class Array(wiring.Component):
             cfg.dtypes
         self.black_box_rows, self.sparse32 = black_box, cfg.sparse32
         self.column_loads = cfg.column_loads if column_loads is None else column_loads
+        self.tile, self.taps = cfg.tile, cfg.rows // cfg.tile          # row tiles side by side (D-T100)
         rows, cols, pack, sparse32, column_loads = self.rows, self.cols, self.pack, self.sparse32, self.column_loads
-        super().__init__(_array_signature(rows, cols, pack, sparse32, column_loads))
+        super().__init__(_array_signature(rows, cols, pack, sparse32, column_loads, self.taps))
 
     @property
     def module_name(self) -> str:
         g = Gen.parse(self.gen).name.lower()
         cw = "_cw" if self.column_loads else ""
-        return f"tensore_array_{g}_r{self.rows}_c{self.cols}_p{self.pack}{build_suffix(self.dtypes, self.sparse32)}{cw}"
+        tiles = f"_t{self.tile}" if self.taps > 1 else ""
+        return (f"tensore_array_{g}_r{self.rows}_c{self.cols}_p{self.pack}{build_suffix(self.dtypes, self.sparse32)}"
+                f"{cw}{tiles}")
 
     def _row(self):
         return ArrayRow(self.gen, self.cols, self.pack, dtypes=self.dtypes, sparse32=self.sparse32,
@@ -203,6 +209,10 @@ class Array(wiring.Component):
                 m.d.comb += [row.psum_in.eq(self.top_psum), row.psum_valid_in.eq(self.top_valid)]
         bottom = self.row_blocks[-1]
         m.d.comb += [self.out_psum.eq(bottom.psum_out), self.out_valid.eq(bottom.psum_valid_out)]
+        for k in range(self.taps - 1):            # the sums below each tile but the last (D-T100)
+            row = self.row_blocks[(k + 1) * self.tile - 1]
+            m.d.comb += [getattr(self, f"tap{k}_psum").eq(row.psum_out),
+                         getattr(self, f"tap{k}_valid").eq(row.psum_valid_out)]
         return m
 
     def _column_ports_verilog(self) -> str:
@@ -212,6 +222,8 @@ class Array(wiring.Component):
 
     def verilog(self, name: str | None = None) -> str:
         """The array as structural Verilog: `rows` instances of the row module."""
+        if self.taps > 1:
+            raise ValueError("rtl/array.py: the Verilog form of row tiles side by side (D-T100) is not written yet")
         a, rows = act_layout(self.pack, self.sparse32).size, self.rows
         row = self.blocks()[0].module_name
         rb = max(1, (rows - 1).bit_length())

@@ -53,11 +53,12 @@ class Config:
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
 
     def engine(self) -> "Config":
-        """The Config, refused in one line where the whole engine cannot be built from it: row tiles
-        side by side are in the sequencer only so far (D-T100)."""
+        """The Config, refused in one line where the engine cannot be exported from it: row tiles side
+        by side run on Amaranth's simulator only so far (D-T100: their Verilog forms follow)."""
         if self.profile.row_tiles:
-            raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine only "
-                             "(D-T100); the RTL builds the public and contract profiles")
+            raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine and the "
+                             "RTL on Amaranth's simulator only (D-T100); the exported RTL builds the public and "
+                             "contract profiles")
         return self
 
     @property

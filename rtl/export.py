@@ -174,7 +174,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     t_start = time.perf_counter()
     jobs = _jobs() if jobs is None else jobs
     args = Config(Gen.parse(gen).name, rows, cols or 0, pack or 0, sbuf_latency, psum_partitions, dtypes, psum_ports,
-                  sparse32, timing).plain()
+                  sparse32, timing).engine().plain()
     eng = prototype(_engine(args))
     eng.check_convertible()
     blocks = blocks_of(eng)

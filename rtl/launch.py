@@ -31,9 +31,12 @@ class Launch(wiring.Component):
     a dtype the PEs do not carry (D-T62), a transpose of more elements than the rows fetch (D-T40 (1):
     xpose_rounds of a `cols`-column array)."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, index: int = 0):
+        """`index`: under row tiles (D-T100) the tile whose entry it feeds, launching the matmuls whose
+        stream enters there (a transpose's at row 0); every tile's unit keeps the one rhythm."""
         self.gen, self.rows, self.pack, self.L, self.dtypes = cfg.generation, cfg.rows, cfg.pack, cfg.sbuf_latency, \
             cfg.dtypes
+        self.tile, self.index = cfg.tile, index
         self.rounds = xpose_rounds(cfg.rows, cfg.cols)
         super().__init__({
             "issue": In(issue_link()), "now": In(T),
@@ -43,13 +46,17 @@ class Launch(wiring.Component):
 
     @property
     def module_name(self) -> str:
+        tiles = f"_t{self.tile}i{self.index}" if self.tile < self.rows else ""
         return (f"tensore_launch_{self.gen.name.lower()}_r{self.rows}_p{self.pack}_l{self.L}_x{self.rounds}"
-                f"{dtypes_suffix(self.dtypes)}")
+                f"{dtypes_suffix(self.dtypes)}{tiles}")
 
     def elaborate(self, platform):
         m = Module()
         now, maverick = self.now, Const(int(self.gen.layout == Gen.MAVERICK), 1)
         mm_go, mu = self._start(m, maverick)
+        mine = mm_go            # a matmul of this unit's starts now (row tiles: its stream enters here)
+        if self.tile < self.rows:
+            mine = wire(m, mm_go & (Mux(mu.xpose, 0, mu.row0) == self.index * self.tile), "mm_go_mine")
         mm, active, v_reg = Signal(uop_layout()), Signal(), Signal(32)
         t_ref, passes = Signal(T), Signal(uop_layout()["passes"].shape, init=1)      # the issue cycle and passes of the current rhythm
         with m.If(mm_go):
@@ -58,10 +65,10 @@ class Launch(wiring.Component):
         P = wire(m, Mux(mm_go, mu.passes, passes), "passes")
         ph_req = (now[:2] - tref[:2])[:2]          # phases are mod 4: low bits only
         req_shift = wire(m, (P == 1) | (ph_req == 0), "req_shift")   # the request chain moves at the end of this cycle
-        launch = wire(m, mm_go | (active & req_shift), "launch")
-        mmv = wire(m, Mux(mm_go, mu.as_value(), mm.as_value()), "mm_cur", uop_layout())
-        v = wire(m, Mux(mm_go, 0, v_reg), "mm_vector")
-        with m.If(mm_go):
+        launch = wire(m, mine | (active & req_shift), "launch")
+        mmv = wire(m, Mux(mine, mu.as_value(), mm.as_value()), "mm_cur", uop_layout())
+        v = wire(m, Mux(mine, 0, v_reg), "mm_vector")
+        with m.If(mine):
             m.d.sync += [mm.eq(mu), active.eq(mu.vectors > 1), v_reg.eq(1)]
         with m.Elif(launch):
             m.d.sync += v_reg.eq(v_reg + 1)
@@ -73,14 +80,14 @@ class Launch(wiring.Component):
         m.d.sync += advanced.eq(self.advance)
         m.d.comb += [self.feed.req_shift.eq(req_shift), self.advance.eq((P == 1) | (ph == P - 1)),
                      self.phase.eq(Mux(P == 1, 0, ph)), self.first_cycle.eq(advanced)]
-        self._record(m, mm_go, mu, mmv, v, launch)
+        self._record(m, mine, mu, mmv, v, launch)
 
         mav_seed = (mu.seed != 0) & maverick
         missing = ~any_of([mu.dtype == int(x) for x in self.dtypes]) if self.dtypes is not None else Const(0)
-        m.d.comb += [self.unsupported.pack.eq(mm_go & ~mu.xpose & (mu.pack > self.pack)),
-                     self.unsupported.dtype.eq(mm_go & ~mu.xpose & missing),
+        m.d.comb += [self.unsupported.pack.eq(mine & ~mu.xpose & (mu.pack > self.pack)),
+                     self.unsupported.dtype.eq(mine & ~mu.xpose & missing),
                      # a transpose's row c carries element c of each partition
-                     self.unsupported.xpose_rows.eq(mm_go & mu.xpose & ~mav_seed & (mu.cols > self.rounds * self.rows))]
+                     self.unsupported.xpose_rows.eq(mine & mu.xpose & ~mav_seed & (mu.cols > self.rounds * self.rows))]
         return m
 
     def _start(self, m, maverick):

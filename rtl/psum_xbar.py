@@ -65,7 +65,7 @@ class PsumWriteXbar(wiring.Component):
         H, none = self.half, Const(0, 1)
         if H == self.cols:
             return none, none
-        return (self.pair[c - H], none) if c >= H else (none, self.pair[c])
+        return (self.pair[c - H] if c >= H else none), (self.pair[c] if c < self.cols - H else none)
 
     def elaborate(self, platform):
         m = Module()

@@ -116,13 +116,18 @@ class RowPort(wiring.Component):
 
     repeated = True            # instantiated many times: a Verilator hierarchical block (rtl/export.py)
 
-    def __init__(self, gen, pack: int, sbuf_latency: int, *, rows: int = 0, rounds: int = 1, sparse32: bool = False):
+    def __init__(self, gen, pack: int, sbuf_latency: int, *, rows: int = 0, rounds: int = 1, sparse32: bool = False,
+                 tile: int = 0):
         """`rows` R and `rounds` (xpose_rounds): a transpose's elements r + j * R, j < rounds, leave
         on `xfeed` (bit j of `xfeed_valid`: element r + j * R of this row's vector, j >= 1).
-        `sparse32`: code slots 1-3 take whole 32-bit words (D-T40 (3))."""
+        `sparse32`: code slots 1-3 take whole 32-bit words (D-T40 (3)).  `tile`: row tiles of `tile`
+        rows side by side (D-T100): a record enters the write stage at its first row (row0: a
+        tile's first, a transpose's 0) and `down_tap` marks the stage of its last row (the tap below
+        its whole tiles, a transpose's the array's bottom)."""
         self.gen, self.pack, self.L, self.R, self.rounds = Gen.parse(gen), pack, sbuf_latency, rows, rounds
-        self.sparse32 = sparse32
+        self.sparse32, self.tile = sparse32, tile
         feed = {"xfeed_valid": Out(MV_ELEMS), "xfeed": Out(data.ArrayLayout(32, MV_ELEMS))} if rounds > 1 else {}
+        feed |= {"down_tap": Out(1)} if tile else {}
         super().__init__({
             "index": In(8), "req_shift": In(1), "advance": In(1),
             "req_in": In(REC_LAYOUT), "req_out": Out(REC_LAYOUT),
@@ -138,7 +143,8 @@ class RowPort(wiring.Component):
     def module_name(self) -> str:
         rounds = f"_x{self.rounds}r{self.R}" if self.rounds > 1 else ""
         s32 = "_s32" if self.sparse32 else ""
-        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}{rounds}{s32}"
+        tiles = f"_r{self.R}t{self.tile}" if self.tile else ""
+        return f"tensore_rowport_{self.gen.name.lower()}_p{self.pack}_l{self.L}{rounds}{s32}{tiles}"
 
     def elaborate(self, platform):
         m = Module()
@@ -206,9 +212,17 @@ class RowPort(wiring.Component):
 
         # the write record, one row down per array stage
         down = Signal(WREC_LAYOUT, name="down")
+        own = (act.valid & (r == act.row0)) if self.tile else (r == 0)
         with m.If(self.advance):
-            m.d.sync += down.eq(Mux(r == 0, narrow(act), self.down_in.as_value()))
+            m.d.sync += down.eq(Mux(own, narrow(act), self.down_in.as_value()))
         m.d.comb += self.down_out.eq(down)
+        if self.tile:           # this stage is the record's last row: its span's (the vector's own record is here)
+            shift = self.tile.bit_length() - 1
+            last = Mux(act.xpose, self.R - 1, act.row0 + (((act.rows + self.tile - 1) >> shift) << shift) - 1)
+            tap = Signal(name="down_tap_reg")
+            with m.If(self.advance):
+                m.d.sync += tap.eq(r == last)
+            m.d.comb += self.down_tap.eq(tap)
         return m
 
     def _xpose_elements(self, m, rec):

@@ -51,9 +51,13 @@ class Rows(wiring.Component):
             black_box
         self.sparse32 = cfg.sparse32        # 32-bit code slots 1-3 (D-T40 (3))
         self.cols, self.rounds = cfg.cols, xpose_rounds(cfg.rows, cfg.cols)
+        self.tile = cfg.tile if cfg.tile < cfg.rows else 0        # row tiles side by side (D-T100)
+        self.taps = cfg.rows // cfg.tile
         rows, pack, sparse32, cols = self.rows, self.pack, self.sparse32, self.cols
+        tiles = {**{f"feed{i}": In(row_feed(self.rounds)) for i in range(1, self.taps)},
+                 **{f"down{k}": Out(DOWN_LAYOUT) for k in range(self.taps - 1)}}
         super().__init__({
-            "feed": In(row_feed(self.rounds)), "advance": In(1),
+            "feed": In(row_feed(self.rounds)), "advance": In(1), **tiles,
             "mv": Out(moving_port(rows)),
             "row_in": Out(Bus(act_layout(pack, sparse32), rows)),
             "lut": Out(lut_link(rows)),
@@ -64,10 +68,12 @@ class Rows(wiring.Component):
     @property
     def module_name(self) -> str:
         s32 = "_s32" if self.sparse32 else ""
-        return f"tensore_rowports_{self.gen.name.lower()}_r{self.rows}_p{self.pack}_l{self.L}_c{self.cols}{s32}"
+        tiles = f"_t{self.tile}" if self.tile else ""
+        return f"tensore_rowports_{self.gen.name.lower()}_r{self.rows}_p{self.pack}_l{self.L}_c{self.cols}{s32}{tiles}"
 
     def _port(self):
-        return RowPort(self.gen, self.pack, self.L, rows=self.rows, rounds=self.rounds, sparse32=self.sparse32)
+        return RowPort(self.gen, self.pack, self.L, rows=self.rows, rounds=self.rounds, sparse32=self.sparse32,
+                       tile=self.tile)
 
     def blocks(self) -> list:
         """The separately exported block it instantiates."""
@@ -80,7 +86,12 @@ class Rows(wiring.Component):
             m.submodules[f"rowport{r}"] = rp
             m.d.comb += [rp.index.eq(r), rp.req_shift.eq(self.feed.req_shift), rp.advance.eq(self.advance),
                          rp.mv_resp.eq(self.mv.resp.data[r])]
-            if r:
+            if r and self.tile and r % self.tile == 0:      # a tile's entry: its launch unit's record, else above's
+                above, feed = ports[r - 1], getattr(self, f"feed{r // self.tile}")
+                m.d.comb += [rp.req_in.eq(Mux(feed.rec.valid, feed.rec.as_value(), above.req_out.as_value())),
+                             rp.xit_in.eq(Mux(feed.rec.valid, feed.xit.as_value(), above.xit_out.as_value())),
+                             rp.down_in.eq(Mux(above.down_tap, 0, above.down_out.as_value()))]
+            elif r:
                 above = ports[r - 1]
                 m.d.comb += [rp.req_in.eq(above.req_out), rp.xit_in.eq(above.xit_out), rp.down_in.eq(above.down_out)]
             else:
@@ -99,11 +110,22 @@ class Rows(wiring.Component):
 
     def _first_marks(self, m, ports):
         """Beside each row's write record (loaded in an advance): whether it is its micro-op's first
-        vector (row 0's moving value `swap`, set for a non-transposing matmul's vector 0)."""
+        vector (row 0's moving value `swap`, set for a non-transposing matmul's vector 0; under row
+        tiles a tile's first row's, where its record enters).  The records leave at the bottom
+        (`down`) and at the taps below the tiles above it (`down0`, ...: those that end there)."""
         marks = [Signal(name=f"first_mark{r}") for r in range(self.rows)]
+        entry = [r for r in range(1, self.rows) if self.tile and r % self.tile == 0]
+        own = {r: ports[r].row_in.first & ports[r].row_in.valid for r in entry}
         with m.If(self.advance):
-            m.d.sync += [marks[0].eq(ports[0].row_in.swap)] + [marks[r].eq(marks[r - 1]) for r in range(1, self.rows)]
+            m.d.sync += [marks[0].eq(ports[0].row_in.swap)]
+            m.d.sync += [marks[r].eq(Mux(own[r], ports[r].row_in.swap, marks[r - 1]) if r in own else marks[r - 1])
+                         for r in range(1, self.rows)]
         m.d.comb += self.down.first.eq(marks[-1] & ports[-1].down_out.valid)
+        for k in range(self.taps - 1):
+            last = ports[(k + 1) * self.tile - 1]
+            tap = getattr(self, f"down{k}")
+            m.d.comb += [tap.rec.eq(Mux(last.down_tap, last.down_out.as_value(), 0)),
+                         tap.first.eq(marks[(k + 1) * self.tile - 1] & last.down_out.valid & last.down_tap)]
 
     def _tops(self, m, ports):
         """Element r + j*R of row r's answer into the top of column r + j*R, j*R cycles later."""
@@ -122,6 +144,8 @@ class Rows(wiring.Component):
     def verilog(self) -> str:
         """The function as one Verilog module (ports as rtl/blackbox.py names them): the row ports as
         instances of their exported module, the chains, LUT substitution, first marks and delay lines."""
+        if self.tile:
+            raise ValueError("rtl/rows.py: the Verilog form of row tiles side by side (D-T100) is not written yet")
         me, proto = _Names(self), prototype(self._port())
         rp = _Names(proto)
         lines = [f"// {self.rows} row ports of {proto.module_name} (rtl/rows.py)",

@@ -77,7 +77,7 @@ class Engine(wiring.Component):
         ports, sequencer, load, launch and write-back units, PSUM partitions and crossbar are
         instances of their exported modules (`blocks()`)."""
         self.cfg = cfg = Config(Gen.parse(gen).name, rows, cols or 0, pack or 0, sbuf_latency, psum_partitions,
-                                dtypes, psum_ports, sparse32, timing).engine()
+                                dtypes, psum_ports, sparse32, timing)
         self.gen, self.maverick, self.rows, self.cols, self.L = cfg.generation, cfg.maverick, cfg.rows, cfg.cols, \
             cfg.sbuf_latency
         self.pack, self.parts, self.psum_ports, self.dtypes = cfg.pack, cfg.psum_partitions, cfg.psum_ports, cfg.dtypes
@@ -130,8 +130,8 @@ class Engine(wiring.Component):
     def _seq(self):
         return Sequencer(self.cfg, black_box=self.black_box)
 
-    def _launch(self):
-        return Launch(self.cfg)
+    def _launch(self, index: int = 0):
+        return Launch(self.cfg, index)
 
     def blocks(self) -> list:
         """The separately exported blocks of the engine (rtl/export.py)."""
@@ -151,9 +151,11 @@ class Engine(wiring.Component):
         # host -> sequencer -> load / launch units (rtl/links.py)
         connect(m, host_desc=flipped(self.desc), seq=seq.desc)
         connect(m, host_bus=flipped(self.bus), seq=seq.bus)
-        connect(m, seq=seq.issue, load=load.issue, launch=launch.issue)
+        # row tiles side by side (D-T100): a launch unit per tile, feeding the request chain at its first row
+        launches = [launch] + [self._tile_launch(m, i) for i in range(1, self.cfg.rows // self.cfg.tile)]
+        connect(m, seq=seq.issue, load=load.issue, **{f"launch{i}": x.issue for i, x in enumerate(launches)})
         connect(m, load=load.reg, seq=seq.reg)
-        m.d.comb += [seq.event_set.eq(self.event_set), self.now.eq(seq.now), launch.now.eq(seq.now)]
+        m.d.comb += [seq.event_set.eq(self.event_set), self.now.eq(seq.now), *(x.now.eq(seq.now) for x in launches)]
         # SBUF -> load unit -> array (weights, tags); LUT entries -> row ports
         connect(m, flipped(self.st.req), load.st.req)
         m.d.comb += load.st.resp.data.eq(self.st.resp.data.as_value()[:len(load.st.resp.data.as_value())])
@@ -163,6 +165,8 @@ class Engine(wiring.Component):
         connect(m, rows=rows.lut, load=load.lut)
         # launch unit -> row ports <- SBUF; row ports -> array (moving values, transposes' tops)
         connect(m, launch=launch.feed, rows=rows.feed)
+        for i, x in enumerate(launches[1:], 1):
+            connect(m, launch=x.feed, rows=getattr(rows, f"feed{i}"))
         connect(m, flipped(self.mv), rows.mv)
         m.d.comb += [arr.row_in.eq(rows.row_in), arr.top_psum.eq(rows.top_psum), arr.top_valid.eq(rows.top_valid)]
         if self.cl_rows:
@@ -174,18 +178,29 @@ class Engine(wiring.Component):
         # array, row ports' write records -> write-back -> PSUM
         m.d.comb += [write.down.eq(rows.down), write.out_psum.eq(arr.out_psum),
                      write.seed_lanes.eq(load.seed_lanes), write.sr.eq(seq.round_sr)]
+        for k in range(len(launches) - 1):      # the taps below the tiles above the last
+            m.d.comb += [getattr(write, f"down{k}").eq(getattr(rows, f"down{k}")),
+                         getattr(write, f"tap{k}_psum").eq(getattr(arr, f"tap{k}_psum"))]
         connect(m, flipped(self.host), write.host)
         for name in monitor_names(self.psum_ports):
             connect(m, flipped(getattr(self, name)), getattr(write, name))
 
         causes = Signal(UNSUPPORTED)
+        launched = launch.unsupported.as_value()
+        for x in launches[1:]:
+            launched = launched | x.unsupported.as_value()
         m.d.comb += [causes.uop.eq(seq.unsupported), causes.load.eq(load.unsupported),
-                     causes.launch.eq(launch.unsupported), causes.write.eq(write.unsupported)]
+                     causes.launch.eq(launched), causes.write.eq(write.unsupported)]
         held = Signal()
         with m.If(causes.as_value() != 0):
             m.d.sync += held.eq(1)
         m.d.comb += [self.unsupported.eq(held | causes.uop), self.done.eq(~seq.busy), self.error.eq(seq.error)]
         return m
+
+    def _tile_launch(self, m, i: int):
+        """The launch unit of row tile i (D-T100)."""
+        m.submodules[f"launch_unit{i}"] = x = self._launch(i)
+        return x
 
     def _column_loads(self, m, seq, arr):
         """The column-serial port (rtl/column_load.py): its requests on `cl`, their answers at the

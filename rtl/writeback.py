@@ -79,11 +79,13 @@ class WriteBack(wiring.Component):
     `out_psum`: the columns' sums; `seed_lanes`: a MAVERICK seed micro-op's seeds
     (rtl/load_unit.py); `sr`: PSUM_ROUND.  `ports`: the writes a partition takes in one cycle (one
     monitor each).  `unsupported`: a partition past the last, or more writes to one partition in
-    one cycle than its ports (D-T40 (6))."""
+    one cycle than its ports (D-T40 (6)).  Under row tiles (D-T100) the records and sums leaving
+    at the taps below the tiles above the last (`down0`, `tap0_psum`, ...) run along columns of their
+    own into the crossbar, which takes the taps from the top, each tap's columns last to first."""
 
     def __init__(self, cfg: Config, *, black_box: bool = False):
         self.parts, self.cols, self.ports, self.maverick = cfg.psum_partitions, cfg.cols, cfg.psum_ports, cfg.maverick
-        self.black_box = black_box
+        self.black_box, self.taps = black_box, cfg.rows // cfg.tile
         parts, cols, ports, maverick = self.parts, self.cols, self.ports, self.maverick
         self.half = cols // 2 if maverick else cols          # the columns of a write slot (c256)
         # the columns a micro-op's block can start at (model.isa.microop.region): a group's zeroing
@@ -91,8 +93,10 @@ class WriteBack(wiring.Component):
         n = 2 if maverick else GROUPS
         self.starts = sorted({g * (cols // n) for g in range(n)} | {g * cols // n for g in range(n)})
         monitors = {name: Out(record(arrays(PSUM_MONITOR, parts))) for name in monitor_names(ports)}
+        tiles = {name: In(shape) for k in range(self.taps - 1)
+                 for name, shape in ((f"down{k}", DOWN_LAYOUT), (f"tap{k}_psum", Bus(32, cols)))}
         super().__init__({
-            "down": In(DOWN_LAYOUT), "advance": In(1), "first_cycle": In(1),
+            "down": In(DOWN_LAYOUT), "advance": In(1), "first_cycle": In(1), **tiles,
             "out_psum": In(Bus(32, cols)), "seed_lanes": In(Bus(32, cols)), "sr": In(1),
             "host": Out(host_port(parts)), **monitors,
             "unsupported": Out(UNSUPPORTED),
@@ -100,16 +104,17 @@ class WriteBack(wiring.Component):
 
     @property
     def module_name(self) -> str:
-        return f"tensore_write_back_p{self.parts}_c{self.cols}_w{self.ports}{'_c256' if self.maverick else ''}"
+        tiles = f"_t{self.taps}" if self.taps > 1 else ""
+        return f"tensore_write_back_p{self.parts}_c{self.cols}_w{self.ports}{'_c256' if self.maverick else ''}{tiles}"
 
     def _xbar(self):
-        return PsumWriteXbar(self.parts, self.cols, self.ports, self.half)
+        return PsumWriteXbar(self.parts, self.cols * self.taps, self.ports, self.half)
 
     def _column(self):
         return WriteColumn(self.cols, self.half, self.maverick)
 
     def _bank(self):
-        return PsumBank(self.parts, self.ports, self.black_box, zeros=len(self.starts))
+        return PsumBank(self.parts, self.ports, self.black_box, zeros=len(self.starts) * self.taps)
 
     def blocks(self) -> list:
         """The separately exported blocks it instantiates."""
@@ -120,20 +125,28 @@ class WriteBack(wiring.Component):
         m = Module()
         m.submodules.xbar = xbar = black_box(self._xbar(), self.black_box)
         m.submodules.bank = bank = black_box(self._bank(), self.black_box)
+        chains = []
+        for k in range(self.taps):          # the taps from the top: the crossbar's last columns first
+            bottom = k == self.taps - 1
+            down, psum = (self.down, self.out_psum) if bottom else \
+                (getattr(self, f"down{k}"), getattr(self, f"tap{k}_psum"))
+            chains += self._columns(m, xbar, down, psum, self.seed_lanes if bottom else None,
+                                    (self.taps - 1 - k) * self.cols, "" if bottom else f"t{k}_")
         m.d.comb += [bank.wr.eq(xbar.wr), bank.state_index.eq(xbar.state_index), bank.state_wr.eq(xbar.state_wr),
-                     bank.state_wr_value.eq(xbar.state_wr_value), bank.zero.eq(self._zeroing(m, self._columns(m, xbar))),
+                     bank.state_wr_value.eq(xbar.state_wr_value), bank.zero.eq(self._zeroing(m, chains)),
                      self.unsupported.eq(xbar.unsupported)]
         connect(m, flipped(self.host), bank.host)
         for name in monitor_names(self.ports):
             connect(m, flipped(getattr(self, name)), getattr(bank, name))
         return m
 
-    def _columns(self, m, xbar):
+    def _columns(self, m, xbar, down, psum, seeds, base: int, tag: str):
         """The write records along the columns (a register per column, moved on `advance`) and each
-        column's write to the crossbar (WriteColumn); returns the zeroing chains' ends, one per start
-        column: the group whose first write cycle this is (the first column of its block writes)."""
+        column's write to the crossbar (WriteColumn, crossbar column base + c); returns the zeroing
+        chains' ends, one per start column: the group whose first write cycle this is (the first
+        column of its block writes).  `seeds`: the seed lanes (the bottom's), else none."""
         C = self.cols
-        along = [self.down.rec] + [Signal(WREC_LAYOUT, name=f"col{c}") for c in range(1, C)]
+        along = [down.rec] + [Signal(WREC_LAYOUT, name=f"{tag}col{c}") for c in range(1, C)]
         with m.If(self.advance):
             m.d.sync += [along[c].eq(along[c - 1]) for c in range(1, C)]
         cols, ends, chain = [], [], None
@@ -141,32 +154,33 @@ class WriteBack(wiring.Component):
             if c in self.starts:
                 if chain is not None:
                     ends.append(chain)
-                chain = Signal(ZERO_CHAIN, name=f"zchain{c}")
-            m.submodules[f"column{c}"] = col = black_box(self._column(), self.black_box)
+                chain = Signal(ZERO_CHAIN, name=f"{tag}zchain{c}")
+            m.submodules[f"{tag}column{c}"] = col = black_box(self._column(), self.black_box)
             m.d.comb += [col.index.eq(c), col.rec.eq(along[c]), col.first_cycle.eq(self.first_cycle),
-                         col.psum.eq(self.out_psum[c]), col.seed_lane.eq(self.seed_lanes[c]), col.z_in.eq(chain)]
+                         col.psum.eq(psum[c]), col.seed_lane.eq(seeds[c] if seeds is not None else 0),
+                         col.z_in.eq(chain)]
             for f in ("strobe", "part", "offset", "seed", "bf16", "accumulate", "raw", "state", "loaded"):
-                m.d.comb += getattr(xbar, f)[c].eq(getattr(col.w, f))
-            m.d.comb += xbar.value[c].eq(self.out_psum[c])
+                m.d.comb += getattr(xbar, f)[base + c].eq(getattr(col.w, f))
+            m.d.comb += xbar.value[base + c].eq(psum[c])
             cols.append(col)
             chain = col.z_out
         m.d.comb += xbar.sr.eq(self.sr)
         if self.half < C:
-            self._pairs(m, xbar, [c.w.strobe for c in cols], [c.upper for c in cols])
+            self._pairs(m, xbar, [c.w.strobe for c in cols], [c.upper for c in cols], down, base, tag)
         return ends + [chain]
 
-    def _pairs(self, m, xbar, strobes, uppers):
+    def _pairs(self, m, xbar, strobes, uppers, down, base: int, tag: str):
         """c256: column x's slot-0 write and column x + half's slot-1 write are one micro-op's (so
         slot 0 goes first, D-T40 (6)) when the record in column x is at least its micro-op's vector
         `half`: each record's vector index in its micro-op (saturating at `half`) runs beside it,
         counted from the first-vector mark of the bottom row's record."""
         half = self.half
-        age = [Signal(range(half + 1), name=f"age{x}") for x in range(half + 1)]
-        m.d.comb += age[0].eq(Mux(self.down.first, 0, Mux(age[1] >= half, half, age[1] + 1)))
+        age = [Signal(range(half + 1), name=f"{tag}age{x}") for x in range(half + 1)]
+        m.d.comb += age[0].eq(Mux(down.first, 0, Mux(age[1] >= half, half, age[1] + 1)))
         with m.If(self.advance):
             m.d.sync += [age[x].eq(age[x - 1]) for x in range(1, half + 1)]
         for x in range(half):
-            m.d.comb += xbar.pair[x].eq(strobes[x] & strobes[x + half] & uppers[x + half] & (age[x] >= half))
+            m.d.comb += xbar.pair[base + x].eq(strobes[x] & strobes[x + half] & uppers[x + half] & (age[x] >= half))
 
     def _zeroing(self, m, chains):
         """The groups' zeroings, registered in their first write cycle (column col0's output + 1):

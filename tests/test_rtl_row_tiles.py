@@ -1,0 +1,89 @@
+"""The RTL's row tiles side by side (D-T100, the `tiles` profile) on Amaranth's simulator, in
+lockstep with the golden engine every cycle: a launch unit per tile feeding the request chain at the
+tile's first row, the write records and sums leaving at the tap below each matmul's tiles, the
+write-back taking the taps from the top."""
+from dataclasses import replace
+
+from tensore.cosim import lockstep
+from tensore.cosim import programs as P
+from tests.test_row_tiles import _tile_race_program
+
+
+def _taps_program():
+    """Matmuls on rows 2..3 and then rows 0..1 (2-row tiles of an 8 x 8 MARIANA array) accumulating
+    into one PSUM bank, the younger a cycle's vectors further on: in one cycle both add into one cell,
+    the upper tap's first."""
+    b = P._Builder("tile_taps", "mariana", 8, 8, 3)
+    a = b.put(0, b.values("bf16", (8, 8)), 2)
+    w = b.put(0, b.values("bf16", (8, 8)), 2)
+    for grp in (1, 0):
+        b.line(f"ldweights in_dtype=bf16 rows=2 cols=8 row_grp={grp} flags=(load_order=first_col_first) "
+               f"src={P._t3(f'sbuf({2 * grp},{w:#x})', 8)}")
+    for grp, off in ((1, 0), (0, 8)):
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=8 row_grp={grp} acc=multi_end "
+               f"src={P._t3(f'sbuf({2 * grp},{a:#x})', 8)} dst={P._t3(f'psum(0,0,{off:#x})', 8)}")
+    return replace(b.done(), timing="tiles")
+
+
+def _entry_program(n: int = 8):
+    """A matmul on rows 4..7 (columns 4..7) right after one over all 8 rows (columns 0..3): its stream
+    enters at row 4 once the first one's has passed, its sums leave at the bottom beside the first's;
+    then one on row 2 alone, whose sums leave at the tap below its tile (row 3)."""
+    b = P._Builder("tile_entry_rtl", "mariana", 8, 8, 7)
+    a = b.put(0, b.values("bf16", (8, n)), 2)
+    w = b.put(0, b.values("bf16", (8, 4)), 2)
+    b.line(f"ldweights in_dtype=bf16 rows=4 cols=4 row_grp=2 col_grp=1 flags=(load_order=first_col_first) "
+           f"src={P._t3(f'sbuf(4,{w:#x})', 4)}")
+    b.line(f"ldweights in_dtype=bf16 rows=8 cols=4 flags=(load_order=first_col_first) src={P._t3(f'sbuf(0,{w:#x})', 4)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=4 acc=single "
+           f"src={P._t3(f'sbuf(0,{a:#x})', n)} dst={P._t3('psum(0,0,0)', n)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=4 row_grp=2 col_grp=1 acc=single "
+           f"src={P._t3(f'sbuf(4,{a:#x})', n)} dst={P._t3('psum(0,1,0)', n)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=1 cols=4 row_grp=1 acc=single "
+           f"src={P._t3(f'sbuf(2,{a:#x})', n)} dst={P._t3('psum(0,2,0)', n)}")
+    return replace(b.done(), timing="tiles")
+
+
+def _transpose_program():
+    b = P._Builder("tile_xpose_rtl", "mariana", 8, 8, 5)
+    a = b.put(0, b.rng.integers(0, 1 << 16, (8, 6), dtype=P.np.uint64), 2)
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 row_grp=2 flags=(xpose_mode=enabled) acc=single "
+           f"src={P._t3(f'sbuf(4,{a:#x})', 6)} dst={P._t3('psum(0,2,0)', 4)}")
+    return replace(b.done(), timing="tiles")
+
+
+def test_row_tiles_in_lockstep():
+    """Two tiles accumulating into one cell in one cycle, a tile's stream entering below a longer one
+    and a third on another tile beside it, two load + matmul pairs on one tile, a transpose (not
+    tiled): every PSUM write of every cycle as the golden engine's."""
+    progs = [_taps_program(), _entry_program(), _tile_race_program(), _transpose_program()]
+    assert lockstep.run_many(progs) == [None] * len(progs)
+
+
+def _maverick_program(n: int = 10):
+    """MAVERICK's r64 tiles of a 4 x 16 array: a c256 matmul of more vectors than half its columns on
+    the lower tile (its two column halves' writes into one partition, told apart by its first
+    vector's mark, which enters at the tile's first row) beside one on the upper tile."""
+    b = P._Builder("tile_c256", "maverick", 4, 8, 11)
+    a = b.put(0, b.values("bf16", (4, n)), 2)
+    for sel in (1, 0):
+        w = b.put(0, b.values("bf16", (4, 16)), 2)
+        t = f"tile_size=(row_size_log2=r64, col_size_log2=c256) tile_sel=(row_sel={sel}, col_sel=0) "
+        b.line(f"ldweights in_dtype=bf16 rows=2 cols=0 {t}flags=(load_order=first_col_first) "
+               f"src={P._t3(f'sbuf({2 * sel},{w:#x})', 16)}")
+    for sel, bank in ((1, 4), (0, 6)):
+        t = f"tile_size=(row_size_log2=r64, col_size_log2=c256) tile_sel=(row_sel={sel}, col_sel=0) "
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=0 {t}flags=(accumulate_flag=overwrite) "
+               f"src={P._t3(f'sbuf({2 * sel},{a:#x})', n)} "
+               f"dst=(start_addr=psum(0,{bank},0), step_elem=[1,0,512], num_elem=[{n},1,2])")
+    return replace(b.done(), timing="tiles")
+
+
+def test_maverick_tiles_in_lockstep():
+    """MAVERICK's two r64 tiles, c256 on each, side by side."""
+    prog = _maverick_program()
+    trace = prog.golden()[1]
+    assert not any(o.error for o in trace.ops), [o.violations for o in trace.ops if o.error]
+    mm = [o for o in trace.ops if o.desc.op.name == "MATMUL"]
+    assert mm[1].t_issue < mm[0].t_complete                    # side by side
+    assert lockstep.run(prog) is None
