@@ -243,11 +243,10 @@ def test_a_transpose_runs_over_the_whole_array():
     assert writes["tiles"] == writes["public"]
 
 
-def test_writes_of_one_cycle_go_tap_by_tap():
-    """Two matmuls on different row tiles overwrite one PSUM cell in one cycle: the upper tile's tap
-    writes first, though its matmul is the younger (rows 0..1 issued 2 cycles after rows 2..3, 2-row
-    tiles of an 8 x 8 MARIANA array, its destination 2 vectors further on), so the cell keeps the older
-    matmul's value, as the write-back takes the taps from the top (D-T100)."""
+def taps_program(acc: str = "single"):
+    """Matmuls on rows 2..3 and then rows 0..1 (2-row tiles of an 8 x 8 MARIANA array, `tiles`) into
+    one PSUM bank (`acc`: their accumulate flags), the younger's destination 2 vectors further on, so
+    both write one cell in one cycle."""
     b = P._Builder("tile_taps", "mariana", 8, 8, 3)
     a = b.put(0, b.values("bf16", (8, 8)), 2)
     w = b.put(0, b.values("bf16", (8, 8)), 2)
@@ -255,9 +254,16 @@ def test_writes_of_one_cycle_go_tap_by_tap():
         b.line(f"ldweights in_dtype=bf16 rows=2 cols=8 row_grp={grp} flags=(load_order=first_col_first) "
                f"src={P._t3(f'sbuf({2 * grp},{w:#x})', 8)}")
     for grp, off in ((1, 0), (0, 8)):
-        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=8 row_grp={grp} acc=single "
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=8 row_grp={grp} acc={acc} "
                f"src={P._t3(f'sbuf({2 * grp},{a:#x})', 8)} dst={P._t3(f'psum(0,0,{off:#x})', 8)}")
-    eng, trace, _ = replace(b.done(), timing="tiles").golden(shared=False)
+    return replace(b.done(), timing="tiles")
+
+
+def test_writes_of_one_cycle_go_tap_by_tap():
+    """Two matmuls on different row tiles overwrite one PSUM cell in one cycle (taps_program): the
+    upper tile's tap writes first, though its matmul is the younger (issued 2 cycles after), so the
+    cell keeps the older matmul's value, as the write-back takes the taps from the top (D-T100)."""
+    eng, trace, _ = taps_program().golden(shared=False)
     older, younger = trace.ops[2], trace.ops[3]
     assert younger.t_issue == older.t_issue + 2
     writes = {}

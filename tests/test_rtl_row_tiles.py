@@ -4,25 +4,11 @@ tile's first row, the write records and sums leaving at the tap below each matmu
 write-back taking the taps from the top."""
 from dataclasses import replace
 
+import numpy as np
+
 from tensore.cosim import lockstep
 from tensore.cosim import programs as P
-from tests.test_row_tiles import _tile_race_program
-
-
-def _taps_program():
-    """Matmuls on rows 2..3 and then rows 0..1 (2-row tiles of an 8 x 8 MARIANA array) accumulating
-    into one PSUM bank, the younger a cycle's vectors further on: in one cycle both add into one cell,
-    the upper tap's first."""
-    b = P._Builder("tile_taps", "mariana", 8, 8, 3)
-    a = b.put(0, b.values("bf16", (8, 8)), 2)
-    w = b.put(0, b.values("bf16", (8, 8)), 2)
-    for grp in (1, 0):
-        b.line(f"ldweights in_dtype=bf16 rows=2 cols=8 row_grp={grp} flags=(load_order=first_col_first) "
-               f"src={P._t3(f'sbuf({2 * grp},{w:#x})', 8)}")
-    for grp, off in ((1, 0), (0, 8)):
-        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=8 row_grp={grp} acc=multi_end "
-               f"src={P._t3(f'sbuf({2 * grp},{a:#x})', 8)} dst={P._t3(f'psum(0,0,{off:#x})', 8)}")
-    return replace(b.done(), timing="tiles")
+from tests.test_row_tiles import _tile_race_program, taps_program
 
 
 def _entry_program(n: int = 8):
@@ -46,17 +32,17 @@ def _entry_program(n: int = 8):
 
 def _transpose_program():
     b = P._Builder("tile_xpose_rtl", "mariana", 8, 8, 5)
-    a = b.put(0, b.rng.integers(0, 1 << 16, (8, 6), dtype=P.np.uint64), 2)
+    a = b.put(0, b.rng.integers(0, 1 << 16, (8, 6), dtype=np.uint64), 2)
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 row_grp=2 flags=(xpose_mode=enabled) acc=single "
            f"src={P._t3(f'sbuf(4,{a:#x})', 6)} dst={P._t3('psum(0,2,0)', 4)}")
     return replace(b.done(), timing="tiles")
 
 
 def test_row_tiles_in_lockstep():
-    """Two tiles accumulating into one cell in one cycle, a tile's stream entering below a longer one
-    and a third on another tile beside it, two load + matmul pairs on one tile, a transpose (not
-    tiled): every PSUM write of every cycle as the golden engine's."""
-    progs = [_taps_program(), _entry_program(), _tile_race_program(), _transpose_program()]
+    """Two tiles accumulating into one cell in one cycle (taps_program), a tile's stream entering
+    below a longer one and a third on another tile beside it, two load + matmul pairs on one tile, a
+    transpose (not tiled): every PSUM write of every cycle as the golden engine's."""
+    progs = [taps_program("multi_end"), _entry_program(), _tile_race_program(), _transpose_program()]
     assert lockstep.run_many(progs) == [None] * len(progs)
 
 
