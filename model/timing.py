@@ -198,6 +198,13 @@ def mm_port_free(t, vectors, passes):
     return t + times_passes(vectors, passes)
 
 
+def tile_stream(row0, rows, xpose, array_rows, tile, pick):
+    """(entry row, rows to its sum tap) of a matmul's moving stream under `row_tiles` (D-T100): its
+    first row and its whole tiles (tile_span), but a transpose's, whose element c rides column c from
+    row c, from row 0 over the array.  `pick(cond, a, b)`: Python's `a if cond else b` or Mux."""
+    return pick(xpose, 0, row0), pick(xpose, array_rows, tile_span(rows, tile))
+
+
 def entry_free(port, passes, rows_below):
     """Under `row_tiles` (D-T100): a stream whose moving port frees at `port` (mm_port_free) has
     passed the entry of the row tile `rows_below` rows below its own first row `passes * rows_below`

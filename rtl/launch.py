@@ -11,6 +11,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from tensore.model.dtypes import Gen
+from tensore.model.timing import tile_stream
 from tensore.rtl.config import Config
 from tensore.rtl.isa import Kind, MxOrder, uop_layout
 from tensore.rtl.links import T, issue_link, row_feed
@@ -56,7 +57,8 @@ class Launch(wiring.Component):
         mm_go, mu = self._start(m, maverick)
         mine = mm_go            # a matmul of this unit's starts now (row tiles: its stream enters here)
         if self.tile < self.rows:
-            mine = wire(m, mm_go & (Mux(mu.xpose, 0, mu.row0) == self.index * self.tile), "mm_go_mine")
+            entry, _ = tile_stream(mu.row0, mu.rows, mu.xpose, self.rows, self.tile, Mux)
+            mine = wire(m, mm_go & (entry == self.index * self.tile), "mm_go_mine")
         mm, active, v_reg = Signal(uop_layout()), Signal(), Signal(32)
         t_ref, passes = Signal(T), Signal(uop_layout()["passes"].shape, init=1)      # the issue cycle and passes of the current rhythm
         with m.If(mm_go):

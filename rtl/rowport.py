@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 from tensore.model.addrmap import PARTITION_BITS, PARTITIONS, PSUM_OFFSET_BITS, SBUF_OFFSET_BITS
 from tensore.model.dtypes import Gen
 from tensore.model.isa.enums import SeedMode
+from tensore.model.timing import tile_stream
 from tensore.rtl.fp.raw import e8m0_scale
 from tensore.rtl.mx import MAP_FIELDS, block_first_row
 from tensore.rtl.pe import SPARSE_FMAPS, act_layout, slot, slot_width
@@ -217,11 +218,10 @@ class RowPort(wiring.Component):
             m.d.sync += down.eq(Mux(own, narrow(act), self.down_in.as_value()))
         m.d.comb += self.down_out.eq(down)
         if self.tile:           # this stage is the record's last row: its span's (the vector's own record is here)
-            shift = self.tile.bit_length() - 1
-            last = Mux(act.xpose, self.R - 1, act.row0 + (((act.rows + self.tile - 1) >> shift) << shift) - 1)
+            entry, span = tile_stream(act.row0, act.rows, act.xpose, self.R, self.tile, Mux)
             tap = Signal(name="down_tap_reg")
             with m.If(self.advance):
-                m.d.sync += tap.eq(r == last)
+                m.d.sync += tap.eq(r == entry + span - 1)
             m.d.comb += self.down_tap.eq(tap)
         return m
 

@@ -40,7 +40,7 @@ from tensore.model.timing import (
     mm_port_free,
     seed_transpose_issue,
     sparse_end,
-    tile_span,
+    tile_stream,
     times_passes,
     weights_swapped,
     write_cycle,
@@ -192,8 +192,8 @@ class Sequencer(wiring.Component):
             column = column_load(u.tags, u.tagw, u.xpose, u.mx, u.lut, u.lcf)
             col_front = ~mm_valid | (now >= column_load_issue(mm_t_data, mm_passes, u.row0, u.col0, u.cols, L))
             if tiles:
-                col_front = tiles.fronts(lambda t, p, lead: now + lead >= column_load_issue(t, mm_passes, u.row0, u.col0,
-                                                                                          u.cols, L))
+                col_front = tiles.fronts(
+                    lambda t, p, lead: now + lead >= column_load_issue(t, mm_passes, u.row0, u.col0, u.cols, L))
             port = column_port_next(lw_port, lw_end, lw_skew, lw_row0, lw_rows, u.row0, Mux)
             load_rules = Mux(column, (now >= port) & col_front, load_rules)
             after_lw = Mux((lw_skew == 0) | (lw_skew == u.passes), after_lw, now >= lw_end)
@@ -391,9 +391,7 @@ class _RowTiles:
         self.t_data = [Signal(T, name=f"tile{i}_t_data") for i in range(n)]
         self.entries = [Signal.like(u.row0, name=f"tile{i}_entry") for i in range(n)]
         self.passes = [Signal(u.passes.shape(), name=f"tile{i}_passes") for i in range(n)]
-        # the held micro-op's stream: its first row and whole tiles, a transpose's the array
-        self.entry = Mux(u.xpose, 0, u.row0)
-        self.span = Mux(u.xpose, rows, tile_span(u.rows, tile))
+        self.entry, self.span = tile_stream(u.row0, u.rows, u.xpose, rows, tile, Mux)     # the held micro-op's
 
     def _crosses(self, i: int):
         return (self.entry <= i * self.tile) & (i * self.tile < self.entry + self.span)

@@ -307,7 +307,7 @@ class Execution:
         self.regs.add("matmul_done_count", "count")
         op.t_complete = w.last
         self._set_floor(op, vectors, timing.passes)
-        self._last_mm((timing.row0, timing.rows), timing.front, mm_port_free(op.t_issue, vectors, timing.passes), t_data=timing.t_data,
-                      passes=timing.passes, t_complete=w.last, kind=u.mmkind, t_issue=op.t_issue)
+        self._last_mm((timing.row0, timing.rows), timing.front, mm_port_free(op.t_issue, vectors, timing.passes),
+                      t_data=timing.t_data, passes=timing.passes, t_complete=w.last, kind=u.mmkind, t_issue=op.t_issue)
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)

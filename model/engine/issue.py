@@ -11,7 +11,7 @@ from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
 from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, column_port_next,
-                                  entry_free, floor_cycles, in_rhythm, load_front_issue, tile_span, times_passes,
+                                  entry_free, floor_cycles, in_rhythm, load_front_issue, tile_stream, times_passes,
                                   weights_swapped)
 
 from tensore.model.engine.records import OpRecord
@@ -66,11 +66,10 @@ class IssueRules:
             st["mm_port"][i] = entry_free(port, mm["passes"], i * self.tile - stream[0])
 
     def _stream(self, u) -> tuple:
-        """(entry row, rows to the sum tap) of a matmul's moving stream: under `row_tiles` its first
-        row and its whole tiles (timing.tile_span), but a transpose's, whose element c rides column c
-        from row c, from row 0 over the array; else row 0 and the array (D-T100)."""
-        if self.timing.row_tiles and not u.xpose:
-            return u.block[0], tile_span(u.block[1], self.tile)
+        """(entry row, rows to the sum tap) of a matmul's moving stream: under `row_tiles`
+        timing.tile_stream's, else row 0 and the array (D-T100)."""
+        if self.timing.row_tiles:
+            return tile_stream(u.block[0], u.block[1], u.xpose, self.rows, self.tile, _pick)
         return 0, self.rows
 
     def _tiles(self, block) -> range:
@@ -82,7 +81,7 @@ class IssueRules:
         if self.timing.issue_floor:
             u = op.uop
             at = op.t_issue + floor_cycles(u.mmkind == MmKind.XPOSE, u.rows, u.cols, vectors, passes,
-                                           lambda c, a, b: a if c else b)
+                                           _pick)
             self._state["mm_floor"] = (at, u.block)
 
     def _earliest_issue(self, op: OpRecord):
@@ -126,7 +125,7 @@ class IssueRules:
             # which waited for the previous load's end, so the port's own rule suffices; one entering
             # below the previous one's first row lets its groups pass (timing.column_port_next)
             port = column_port_next(st["lw_port"], st["lw_end"], st["lw_skew"], *st["lw_rows"], u.row0,
-                                    lambda c, a, b: a if c else b)
+                                    _pick)
             return max(t, port, *(column_load_issue(f["t_data"], self._skew(), u.row0, u.col0, u.cols,
                                                     self.sbuf_latency) for f in fronts))
         t = max(t, st["lw_end"])
@@ -147,7 +146,8 @@ class IssueRules:
         lw = st["last_lw"] + 1 if st["lw_skew"] in (0, u.passes) else st["lw_end"]   # 0: a row-serial load
         if u.kind == Kind.MATMUL:     # its stream reaches tile i's entry P * (rows above it) after issue
             stream = self._stream(u)
-            ports = [st["mm_port"][i] - times_passes(i * self.tile - stream[0], u.passes) for i in self._tiles(stream)]
+            ports = [st["mm_port"][i] - times_passes(i * self.tile - stream[0], u.passes)
+                     for i in self._tiles(stream)]
         else:
             ports = st["mm_port"]
         t = max(t, *ports, lw, st["last_ldtags"] + 1)
@@ -167,3 +167,8 @@ class IssueRules:
         """A column-serial load's row skew: the passes of the matmul whose swap front it follows."""
         mm = self._state["last_mm"]
         return 1 if mm is None else mm["passes"]
+
+
+def _pick(cond, a, b):
+    """`a if cond else b`: the ints backend of model/timing.py's `pick` formulas."""
+    return a if cond else b
