@@ -222,13 +222,12 @@ class Array(wiring.Component):
 
     def verilog(self, name: str | None = None) -> str:
         """The array as structural Verilog: `rows` instances of the row module."""
-        if self.taps > 1:
-            raise ValueError("rtl/array.py: the Verilog form of row tiles side by side (D-T100) is not written yet")
         a, rows = act_layout(self.pack, self.sparse32).size, self.rows
         row = self.blocks()[0].module_name
         rb = max(1, (rows - 1).bit_length())
         lines = [f"// {rows} x {self.cols} weight-stationary array (rtl/array.py Array), rows of {row}.",
-                 *array_header(name or self.module_name, rows, self.cols, self.pack, self.sparse32, self.column_loads),
+                 *array_header(name or self.module_name, rows, self.cols, self.pack, self.sparse32, self.column_loads,
+                               self.taps),
                  f"  wire [{32 * self.cols - 1}:0] psum [0:{rows}];", f"  wire [{self.cols - 1}:0] valid [0:{rows}];",
                  "  assign psum[0] = top_psum;", "  assign valid[0] = top_valid;",
                  "  genvar r;", f"  generate for (r = 0; r < {rows}; r = r + 1) begin : row",
@@ -238,5 +237,8 @@ class Array(wiring.Component):
                  f"      .wl_data(wl_data), .tag_valid(tag_valid && tag_row == {rb}'(r)), .tag_cols(tag_cols),",
                  "      .tag_data(tag_data)" + (self._column_ports_verilog() if self.column_loads else "") + ");",
                  "  end endgenerate",
-                 f"  assign out_psum = psum[{rows}];", f"  assign out_valid = valid[{rows}];", "endmodule", ""]
+                 f"  assign out_psum = psum[{rows}];", f"  assign out_valid = valid[{rows}];",
+                 *(x for k in range(self.taps - 1) for x in (f"  assign tap{k}_psum = psum[{(k + 1) * self.tile}];",
+                                                             f"  assign tap{k}_valid = valid[{(k + 1) * self.tile}];")),
+                 "endmodule", ""]
         return "\n".join(lines)

@@ -17,15 +17,18 @@ PREFIX = "cell_"        # the temporaries of the PE's cells (the state arrays ar
 
 
 def array_header(name: str, rows: int, cols: int, pack: int, sparse32: bool = False,
-                 column_loads: bool = False) -> list:
-    """The Verilog module header of an array (the ports of rtl/array.py Array), for both forms."""
+                 column_loads: bool = False, taps: int = 1) -> list:
+    """The Verilog module header of an array (the ports of rtl/array.py Array), for both forms;
+    `taps`: the row tiles side by side, each tile but the last with its sums' tap (D-T100)."""
     a, w = act_layout(pack, sparse32).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
     cw = [f"  input [{LOAD_COLS * rows - 1}:0] cw_valid;", f"  input [{COL_BITS * rows - 1}:0] cw_col;",
           f"  input [{w * LOAD_COLS * rows - 1}:0] cw_data;"] if column_loads else []
+    tap = [f"tap{k}_{x}" for k in range(taps - 1) for x in ("psum", "valid")]
+    cw += [f"  output [{(32 if x.endswith('psum') else 1) * cols - 1}:0] {x};" for x in tap]
     return [f"module {name}(clk, rst, row_in, advance, phase, wl_valid, wl_row, wl_cols, wl_data,",
             "    tag_valid, tag_row, tag_cols, tag_data, top_psum, top_valid, out_psum, out_valid"
-            + (", cw_valid, cw_col, cw_data);" if column_loads else ");"), *cw,
+            + "".join(f", {x}" for x in tap) + (", cw_valid, cw_col, cw_data);" if column_loads else ");"), *cw,
             "  input clk, rst, advance, wl_valid, tag_valid;", "  input [1:0] phase;",
             f"  input [{a * rows - 1}:0] row_in;", f"  input [{rb - 1}:0] wl_row, tag_row;",
             f"  input [{cols - 1}:0] wl_cols, tag_cols;", f"  input [{w * cols - 1}:0] wl_data;",
@@ -35,8 +38,10 @@ def array_header(name: str, rows: int, cols: int, pack: int, sparse32: bool = Fa
 
 
 def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtypes=None,
-                       sparse32: bool = False, column_loads: bool = False) -> str:
-    """SystemVerilog of the rows x cols array module `name` (the ports of rtl/array.py Array)."""
+                       sparse32: bool = False, column_loads: bool = False, tile: int = 0) -> str:
+    """SystemVerilog of the rows x cols array module `name` (the ports of rtl/array.py Array);
+    `tile`: the rows of a row tile when tiles run side by side (their sums' taps, D-T100)."""
+    taps = rows // tile if tile else 1
     net = Netlist(yosys_netlist(PE(gen, pack, dtypes=dtypes, sparse32=sparse32), "pe"), PREFIX)
     a, w = act_layout(pack, sparse32).size, weight_layout(pack).size
     rb = max(1, (rows - 1).bit_length())
@@ -51,7 +56,6 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
     if line is not None:                           # nothing in the PE reads it: only its neighbour
         left[line.index] = f"act_line[r][{kb}'(act_k - {kb}'(c - 1))]"
     above = [f"{x}[r == 0 ? 0 : r - 1][c]" for x in q]
-    bottom = [f"{x}[{rows - 1}][c]" for x in q]
     inputs = {"col_index": f"{COL_BITS}'(c)", "act_in": "x_act", "psum_in": "x_psum", "psum_valid_in": "x_pvalid",
               "advance": "advance", "phase": "phase", "wl_valid": "x_wl_valid", "wl": "x_wl",
               "tag_valid": "x_tag_valid", "tag_in": "x_tag"}
@@ -59,13 +63,14 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
         raise ValueError("the PE's inputs changed; update rtl/array_loop.py")
     lines = [f"// {rows} x {cols} weight-stationary array in loop form (rtl/array_loop.py, D-T60): the PE's",
              "// logic (generated from the Amaranth PE through Yosys) runs once per PE per cycle.",
-             *array_header(name, rows, cols, pack, sparse32, column_loads)]
+             *array_header(name, rows, cols, pack, sparse32, column_loads, taps)]
     for reg in net.regs:
         if reg is not line:
             lines.append(f"  logic [{reg.width - 1}:0] {q[reg.index]} [0:{rows - 1}][0:{cols - 1}];")
     if line is not None:
         lines += [f"  logic [{a - 1}:0] act_line [0:{rows - 1}][0:{(1 << kb) - 1}];", f"  logic [{kb - 1}:0] act_k;"]
-    lines += [f"  logic [31:0] o_psum [0:{cols - 1}];", f"  logic o_valid [0:{cols - 1}];"]
+    outs = [("o", rows - 1), *((f"t{k}", (k + 1) * tile - 1) for k in range(taps - 1))]   # bottom, taps
+    lines += [x for o, _ in outs for x in (f"  logic [31:0] {o}_psum [0:{cols - 1}];", f"  logic {o}_valid [0:{cols - 1}];")]
     # The PEs update in place, last row and column first: when PE (r, c) runs, its left and upper
     # neighbours still hold this cycle's values, and the PEs that read it have run.  A PE's inputs
     # and cells are automatic variables of the clocked block: Verilator makes them C++ locals, which
@@ -94,12 +99,14 @@ def loop_array_verilog(gen, rows: int, cols: int, pack: int, name: str, *, dtype
                   f"      for (int r = 0; r < {rows}; r++) act_line[r][act_k] = row_in[{a}*r +: {a}];",
                   "    end"]),
               f"    for (int c = 0; c < {cols}; c++) begin      // the outputs change after the edge",
-              f"      o_psum[c] <= {net.output('psum_out', bottom)};",
-              f"      o_valid[c] <= {net.output('psum_valid_out', bottom)};",
+              *(x for o, r in outs for x in (
+                  f"      {o}_psum[c] <= {net.output('psum_out', [f'{x}[{r}][c]' for x in q])};",
+                  f"      {o}_valid[c] <= {net.output('psum_valid_out', [f'{x}[{r}][c]' for x in q])};")),
               "    end",
               "  end",
               "  genvar c;", f"  generate for (c = 0; c < {cols}; c = c + 1) begin : col",
-              "    assign out_psum[32*c +: 32] = o_psum[c];", "    assign out_valid[c] = o_valid[c];",
+              *(x for (o, _), p in zip(outs, ("out", *(f"tap{k}" for k in range(taps - 1)))) for x in (
+                  f"    assign {p}_psum[32*c +: 32] = {o}_psum[c];", f"    assign {p}_valid[c] = {o}_valid[c];")),
               "  end endgenerate", "endmodule", ""]
     return "\n".join(lines)
 

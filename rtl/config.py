@@ -52,15 +52,6 @@ class Config:
         if self.pack not in PACKS:
             raise ValueError("the engine RTL streams 1, 2 (FP8 double row), 4 or 8 (MX) elements per PE")
 
-    def engine(self) -> "Config":
-        """The Config, refused in one line where the engine cannot be exported from it: row tiles side
-        by side run on Amaranth's simulator only so far (D-T100: their Verilog forms follow)."""
-        if self.profile.row_tiles:
-            raise ValueError(f"timing profile {self.timing}: row tiles side by side run in the golden engine and the "
-                             "RTL on Amaranth's simulator only (D-T100); the exported RTL builds the public and "
-                             "contract profiles")
-        return self
-
     @property
     def generation(self) -> Gen:
         return Gen[self.gen]

@@ -82,10 +82,11 @@ def _write(out: Path, texts: dict, vlt_modules: list, comment: str) -> dict:
 
 
 def export_array(gen, rows: int, cols: int, pack: int, out_dir, name: str = "tensore_array", *,
-                 column_loads: bool = False) -> dict:
+                 column_loads: bool = False, timing: str = DEFAULT_PROFILE) -> dict:
     """Write the PE, row-block and top modules, files.f and a Verilator control file (`column_loads`:
-    the array with the column-serial weight writes)."""
-    array = Array(Config(gen, rows, cols, pack), column_loads=column_loads)
+    the array with the column-serial weight writes; `timing`: the profile, whose row tiles give the
+    array its taps, D-T100)."""
+    array = Array(Config(gen, rows, cols, pack, timing=timing), column_loads=column_loads)
     row = array.blocks()[0]
     pe = row.blocks()[0]
     t0 = time.perf_counter()
@@ -174,7 +175,7 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
     t_start = time.perf_counter()
     jobs = _jobs() if jobs is None else jobs
     args = Config(Gen.parse(gen).name, rows, cols or 0, pack or 0, sbuf_latency, psum_partitions, dtypes, psum_ports,
-                  sparse32, timing).engine().plain()
+                  sparse32, timing).plain()
     eng = prototype(_engine(args))
     eng.check_convertible()
     blocks = blocks_of(eng)
@@ -188,7 +189,8 @@ def export_engine(gen, rows: int, cols: int | None = None, *, pack: int | None =
                             (f"{name}.v", lambda: block_verilog(eng, name)),
                             (loop_file, lambda: loop_array_verilog(gen, rows, eng.cols, eng.pack, array.module_name,
                                                                    dtypes=dtypes, sparse32=sparse32,
-                                                                   column_loads=array.column_loads))]:
+                                                                   column_loads=array.column_loads,
+                                                                   tile=array.tile))]:
             if fname in apart:
                 texts[fname] = None                 # its place in files.f
                 continue

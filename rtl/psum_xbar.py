@@ -123,7 +123,7 @@ class PsumWriteXbar(wiring.Component):
                  f"      p = {{{32 - PART_BITS}'b0, part[{PART_BITS}*c +: {PART_BITS}]}};",
                  "      first = 1'b0; second = 1'b0;"]
         if H < C:
-            lines += [f"      if (c >= {H}) second = pair[c - {H}]; else first = pair[c];"]
+            lines += [f"      if (c >= {H}) second = pair[c - {H}];", f"      if (c < {C - H}) first = pair[c];"]
 
         def field(name, value):
             f = PSUM_WRITE[name]

@@ -144,8 +144,6 @@ class Rows(wiring.Component):
     def verilog(self) -> str:
         """The function as one Verilog module (ports as rtl/blackbox.py names them): the row ports as
         instances of their exported module, the chains, LUT substitution, first marks and delay lines."""
-        if self.tile:
-            raise ValueError("rtl/rows.py: the Verilog form of row tiles side by side (D-T100) is not written yet")
         me, proto = _Names(self), prototype(self._port())
         rp = _Names(proto)
         lines = [f"// {self.rows} row ports of {proto.module_name} (rtl/rows.py)",
@@ -158,8 +156,11 @@ class Rows(wiring.Component):
 
     def _row_verilog(self, r: int, me, proto, rp) -> list:
         """Row port r as an instance (its outputs on wires `r<r>_<port>`): the chains from the row
-        above (row 0: the launch record and iterator), and its share of the moving requests."""
+        above (row 0: the launch record and iterator; a tile's first row: its launch unit's when it
+        launches, and no write record from a tap above), and its share of the moving requests."""
         chain = {"req_in": ("rec", "req_out"), "xit_in": ("xit", "xit_out"), "down_in": (None, "down_out")}
+        entry = bool(r and self.tile and r % self.tile == 0)
+        feed = getattr(self, f"feed{r // self.tile}") if entry else None
         conns, lines = [".clk(clk)", ".rst(rst)"], []
         for n, (v, flow) in rp.ports.items():
             if flow != In:
@@ -175,6 +176,10 @@ class Rows(wiring.Component):
                 top, out = chain[n]
                 src = rp.bits(getattr(proto, out), f"r{r - 1}_") if r else me.bits(getattr(self.feed, top)) if top \
                     else f"{len(v)}'d0"
+                if entry and top:
+                    src = f"{me.bits(feed.rec.valid)} ? {me.bits(getattr(feed, top))} : {src}"
+                elif entry:
+                    src = f"{rp.bits(proto.down_tap, f'r{r - 1}_')} ? {len(v)}'d0 : {src}"
                 conns.append(f".{n}({src})")
             else:
                 raise ValueError(f"rtl/rows.py: no connection for the row port's input {n!r}")
@@ -214,6 +219,9 @@ class Rows(wiring.Component):
                  f"  assign {me.bits(self.down.first)} = first_mark[{R - 1}] & {rp.bits(proto.down_out.valid, last)};"]
         resets = ["first_mark <= 0;"]
         shifts = [f"first_mark <= {{first_mark[{R - 2}:0], {swap}}};" if R > 1 else f"first_mark <= {swap};"]
+        if self.tile:
+            lines += self._taps_verilog(me, proto, rp)
+            shifts = [f"first_mark <= {{{', '.join(reversed(self._marks_verilog(proto, rp)))}}};"]
         feeds = {r + j * R: (r, j) for r in range(R) for j in range(1, self.rounds) if r + j * R < self.cols}
         for c in range(max(self.cols, 1)):
             if c not in feeds:
@@ -230,6 +238,32 @@ class Rows(wiring.Component):
             shifts.append(f"xtop{c} <= {{xtop{c}[{w - 34}:0], {head}}};" if w > 33 else f"xtop{c} <= {head};")
         return lines + ["  always @(posedge clk) begin", "    if (rst) begin", *("      " + x for x in resets),
                         "    end else if (advance) begin", *("      " + x for x in shifts), "    end", "  end"]
+
+    def _marks_verilog(self, proto, rp) -> list:
+        """Row r's next first mark under row tiles: a tile's first row's own value when its record
+        enters there, else the mark of the row above (row 0: its own)."""
+        marks = [rp.bits(proto.row_in.swap, "r0_")]
+        for r in range(1, self.rows):
+            above = f"first_mark[{r - 1}]"
+            if r % self.tile:
+                marks.append(above)
+                continue
+            p = f"r{r}_"
+            own = f"{rp.bits(proto.row_in.first, p)} & {rp.bits(proto.row_in.valid, p)}"
+            marks.append(f"(({own}) ? {rp.bits(proto.row_in.swap, p)} : {above})")
+        return marks
+
+    def _taps_verilog(self, me, proto, rp) -> list:
+        """The write records leaving at the taps below the tiles above the last (`down0`, ...): the
+        tile's last row's record where it ends there (`down_tap`), with its first mark."""
+        lines = []
+        for k in range(self.taps - 1):
+            last, tap = (k + 1) * self.tile - 1, getattr(self, f"down{k}")
+            p = f"r{last}_"
+            here, out = rp.bits(proto.down_tap, p), rp.bits(proto.down_out, p)
+            lines += [f"  assign {me.bits(tap.rec)} = {here} ? {out} : {len(Value.cast(tap.rec))}'d0;",
+                      f"  assign {me.bits(tap.first)} = first_mark[{last}] & {rp.bits(proto.down_out.valid, p)} & {here};"]
+        return lines
 
 
 class _Names:

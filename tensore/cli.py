@@ -254,7 +254,7 @@ def cmd_verilog(args) -> int:
     from tensore.rtl.config import PSUM_PORTS, Config
     cfg = Config(args.gen, args.rows, array_cols(args.gen, args.rows, args.cols), args.pack or 0, args.sbuf_latency,
                  args.psum_partitions, parse_dtypes(args.gen, args.dtypes), args.psum_ports or PSUM_PORTS,
-                 args.sparse32, args.timing).engine()   # a build the RTL cannot make is refused before any work
+                 args.sparse32, args.timing)   # a build the RTL cannot make is refused before any work
     with Progress("export", print, stage="Amaranth -> Verilog (Yosys), loop form"):
         res = export_engine(cfg.gen, cfg.rows, cfg.cols, pack=cfg.pack, sbuf_latency=cfg.sbuf_latency,
                             psum_partitions=cfg.psum_partitions, out_dir=args.output, dtypes=cfg.dtypes,

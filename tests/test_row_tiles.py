@@ -121,21 +121,6 @@ def test_the_front_binds_exactly_on_a_tile(monkeypatch):
     assert len(hazards(prog, shared=False)) == 1
 
 
-def test_the_export_refuses_the_profile(capfd):
-    """The RTL runs row tiles on Amaranth's simulator (tests/test_rtl_row_tiles.py), but their Verilog
-    forms are not written: the export refuses the profile, the command says so in one line and exits
-    2, before any export work (nothing on stdout)."""
-    from tensore.rtl.export import export_engine
-    from tensore.rtl.top import Engine
-    assert Engine("mariana", 8, 8, timing="tiles").cfg.tile == 2
-    with pytest.raises(ValueError, match="Amaranth's simulator only"):
-        export_engine("mariana", 8, 8, timing="tiles", out_dir="/tmp/x")
-    assert main(["verilog", "--gen", "mariana", "--rows", "8", "--cols", "8", "--timing", "tiles", "-o", "/tmp/x"]) == 2
-    out, err = capfd.readouterr()            # the file descriptors: progress lines write to a dup of fd 2
-    err = err.strip().splitlines()
-    assert len(err) == 1 and "Amaranth's simulator only" in err[0] and not out.strip(), (out, err)
-
-
 def clashes(prog, L: int = 2) -> list:
     """Each pair of matmuls with a live value in one PE's register in one cycle: a stream issued at t
     enters its entry row (its first row under `row_tiles`, else row 0) at t + L and moves a row down

@@ -12,12 +12,14 @@ pytestmark = pytest.mark.verilator
 SEED = 20261130
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack,column_loads", [
-    ("mariana", 2, 4, 2, False), pytest.param("mariana", 2, 4, 2, True, marks=pytest.mark.cosim)])
-def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack, column_loads):
-    """The structural writers (rtl/array.py `verilog()`), with the column-serial writes too."""
-    res = export_array(gen, rows, cols, pack, tmp_path, column_loads=column_loads)
-    arr = lambda: Array(Config(gen, rows, cols, pack), column_loads=column_loads)      # noqa: E731
+@pytest.mark.parametrize("gen,rows,cols,pack,column_loads,timing", [
+    ("mariana", 2, 4, 2, False, "public"), ("mariana", 4, 2, 2, False, "tiles"),
+    pytest.param("mariana", 2, 4, 2, True, "public", marks=pytest.mark.cosim)])
+def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack, column_loads, timing):
+    """The structural writers (rtl/array.py `verilog()`), with the column-serial writes too, and with
+    the sums' taps of row tiles (D-T100: four tiles of one row)."""
+    res = export_array(gen, rows, cols, pack, tmp_path, column_loads=column_loads, timing=timing)
+    arr = lambda: Array(Config(gen, rows, cols, pack, timing=timing), column_loads=column_loads)      # noqa: E731
     hier = VectorRunner(arr(), "tensore_array", clocked=True, cflags="-O0",
                         sources={f.name: f.read_text() for f in res["files"]})
     flat = VectorRunner(arr(), "tensore_array_flat", clocked=True, cflags="-O0")
@@ -42,7 +44,8 @@ def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack
     b = hier(**inputs)
     for name in a:
         assert np.array_equal(np.asarray(a[name], object), np.asarray(b[name], object)), name
-    assert any(int(v) for v in a["out_valid"])
+    for port in ["out_valid", *(f"tap{k}_valid" for k in range(arr().taps - 1))]:
+        assert any(int(v) for v in a[port]), port
 
 
 def test_blocks_converted_apart_equal_those_converted_here(tmp_path):
@@ -95,12 +98,13 @@ def test_full_size_array_elaborates(gen, rows, cols):
     assert frag is not None
 
 
-@pytest.mark.parametrize("parts,cols,ports,half", [(4, 6, 2, 6), pytest.param(6, 8, 2, 4, marks=pytest.mark.cosim),
+@pytest.mark.parametrize("parts,cols,ports,half", [(4, 6, 2, 6), (4, 8, 2, 2), pytest.param(6, 8, 2, 4, marks=pytest.mark.cosim),
                                                     pytest.param(5, 8, 3, 4, marks=pytest.mark.cosim)])
 def test_psum_xbar_verilog_equals_amaranth(parts, cols, ports, half):
     """The exported crossbar (behavioural Verilog, D-T42) computes what the Amaranth one does,
     including collisions (several columns naming one partition, more than it has ports), c256 pairs
-    and partitions out of range."""
+    (also two row tiles' taps of 4 columns, half 2: a column both a pair's second and the next's
+    first) and partitions out of range."""
     from tensore.rtl.blackbox import prototype
     from tensore.rtl.psum_xbar import PsumWriteXbar
     xbar = prototype(PsumWriteXbar(parts, cols, ports, half))
@@ -182,21 +186,26 @@ def _pair(block, name: str, sources: dict) -> VectorRunner:
     return VectorRunner(sig.create(), f"{name}_pair", clocked=True, reset=True, cflags="-O0", sources=sources)
 
 
-@pytest.mark.parametrize("gen,rows,cols,pack", [("mariana", 4, 8, 2), pytest.param("maverick", 4, 16, 4, marks=pytest.mark.cosim)])
-def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
+@pytest.mark.parametrize("gen,rows,cols,pack,timing", [
+    ("mariana", 4, 8, 2, "public"), ("mariana", 8, 16, 1, "tiles"),
+    pytest.param("maverick", 4, 16, 4, "public", marks=pytest.mark.cosim),
+    pytest.param("maverick", 4, 8, 1, "tiles", marks=pytest.mark.cosim)])
+def test_rows_verilog_equals_amaranth(gen, rows, cols, pack, timing):
     """The exported row ports (rtl/rows.py `verilog()`, D-T42 (2)) are the Amaranth Rows, each with
     the exported row port inside, cycle by cycle: the request, iterator and write-record chains
-    across the rows, LUT substitution, first marks, the transpose delay lines and the reset."""
+    across the rows, LUT substitution, first marks, the transpose delay lines and the reset; under
+    row tiles (D-T100) also each tile's launch record entering at its first row and the taps."""
     from amaranth.back import verilog
 
     from tensore.rtl.blackbox import convert_ports, prototype
     from tensore.rtl.export import block_verilog
     from tensore.rtl.rows import Rows
 
-    writer = prototype(Rows(Config(gen, rows, cols, pack), black_box=True))
+    cfg = Config(gen, rows, cols, pack, timing=timing)
+    writer = prototype(Rows(cfg, black_box=True))
     name, port = writer.module_name, writer.blocks()[0]
     port_v = {f"{port.module_name}.v": block_verilog(port)}
-    form = Rows(Config(gen, rows, cols, pack), black_box=True)
+    form = Rows(cfg, black_box=True)
     form_v = verilog.convert(form, name=f"{name}_amaranth", ports=convert_ports(form), emit_src=False)
     pair = _pair(writer, name, {**port_v, f"{name}_amaranth.v": form_v, f"{name}.v": writer.verilog()})
     rng = np.random.default_rng(SEED + rows + cols)
@@ -204,16 +213,24 @@ def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
     inputs = {nm: np.array([int.from_bytes(rng.bytes((w + 7) // 8), "little") % (1 << w) for _ in range(n)], object)
               for nm, w in pair.ins}
     rec, xit = writer.feed.rec.shape(), writer.feed.xit.shape()
-    for f, hi in [("valid", 2), ("xpose", 2), ("lut", 2), ("seed", 1), ("row0", 2), ("rows", cols + 1),
-                  ("fresh", 2), ("mx", 2), ("esize", 3)]:
-        field = rec[f]
-        mask = ((1 << field.width) - 1) << field.offset
-        inputs["feed_rec"] = np.array([(int(v) & ~mask) | int(rng.integers(0, hi)) << field.offset
-                                       for v in inputs["feed_rec"]], object)
-    num = xit["num"]                                  # iterator extents of 1-4, so they wrap
-    inputs["feed_xit"] = np.array([(int(v) & ~(((1 << num.width) - 1) << num.offset)) |
-                              sum(int(rng.integers(1, 5)) << (num.offset + 16 * d) for d in range(3))
-                              for v in inputs["feed_xit"]], object)
+    feeds = ["feed", *(f"feed{i}" for i in range(1, writer.taps))]
+    span = [("row0", rows if writer.tile else 2), ("rows", cols + 1)]
+    for feed in feeds:
+        for f, hi in [("valid", 2), ("xpose", 2), ("lut", 2), ("seed", 1), ("fresh", 2), ("mx", 2), ("esize", 3),
+                      *span]:
+            field = rec[f]
+            mask = ((1 << field.width) - 1) << field.offset
+            vals = rng.integers(0, hi, n)
+            if writer.tile and f == "valid":          # a tile's launch now and then
+                vals = rng.random(n) < 0.25
+            elif writer.tile and f == "rows":         # half of them within a tile, so they leave at its tap
+                vals = np.where(rng.random(n) < 0.5, rng.integers(1, writer.tile + 1, n), vals)
+            inputs[f"{feed}_rec"] = np.array([(int(v) & ~mask) | int(x) << field.offset
+                                              for v, x in zip(inputs[f"{feed}_rec"], vals)], object)
+        num = xit["num"]                                  # iterator extents of 1-4, so they wrap
+        inputs[f"{feed}_xit"] = np.array([(int(v) & ~(((1 << num.width) - 1) << num.offset)) |
+                                          sum(int(rng.integers(1, 5)) << (num.offset + 16 * d) for d in range(3))
+                                          for v in inputs[f"{feed}_xit"]], object)
     inputs["feed_req_shift"] = (rng.random(n) < 0.7).astype(np.int64)
     inputs["advance"] = (rng.random(n) < 0.8).astype(np.int64)
     inputs["rst"] = (rng.random(n) < 0.02).astype(np.int64)
@@ -224,6 +241,8 @@ def test_rows_verilog_equals_amaranth(gen, rows, cols, pack):
     down_first = np.array([int(v) >> (len(writer.down.as_value()) - 1) for v in a["down"]])
     assert 0 < down_first.sum() < n
     assert any(int(v) for v in a["top_valid"])
+    for k in range(writer.taps - 1):                  # records leave at each tap, some first vectors
+        assert 0 < sum(int(v) >> (len(writer.down.as_value()) - 1) for v in a[f"down{k}"]) < n
 
 
 def test_psum_bank_verilog_equals_amaranth():

@@ -79,18 +79,24 @@ def _column_stimulus(rng, rows, cols, pack, n, dtypes=None):
 
 @pytest.mark.parametrize("gen,rows,cols,pack,sparse32,dtypes,column_loads", [
     ("mariana", 2, 4, 2, False, None, False), ("mariana", 2, 4, 2, False, None, True),
+    ("mariana", 4, 2, 2, False, None, "tiles"),
     pytest.param("maverick", 2, 3, 4, False, None, False, marks=pytest.mark.cosim),
     pytest.param("cayman", 2, 2, 1, False, None, False, marks=pytest.mark.cosim),
     pytest.param("mariana", 2, 2, 1, True, None, False, marks=pytest.mark.cosim),
     pytest.param("maverick", 2, 3, 1, False, ("bf16",), False, marks=pytest.mark.cosim)])
 # MAVERICK (~80 s), one element per PE, the sparse32 and a bf16-only build (D-T83; Yosys splits its
 # active weights, D-T60) in make cosim; make test's Verilator runs of the library use the loop form
-# of every generation; with the column-serial writes (column_loads) too
+# of every generation; with the column-serial writes (column_loads) too; "tiles": the row tiles'
+# sums' taps (D-T100, four tiles of one row)
 def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtypes, column_loads):
-    name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}{'_cw' if column_loads else ''}"
+    tiles, column_loads = column_loads == "tiles", bool(column_loads) and column_loads != "tiles"
+    name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}{'_cw' if column_loads else ''}" \
+        f"{'_tiles' if tiles else ''}"
     dtypes = parse_dtypes(gen, dtypes)
-    arr = Array(Config(gen, rows, cols, pack, dtypes=dtypes, sparse32=sparse32), column_loads=column_loads)
-    src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads)
+    cfg = Config(gen, rows, cols, pack, dtypes=dtypes, sparse32=sparse32, timing="tiles" if tiles else "public")
+    arr = Array(cfg, column_loads=column_loads)
+    src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads,
+                             tile=arr.tile)
     assert "act_line" in src and "pe_act_out" not in src        # the moving value as a delay line per row
     loop = VectorRunner(arr, name, clocked=True, reset=True, cflags="-O0", sources={f"{name}.sv": src})
     ref = VectorRunner(arr, "tensore_array_flat", clocked=True, reset=True, cflags="-O0")
@@ -104,7 +110,8 @@ def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtype
     for port in a:
         same = np.asarray(a[port], object) == np.asarray(b[port], object)
         assert same.all(), f"{port} differs first at cycle {int(np.argmin(same))}"
-    assert np.count_nonzero(np.asarray(a["out_valid"], np.int64)) > 100
+    for port in ["out_valid", *(f"tap{k}_valid" for k in range(arr.taps - 1))]:
+        assert np.count_nonzero(np.asarray(a[port], np.int64)) > 100, port
 
 
 class _Rotate(wiring.Component):

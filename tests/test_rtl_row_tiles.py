@@ -1,12 +1,13 @@
-"""The RTL's row tiles side by side (D-T100, the `tiles` profile) on Amaranth's simulator, in
-lockstep with the golden engine every cycle: a launch unit per tile feeding the request chain at the
+"""The RTL's row tiles side by side (D-T100, the `tiles` profile) on Verilator and Amaranth's
+simulator, in lockstep with the golden engine every cycle: a launch unit per tile feeding the request chain at the
 tile's first row, the write records and sums leaving at the tap below each matmul's tiles, the
 write-back taking the taps from the top."""
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
-from tensore.cosim import lockstep
+from tensore.cosim import hdl, lockstep
 from tensore.cosim import programs as P
 from tests.test_row_tiles import _tile_race_program, taps_program
 
@@ -38,11 +39,28 @@ def _transpose_program():
     return replace(b.done(), timing="tiles")
 
 
-def test_row_tiles_in_lockstep():
+def _programs():
     """Two tiles accumulating into one cell in one cycle (taps_program), a tile's stream entering
     below a longer one and a third on another tile beside it, two load + matmul pairs on one tile, a
-    transpose (not tiled): every PSUM write of every cycle as the golden engine's."""
-    progs = [taps_program("multi_end"), _entry_program(), _tile_race_program(), _transpose_program()]
+    transpose (not tiled)."""
+    return [taps_program("multi_end"), _entry_program(), _tile_race_program(), _transpose_program()]
+
+
+@pytest.mark.verilator
+@pytest.mark.xdist_group("tiles")
+def test_row_tiles_on_verilator():
+    """The programs on the exported engine (the row ports', the array's loop form and the crossbar's
+    writers with their taps) on Verilator: every PSUM write of every cycle as the golden engine's."""
+    progs = _programs()
+    results = hdl.run_many(progs)
+    assert [r.mismatch for r in results] == [None] * len(progs)
+    assert all(r.checks > r.cycles for r in results)
+
+
+@pytest.mark.cosim                      # the same on Amaranth's simulator: make cosim
+def test_row_tiles_in_lockstep():
+    """The programs in lockstep on Amaranth's simulator."""
+    progs = _programs()
     assert lockstep.run_many(progs) == [None] * len(progs)
 
 
