@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tensore.model import dtypes as dt
 from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
-from tensore.model.isa.microop import SEED_STATES, active_cols, transposes
+from tensore.model.isa.microop import SEED_STATES
 from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_source, mx_steps_ok, reg_source_ok,
                                      seed_identity_ok, seed_source_ok, walk_pattern)
 from tensore.model.isa.rules import MX_BLOCK_P_F_DIM, matmul_input_dtypes  # noqa: F401  (callers read them from here)
@@ -81,7 +81,7 @@ class _Checker:
         self.rules("ldweights", step=0)
         tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
         esize = 4 if tagw else elem_bytes(f["in_dtype"])
-        parts = active_cols(self.d, self.array_cols) if transposes(self.d) else f["num_active_rows"]
+        parts = self.v.active_cols if self.v.xpose else f["num_active_rows"]
         self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
         self.rules("ldweights", step=1)
 

@@ -49,8 +49,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct, per_struct
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
-                                       SEED_COLS, SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of,
-                                       psum_half, transposes)
+                                       SEED_COLS, SEED_STATES, cols_in, group_step, max_moving, mx_in, pack_in,
+                                       psum_half, xpose_in)
 
 E = ErrorCode
 
@@ -135,8 +135,8 @@ class Ints(dict, Ops):
         self.answers = {}               # the per_walk helpers' answers since the last walk
         self.views = {}                 # (union, member) -> its bytes read as that member
         self.paths = {}                 # dotted path -> has(path)
-        self.active_cols = active_cols(desc, array_cols)
-        self.is_mx, self.xpose, self.pack = is_mx(desc), transposes(desc), pack_of(desc)
+        self.is_mx, self.xpose = mx_in(self), xpose_in(self)        # microop's derivations (D-T101)
+        self.pack, self.active_cols = pack_in(self), cols_in(self)
 
     __hash__ = object.__hash__          # one descriptor's view, not a value (a dict is unhashable)
 
