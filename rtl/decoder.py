@@ -32,9 +32,9 @@ from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (BARRIER_OPS, GROUPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, group_in,
                                        lcf_in, mx_in, order_in, pack_in, passes_in, xpose_in)
-from tensore.model.isa.rules import (Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes, moving,
-                                     mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select,
-                                     walk_pattern)
+from tensore.model.isa.rules import (OPCODE, Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes,
+                                     moving, mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
+                                     select, walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.config import Config
@@ -151,6 +151,13 @@ class _Values(Ops):
         return Const(int(kind == "tensor3d"), 1)
 
 
+class _OpcodeByte(_Values):
+    """The Amaranth backend of rules.OPCODE: the descriptor's opcode byte on the build's generation."""
+
+    def __init__(self, opcode, gen):
+        self.opcode, self.gen = opcode, gen
+
+
 class _Op:
     """The rules of one opcode over one layout: model/isa/check.py's _Checker, with `when`
     predicates standing for its control flow."""
@@ -242,10 +249,9 @@ class Decoder(wiring.Component):
         m = Module()
         self._m = m
         op = self.desc[:8]
-        head = _Rules()
-        known = _in(list(Opcode), op)
-        head.bad(E.BAD_OPCODE, ~known)
-        head.bad(E.OPCODE_NOT_IN_GEN, known & ~_in(sorted(opcodes_of(self.gen)), op))
+        head, byte = _Rules(), _OpcodeByte(op, self.gen)
+        for rule in OPCODE:                 # before any layout (rules.OPCODE)
+            head.bad(rule.code, rule.fires(byte))
         checks, fits = [head], []
         u = self.uop
         m.d.comb += u.op.eq(op)
