@@ -30,8 +30,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, Opcode, ScalarMode, Se
                                      TileRowSize)
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (BARRIER_OPS, GROUPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, group_in,
-                                       lcf_in, mx_in, order_in, pack_in, passes_in, xpose_in)
+from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, group_in, lcf_in,
+                                       mx_in, order_in, pack_in, passes_in, region_in, xpose_in)
 from tensore.model.isa.rules import (OPCODE, Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes,
                                      moving, mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
                                      select, walk_pattern)
@@ -345,15 +345,8 @@ class Decoder(wiring.Component):
 
     # -- array-size rules (model.engine.Engine.fits) ------------------------------------------------
     def _region(self, o):
-        f = o.f
-        R, C = self.rows, self.cols
-        if self.maverick:
-            ts, sel = f.tile_size, f.tile_sel
-            row0 = Mux(ts.row_size_log2 == TileRowSize.R64, sel.row_sel * (R // 2), 0)
-            col0 = Mux(ts.col_size_log2 == TileColSize.C128, sel.col_sel * (C // 2), 0)
-        else:
-            row0, col0 = f.row_grp * (R // GROUPS), f.col_grp * (C // GROUPS)
-        return (o.sig(row0, 16, "row0"), f.num_active_rows, o.sig(col0, 16, "col0"), o.sig(o.v.active_cols, 16, "cols"))
+        row0, rows, col0, cols = region_in(o.v, self.rows, self.cols)
+        return o.sig(row0, 16, "row0"), rows, o.sig(col0, 16, "col0"), o.sig(cols, 16, "cols")
 
     def _fits(self, o):
         row0, rows, col0, cols = self._region(o)

@@ -263,19 +263,22 @@ def active_cols(desc, array_cols: int | None = None) -> int:
     return _ints(desc, array_cols).active_cols
 
 
-def region_of(desc, rows: int, cols: int) -> tuple:
+def region_in(v, rows: int, cols: int) -> tuple:
     """(row0, rows, col0, cols): the descriptor's block of physical PEs on a rows x cols array
-    (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves)."""
-    f = desc.fields
-    n_rows, n_cols = f.get("num_active_rows", 0), active_cols(desc, cols)
-    if desc.gen.layout == Gen.MAVERICK and "tile_size" in f:
-        ts, sel = f["tile_size"], f["tile_sel"]
-        row0 = sel["row_sel"] * rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else 0
-        col0 = sel["col_sel"] * cols // 2 if ts["col_size_log2"] == TileColSize.C128 else 0
+    (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves; `v.array_cols` is
+    `cols`)."""
+    if v.maverick and v.has("tile_size"):
+        row0 = v.pick(v["tile_size.row_size_log2"] == TileRowSize.R64, v["tile_sel.row_sel"] * (rows // 2), 0)
+        col0 = v.pick(v["tile_size.col_size_log2"] == TileColSize.C128, v["tile_sel.col_sel"] * (cols // 2), 0)
     else:
-        row0 = f.get("row_grp", 0) * rows // GROUPS
-        col0 = f.get("col_grp", 0) * cols // GROUPS
-    return row0, n_rows, col0, n_cols
+        row0 = (v["row_grp"] if v.has("row_grp") else 0) * (rows // GROUPS)
+        col0 = (v["col_grp"] if v.has("col_grp") else 0) * (cols // GROUPS)
+    return row0, v["num_active_rows"] if v.has("num_active_rows") else 0, col0, v.active_cols
+
+
+def region_of(desc, rows: int, cols: int) -> tuple:
+    """region_in of a decoded descriptor."""
+    return region_in(_ints(desc, cols), rows, cols)
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,7 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
     """The micro-op of a valid descriptor on a rows x cols array."""
     f, op, v = desc.fields, desc.op, _ints(desc, cols)
     kind = KIND_OF[op]
-    row0, n_rows, col0, n_cols = region_of(desc, rows, cols)
+    row0, n_rows, col0, n_cols = region_in(v, rows, cols)
     counter = counter_index(n_rows or 1, n_cols if "num_active_cols" in f else 1)
     if op == Opcode.PE_MANAGE_SEED:
         row0, n_rows, col0, n_cols = 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
