@@ -141,12 +141,20 @@ BARRIER_OPS = frozenset({Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MA
 # -- per-field derivations (any decoded descriptor, valid or not) -----------------------------------
 # Written once over the operations layer of model/isa/rules.py (D-T101): `v` is its Python backend
 # (`rules.Ints`, ints and bools) or the decoder's (Amaranth values); `v.has` is a static fact.
+def _field(v, path, default=0):
+    """The field at `path`, `default` where the layout has none."""
+    return v[path] if v.has(path) else default
+
+
+def _first_is(v, paths, value, default):
+    """The first of `paths` the layout has holds `value` (`default` where it has none of them)."""
+    path = next((p for p in paths if v.has(p)), None)
+    return default if path is None else v[path] == value
+
+
 def xpose_in(v):
     """xpose_mode (MARIANA / MAVERICK flags) or transpose_mode (CAYMAN) is ENABLED (D-13)."""
-    for path in ("flags.xpose_mode", "transpose_mode"):
-        if v.has(path):
-            return v[path] == XposeMode.ENABLED
-    return v.false
+    return _first_is(v, ("flags.xpose_mode", "transpose_mode"), XposeMode.ENABLED, v.false)
 
 
 def mx_in(v):
@@ -182,7 +190,7 @@ def passes_in(v):
 
 def cols_in(v):
     """num_active_cols, with MAVERICK's 0 meaning every column (`v.array_cols`, 256 at full size)."""
-    cols = v["num_active_cols"] if v.has("num_active_cols") else 0
+    cols = _field(v, "num_active_cols")
     if v.maverick:
         return v.pick(cols == 0, v.array_cols or full_cols(v.gen), cols)
     return cols
@@ -190,10 +198,7 @@ def cols_in(v):
 
 def lcf_in(v):
     """load_order (MAVERICK flags, CAYMAN / MARIANA field) is LAST_COL_FIRST, the default (D-14)."""
-    for path in ("flags.load_order", "load_order"):
-        if v.has(path):
-            return v[path] == LoadOrder.LAST_COL_FIRST
-    return v.true
+    return _first_is(v, ("flags.load_order", "load_order"), LoadOrder.LAST_COL_FIRST, v.true)
 
 
 def group_in(v):
@@ -271,9 +276,8 @@ def region_in(v, rows: int, cols: int) -> tuple:
         row0 = v.pick(v["tile_size.row_size_log2"] == TileRowSize.R64, v["tile_sel.row_sel"] * (rows // 2), 0)
         col0 = v.pick(v["tile_size.col_size_log2"] == TileColSize.C128, v["tile_sel.col_sel"] * (cols // 2), 0)
     else:
-        row0 = (v["row_grp"] if v.has("row_grp") else 0) * (rows // GROUPS)
-        col0 = (v["col_grp"] if v.has("col_grp") else 0) * (cols // GROUPS)
-    return row0, v["num_active_rows"] if v.has("num_active_rows") else 0, col0, v.active_cols
+        row0, col0 = _field(v, "row_grp") * (rows // GROUPS), _field(v, "col_grp") * (cols // GROUPS)
+    return row0, _field(v, "num_active_rows"), col0, v.active_cols
 
 
 def region_of(desc, rows: int, cols: int) -> tuple:
