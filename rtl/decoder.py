@@ -26,16 +26,15 @@ from tensore.model.addrmap import split
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.check import elem_bytes
 from tensore.model.isa import microop
-from tensore.model.isa.enums import (AccumulateMode, ErrorCode, FP32Mode, LoadOrder, Opcode, PerfOpt,
-                             PsumAccumulate, ScalarMode, SeedMode, TagWeightMode, TileColSize,
-                             TileRowSize, XposeMode)
+from tensore.model.isa.enums import (ErrorCode, FP32Mode, Opcode, ScalarMode, SeedMode, TagWeightMode, TileColSize,
+                                     TileRowSize)
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (BARRIER_OPS, DOUBLE_ROW_PACK, FP32_PASSES, GROUPS, KIND_OF, MX_OPS,
-                                       PUMP_ORDER, PUMP_PACK, SEED_COLS, SEED_STATES, MxOrder)
-from tensore.model.isa.rules import (Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes, moving,
-                                     mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok, select,
-                                     walk_pattern)
+from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, group_in, lcf_in,
+                                       mx_in, order_in, pack_in, passes_in, region_in, xpose_in)
+from tensore.model.isa.rules import (OPCODE, Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes,
+                                     moving, mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
+                                     select, walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
 from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.config import Config
@@ -72,14 +71,6 @@ def _bucket(n):
     out = Const(0, 3)
     for k in range(1, BUCKETS):
         out = Mux(n > (1 << k), k, out)
-    return out
-
-
-def _by_table(key, table: dict, default, shape):
-    """table[key] for the keys it has, `default` for any other value of `key`."""
-    out = Const(default, shape)
-    for k, v in table.items():
-        out = Mux(key == int(k), v, out)
     return out
 
 
@@ -146,21 +137,10 @@ class _Values(Ops):
     def layout(self):
         return self.o.sd
 
-    @property
-    def active_cols(self):
-        return self.o.active_cols()
-
-    @property
-    def is_mx(self):
-        return self.o.is_mx()
-
-    @property
-    def xpose(self):
-        return self.o.xpose() == XposeMode.ENABLED
-
-    @property
-    def pack(self):
-        return self.o.pack()
+    active_cols = property(cols_in)      # model/isa/microop.py's derivations, on these values (D-T101)
+    is_mx = property(mx_in)
+    xpose = property(xpose_in)
+    pack = property(pack_in)
 
     def count(self, name):
         return self.o.counts[name]
@@ -169,6 +149,13 @@ class _Values(Ops):
         if isinstance(self.o.kind_of(name), Union):
             return self.o.member(self[name])[kind]
         return Const(int(kind == "tensor3d"), 1)
+
+
+class _OpcodeByte(_Values):
+    """The Amaranth backend of rules.OPCODE: the descriptor's opcode byte on the build's generation."""
+
+    def __init__(self, opcode, gen):
+        self.opcode, self.gen = opcode, gen
 
 
 class _Op:
@@ -184,6 +171,7 @@ class _Op:
         self.when = when
         self.r, self.fit = _Rules(), _Rules()
         self.counts = {}
+        self.v = _Values(self)
 
     def has(self, name):
         return name in self.names
@@ -222,43 +210,13 @@ class _Op:
         self.counts[name] = self.sig(n, 64, f"{name}_count")       # the table's v.count(name)
         return self.counts[name]
 
-    def is_mx(self):
-        if self.op in MX_OPS:
-            return Const(1, 1)
-        if self.has("src_mem_pattern") and isinstance(self.kind_of("src_mem_pattern"), Union):
-            return self.member(self.f.src_mem_pattern)["mxtensor_v2"]
-        return Const(0, 1)
-
     def kind_of(self, name):
         return next(fd.kind for fd in self.sd.fields if fd.name == name)
-
-    def pack(self):
-        """model.isa.microop.pack_of: 2 (double row), 4 / 8 (MX pumps), else 1."""
-        out = Const(1, 4)
-        if self.has("perf_mode"):
-            table = _by_table(self.f.perf_mode, PUMP_PACK, 1, 4)
-            out = Mux(self.is_mx(), table, out)
-        if self.has("perf_opt"):
-            out = Mux(self.f.perf_opt == PerfOpt.DOUBLE_ROW, DOUBLE_ROW_PACK, out)
-        return out
-
-    def active_cols(self):
-        cols = self.f.num_active_cols
-        if self.maverick:
-            return Mux(cols == 0, self.dec.cols, cols)
-        return cols
 
     def flag(self, name, default=0):
         if self.has("flags") and name in [p[0] for p in self.kind_of("flags").parts]:
             return getattr(self.f.flags, name)
         return Const(default, 1)
-
-    def xpose(self):
-        if self.has("flags") and "xpose_mode" in [p[0] for p in self.kind_of("flags").parts]:
-            return self.f.flags.xpose_mode
-        if self.has("transpose_mode"):
-            return self.f.transpose_mode
-        return Const(0, 8)
 
     # -- rules -------------------------------------------------------------------------------------
     def array_op(self):
@@ -291,10 +249,9 @@ class Decoder(wiring.Component):
         m = Module()
         self._m = m
         op = self.desc[:8]
-        head = _Rules()
-        known = _in(list(Opcode), op)
-        head.bad(E.BAD_OPCODE, ~known)
-        head.bad(E.OPCODE_NOT_IN_GEN, known & ~_in(sorted(opcodes_of(self.gen)), op))
+        head, byte = _Rules(), _OpcodeByte(op, self.gen)
+        for rule in OPCODE:                 # before any layout (rules.OPCODE)
+            head.bad(rule.code, rule.fires(byte))
         checks, fits = [head], []
         u = self.uop
         m.d.comb += u.op.eq(op)
@@ -322,7 +279,7 @@ class Decoder(wiring.Component):
         esize = o.esize_of(f.in_dtype)
         if o.has("tag_weight_mode"):
             esize = Mux(f.tag_weight_mode == TagWeightMode.TAG_WEIGHT, 4, esize)
-        parts = Mux(o.xpose() == XposeMode.ENABLED, o.active_cols(), f.num_active_rows)
+        parts = Mux(o.v.xpose, o.v.active_cols, f.num_active_rows)
         o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", esize, parts)
         o.rules("ldweights")
         self._fits(o)
@@ -388,15 +345,8 @@ class Decoder(wiring.Component):
 
     # -- array-size rules (model.engine.Engine.fits) ------------------------------------------------
     def _region(self, o):
-        f = o.f
-        R, C = self.rows, self.cols
-        if self.maverick:
-            ts, sel = f.tile_size, f.tile_sel
-            row0 = Mux(ts.row_size_log2 == TileRowSize.R64, sel.row_sel * (R // 2), 0)
-            col0 = Mux(ts.col_size_log2 == TileColSize.C128, sel.col_sel * (C // 2), 0)
-        else:
-            row0, col0 = f.row_grp * (R // GROUPS), f.col_grp * (C // GROUPS)
-        return (o.sig(row0, 16, "row0"), f.num_active_rows, o.sig(col0, 16, "col0"), o.sig(o.active_cols(), 16, "cols"))
+        row0, rows, col0, cols = region_in(o.v, self.rows, self.cols)
+        return o.sig(row0, 16, "row0"), rows, o.sig(col0, 16, "col0"), o.sig(cols, 16, "cols")
 
     def _fits(self, o):
         row0, rows, col0, cols = self._region(o)
@@ -415,7 +365,7 @@ class Decoder(wiring.Component):
         """D-T31 on the answers of rtl/weight_state.py for the record's block: DTYPE_MIX (model.isa.check
         given Engine._stationary_dtype) and BAD_MX (Engine._runtime_rules), for matmuls that neither
         transpose nor move seeds."""
-        plain = (o.xpose() != XposeMode.ENABLED) & (o.flag("seed_mode") == SeedMode.NONE)
+        plain = ~o.v.xpose & (o.flag("seed_mode") == SeedMode.NONE)
         if o.op in (Opcode.MATMUL, Opcode.MATMUL_SPARSE):
             in_enum = o.table(lambda x: dt.is_in_enum(x, self.gen), o.f.in_dtype)
             o.bad(E.DTYPE_MIX, plain & in_enum & o.in_range & self.wt_mix)
@@ -479,24 +429,21 @@ class Decoder(wiring.Component):
         """What loads and matmuls share: block, dtype, pack, passes, order, source (microop.microop)."""
         m, f, op = self._m, o.f, o.op
         row0, rows, col0, cols = self._region(o)
-        xpose = o.xpose() == XposeMode.ENABLED
+        v = o.v
+        xpose = v.xpose
         seed = o.flag("seed_mode") != SeedMode.NONE
         lut = o.flag("scalar_mode") == ScalarMode.LUT
         tagw = f.tag_weight_mode == TagWeightMode.TAG_WEIGHT if o.has("tag_weight_mode") else Const(0, 1)
         tags = op == Opcode.LDTAGS
         mode = f.fp32_mode if o.has("fp32_mode") else Const(FP32Mode.NONE, 2)
-        order = o.flag("load_order") if o.has("flags") and "load_order" in [p[0] for p in o.kind_of("flags").parts] \
-            else (f.load_order if o.has("load_order") else Const(LoadOrder.LAST_COL_FIRST, 1))
-        matmul = Const(int(KIND_OF[op] == microop.Kind.MATMUL), 1)
         m.d.comb += [
             u.supported.eq(~seed | Const(int(self.maverick and op in (Opcode.MATMUL, Opcode.LDWEIGHTS)), 1)),
             u.lut.eq(lut), u.xpose.eq(xpose), u.barrier.eq(seed),      # any seed_mode op is a barrier
             u.seed.eq(o.flag("seed_mode")),                     # (loads: no other effect, D-T40 (2))
             u.nib.eq(xpose & o.table(lambda x: _four_bit(x, self.gen), f.in_dtype)),   # transposed nibbles
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
-            u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(o.pack()),
-            u.passes.eq(Mux(matmul & ~xpose, _by_table(mode, FP32_PASSES, 1, 3), 1)),
-            u.lcf.eq((order == LoadOrder.LAST_COL_FIRST) | tags),
+            u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(v.pack),
+            u.passes.eq(passes_in(v)), u.lcf.eq(lcf_in(v) | tags),
             u.esize.eq(Mux(tags, 2, Mux(tagw, 4, o.esize_of(f.in_dtype)))),
             u.counter.eq(_bucket(rows) * BUCKETS + _bucket(cols)),
             u.tags.eq(tags), u.tagw.eq(tagw),
@@ -507,7 +454,7 @@ class Decoder(wiring.Component):
             src = f.src_mem_pattern.tensor3d if isinstance(o.kind_of("src_mem_pattern"), Union) else f.src_mem_pattern
             m.d.comb += self._src(u, src, 3)
         if op in MX_OPS or self.maverick and isinstance(o.kind_of("src_mem_pattern"), Union):
-            self._mx_uop(o, u, o.is_mx())
+            self._mx_uop(o, u, v.is_mx)
 
     def _uop_matmul(self, o, u):
         """A matmul's destination, PSUM group, vectors; transposes and MAVERICK seed micro-ops."""
@@ -516,17 +463,12 @@ class Decoder(wiring.Component):
         if sparse:
             m.d.comb += [u.mmkind.eq(MmKind.SPARSE), u.fmaps.eq(o.fm), u.fstride.eq(f.src_mem_pattern.step_elem[3])]
         dst = f.dst_mem_pattern.tensor3d if isinstance(o.kind_of("dst_mem_pattern"), Union) else f.dst_mem_pattern
-        if o.has("psum_accumulate_flags"):
-            begin = (f.psum_accumulate_flags & PsumAccumulate.BEGIN_MATMUL_GROUP) != 0
-            accumulate = ~begin
-        else:
-            begin = Const(0, 1)
-            accumulate = f.flags.accumulate_flag == AccumulateMode.ACCUMULATE
+        accumulate, begin = group_in(o.v)
         dst_part, dst_off = split(dst.start_addr, "psum")
         m.d.comb += [
             u.out_bf16.eq(f.out_dtype == Dtype.BFLOAT16), u.accumulate.eq(accumulate),
             u.zero.eq(begin & Const(int(o.has("psum_zero_region")), 1)), u.c256.eq(o.c256),
-            u.vectors.eq(o.n if sparse else o.n // o.pack()), u.dst_part.eq(dst_part), u.dst_off.eq(dst_off),
+            u.vectors.eq(o.n if sparse else o.n // o.v.pack), u.dst_part.eq(dst_part), u.dst_off.eq(dst_off),
         ]
         if o.has("psum_zero_region"):
             m.d.comb += u.zero_log2.eq(f.psum_zero_region)
@@ -557,11 +499,10 @@ class Decoder(wiring.Component):
             sc_valid = p.scale_dtype == Dtype.SFP8_E8         # no scales: every exponent 0 (microop.Pattern)
         nib = _in([d for d in Dtype if dt.is_valid_mx_dtype(d, self.gen) and dt.format_of(d, self.gen).width == 4],
                   f.in_dtype)
-        order = _by_table(f.perf_mode, PUMP_ORDER, MxOrder.PACKED, 2)
         d_part, d_off = split(daddr, "sbuf")
         s_part, s_off = split(p.scale_addr, "sbuf")
         with m.If(is_mx):
-            m.d.comb += [u.mx.eq(1), u.nib.eq(nib), u.esize.eq(1), u.sc_valid.eq(sc_valid), u.mxmode.eq(order),
+            m.d.comb += [u.mx.eq(1), u.nib.eq(nib), u.esize.eq(1), u.sc_valid.eq(sc_valid), u.mxmode.eq(order_in(o.v)),
                          u.src_part.eq(d_part), u.src_off.eq(d_off), u.src_num[2].eq(1),
                          u.sc_part.eq(s_part), u.sc_off.eq(s_off)]
             m.d.comb += [u.src_step[d].eq(steps[d]) for d in range(2)] + [u.src_num[d].eq(nums[d]) for d in range(2)]

@@ -47,7 +47,7 @@ def rule_sites() -> dict:
         sites[name if seen[name] == 1 else f"{name}#{seen[name]}"] = (lo, hi)
     for name in [n for n in sites if seen.get(n, 0) > 1]:          # the first of several is #1
         sites[f"{name}#1"] = sites.pop(name)
-    for name in [rule.name for rule in RULES.RULES] + list(RULES.STRUCTURE + RULES.PATTERN):
+    for name in [rule.name for rule in RULES.RULES + RULES.OPCODE] + list(RULES.STRUCTURE + RULES.PATTERN):
         assert name not in sites, name
         sites[name] = None
     return sites
@@ -306,9 +306,9 @@ EXTRA_OUTSIDE = [("mx_op:BAD_MX:flags", "mariana", "ldweights_mx", dict(flags=di
 # inside descriptors next to a boundary that another rule refuses (the boundary value itself is dirty)
 DIRTY_INSIDE = {"structure:BAD_DTYPE:byte": "0x10 (FP4_EXP2) is MARIANA's, but no matmul input",
                 "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#1": "7 sets BEGIN and BEGIN_ACCUM"}
-RAW = {  # rules of check() itself, on bytes: (gen, inside bytes, outside bytes[, gen the outside is checked on])
-    "check:BAD_OPCODE:header.opcode": ("cayman", valid("ldweights", "cayman"), _opcode(valid("ldweights", "cayman"), 0x05)),
-    "check:OPCODE_NOT_IN_GEN:header.opcode": ("mariana", valid("matmul_mx", "mariana"), valid("matmul_mx", "mariana"),
+RAW = {  # rules of the opcode byte (rules.OPCODE), on bytes: (gen, inside bytes, outside bytes[, gen the outside is checked on])
+    "opcode:BAD_OPCODE:header.opcode": ("cayman", valid("ldweights", "cayman"), _opcode(valid("ldweights", "cayman"), 0x05)),
+    "opcode:OPCODE_NOT_IN_GEN:header.opcode": ("mariana", valid("matmul_mx", "mariana"), valid("matmul_mx", "mariana"),
                                               "cayman"),
 }
 

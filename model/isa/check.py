@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from tensore.model import dtypes as dt
 from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
-from tensore.model.isa.microop import SEED_STATES, active_cols, transposes
-from tensore.model.isa.rules import (Ints, dst_walk, elem_bytes, lut_source_ok, mx_source, mx_steps_ok, reg_source_ok,
-                                     seed_identity_ok, seed_source_ok, walk_pattern)
+from tensore.model.isa.microop import SEED_STATES
+from tensore.model.isa.rules import (OPCODE, Ints, OpcodeByte, dst_walk, elem_bytes, lut_source_ok, mx_source,
+                                     mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok, walk_pattern)
 from tensore.model.isa.rules import MX_BLOCK_P_F_DIM, matmul_input_dtypes  # noqa: F401  (callers read them from here)
 
 E = ErrorCode
@@ -41,11 +41,11 @@ def error_code(violations) -> ErrorCode:
 
 
 class _Checker:
-    def __init__(self, desc, stationary_dtype, array_cols=None):
+    def __init__(self, desc, stationary_dtype, array_cols=None, v=None):
         self.d, self.f, self.gen = desc, desc.fields, desc.gen
         self.array_cols = array_cols
         self.out: list[Violation] = []
-        self.v = Ints(desc, array_cols, stationary_dtype)     # the fields for the table's rules
+        self.v = Ints(desc, array_cols, stationary_dtype) if v is None else v     # the fields for the table's rules
 
     def bad(self, code, field, message):
         self.out.append(Violation(code, field, message))
@@ -81,7 +81,7 @@ class _Checker:
         self.rules("ldweights", step=0)
         tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
         esize = 4 if tagw else elem_bytes(f["in_dtype"])
-        parts = active_cols(self.d, self.array_cols) if transposes(self.d) else f["num_active_rows"]
+        parts = self.v.active_cols if self.v.xpose else f["num_active_rows"]
         self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
         self.rules("ldweights", step=1)
 
@@ -157,10 +157,10 @@ def check(desc, gen=None, *, stationary_dtype=None, array_cols=None) -> list[Vio
     from tensore.model.isa import Descriptor, decode
     if not isinstance(desc, Descriptor):
         desc = decode(desc, gen)
-    if not isinstance(desc.op, Opcode):
-        return [Violation(E.BAD_OPCODE, "header.opcode", f"0x{desc.op:02X} is not a PE opcode")]
-    if desc.layout is None:
-        return [Violation(E.OPCODE_NOT_IN_GEN, "header.opcode", f"{desc.op.name} does not exist on {desc.gen.name}")]
+    head = _Checker(desc, stationary_dtype, v=OpcodeByte(desc))       # before a layout exists
+    head.rules(walk=OPCODE)
+    if head.out:
+        return head.out
     checker = _Checker(desc, stationary_dtype, array_cols)
     checker.structure()
     _BY_OP[desc.op](checker)

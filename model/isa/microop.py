@@ -4,9 +4,11 @@
 rows x cols PEs: the sequencer's class (`Kind`), the matmul rhythm class (`MmKind`), elements per
 PE step (`pack`), array passes per vector, transpose, MX and its element order (`MxOrder`),
 barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter.
-model/engine/ runs micro-ops; model/isa/check.py reads the same per-field derivations
-(`pack_of`, `transposes`, `is_mx`, `active_cols`, ...) on descriptors that may be invalid; the RTL
-decoder's micro-op record is generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
+model/engine/ runs micro-ops.  The per-field derivations (`xpose_in`, `mx_in`, `pack_in`, `passes_in`,
+`order_in`, `cols_in`, `lcf_in`, `group_in`) are written once over the operations layer of
+model/isa/rules.py (D-T101) and hold on descriptors that may be invalid: model/isa/check.py reads them
+through `rules.Ints`, the RTL decoder evaluates them on Amaranth values into its micro-op record,
+generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
 from __future__ import annotations
 
 import enum
@@ -137,14 +139,91 @@ BARRIER_OPS = frozenset({Opcode.PE_REG_WRITE, Opcode.CONV_LUT_LOAD, Opcode.PE_MA
 
 
 # -- per-field derivations (any decoded descriptor, valid or not) -----------------------------------
+# Written once over the operations layer of model/isa/rules.py (D-T101): `v` is its Python backend
+# (`rules.Ints`, ints and bools) or the decoder's (Amaranth values); `v.has` is a static fact.
+def _field(v, path, default=0):
+    """The field at `path`, `default` where the layout has none."""
+    return v[path] if v.has(path) else default
+
+
+def _first_is(v, paths, value, default):
+    """The first of `paths` the layout has holds `value` (`default` where it has none of them)."""
+    path = next((p for p in paths if v.has(p)), None)
+    return default if path is None else v[path] == value
+
+
+def xpose_in(v):
+    """xpose_mode (MARIANA / MAVERICK flags) or transpose_mode (CAYMAN) is ENABLED (D-13)."""
+    return _first_is(v, ("flags.xpose_mode", "transpose_mode"), XposeMode.ENABLED, v.false)
+
+
+def mx_in(v):
+    """MARIANA's LdweightsMX / MatmulMX, or a MAVERICK MXTensorV2 source (seed 000 section 7)."""
+    if v.op in MX_OPS:
+        return v.true
+    return v.kind_is("src_mem_pattern", "mxtensor_v2") if v.has("src_mem_pattern") else v.false
+
+
+def pack_in(v):
+    """Elements per PE step: 2 (FP8 double row), 4 / 8 (MX pumps, `v.is_mx`), else 1."""
+    out = 1
+    if v.has("perf_mode"):
+        out = v.pick(v.is_mx, v.lookup(v["perf_mode"], PUMP_PACK, 1), out)
+    if v.has("perf_opt"):
+        out = v.pick(v["perf_opt"] == PerfOpt.DOUBLE_ROW, DOUBLE_ROW_PACK, out)
+    return out
+
+
+def order_in(v):
+    """The element order of an MX pattern (`v.is_mx`), PACKED for every other."""
+    if not v.has("perf_mode"):
+        return MxOrder.PACKED
+    return v.pick(v.is_mx, v.lookup(v["perf_mode"], PUMP_ORDER, MxOrder.PACKED), MxOrder.PACKED)
+
+
+def passes_in(v):
+    """Array passes per moving vector: 4 for a non-transposing fp32 HIGH / LOW_HIGH matmul (D-12)."""
+    if KIND_OF.get(v.op) != Kind.MATMUL or not v.has("fp32_mode"):
+        return 1
+    return v.pick(v.xpose, 1, v.lookup(v["fp32_mode"], FP32_PASSES, 1))
+
+
+def cols_in(v):
+    """num_active_cols, with MAVERICK's 0 meaning every column (`v.array_cols`, 256 at full size)."""
+    cols = _field(v, "num_active_cols")
+    if v.maverick:
+        return v.pick(cols == 0, v.array_cols or full_cols(v.gen), cols)
+    return cols
+
+
+def lcf_in(v):
+    """load_order (MAVERICK flags, CAYMAN / MARIANA field) is LAST_COL_FIRST, the default (D-14)."""
+    return _first_is(v, ("flags.load_order", "load_order"), LoadOrder.LAST_COL_FIRST, v.true)
+
+
+def group_in(v):
+    """(accumulate?, begins a group?): CAYMAN / MARIANA psum_accumulate_flags, MAVERICK accumulate_flag."""
+    if v.has("psum_accumulate_flags"):
+        begin = (v["psum_accumulate_flags"] & PsumAccumulate.BEGIN_MATMUL_GROUP) != 0
+        return v.not_(begin), begin
+    if v.has("flags.accumulate_flag"):
+        return v["flags.accumulate_flag"] == AccumulateMode.ACCUMULATE, v.false
+    return v.false, v.false
+
+
+def _ints(desc, array_cols=None):
+    """The descriptor on the Python backend (rules.Ints, which builds on this module)."""
+    from tensore.model.isa.rules import Ints
+    return Ints(desc, array_cols)
+
+
 def _flag(desc, name, default=0):
     return desc.fields.get("flags", {}).get(name, default)
 
 
 def transposes(desc) -> bool:
-    """xpose_mode (MARIANA / MAVERICK flags) or transpose_mode (CAYMAN) is ENABLED (D-13)."""
-    f = desc.fields
-    return _flag(desc, "xpose_mode", f.get("transpose_mode", XposeMode.DISABLED)) == XposeMode.ENABLED
+    """xpose_in of a decoded descriptor."""
+    return xpose_in(_ints(desc))
 
 
 def seed_mode(desc):
@@ -153,31 +232,23 @@ def seed_mode(desc):
 
 
 def is_mx(desc) -> bool:
-    """MARIANA's LdweightsMX / MatmulMX, or a MAVERICK MXTensorV2 source (seed 000 section 7)."""
-    return desc.op in MX_OPS or desc.fields.get("src_mem_pattern", {}).get("kind") == "mxtensor_v2"
+    """mx_in of a decoded descriptor."""
+    return _ints(desc).is_mx
 
 
 def pack_of(desc) -> int:
-    """Elements per PE step: 2 (FP8 double row), 4 / 8 (MX pumps), else 1."""
-    f = desc.fields
-    if f.get("perf_opt") == PerfOpt.DOUBLE_ROW:
-        return DOUBLE_ROW_PACK
-    if is_mx(desc) and isinstance(f.get("perf_mode"), MXPerfMode):
-        return PUMP_PACK[f["perf_mode"]]
-    return 1
+    """pack_in of a decoded descriptor."""
+    return _ints(desc).pack
 
 
 def mx_order(desc) -> MxOrder:
-    mode = desc.fields.get("perf_mode")
-    return PUMP_ORDER[mode] if is_mx(desc) and isinstance(mode, MXPerfMode) else MxOrder.PACKED
+    """order_in of a decoded descriptor."""
+    return order_in(_ints(desc))
 
 
 def passes_of(desc) -> int:
-    """Array passes per moving vector: 4 for a non-transposing fp32 HIGH / LOW_HIGH matmul (D-12)."""
-    mode = desc.fields.get("fp32_mode", FP32Mode.NONE)
-    if KIND_OF.get(desc.op) != Kind.MATMUL or transposes(desc) or not isinstance(mode, FP32Mode):
-        return 1
-    return FP32_PASSES[mode]
+    """passes_in of a decoded descriptor."""
+    return passes_in(_ints(desc))
 
 
 def mm_kind(desc) -> MmKind:
@@ -193,26 +264,25 @@ def is_barrier(desc) -> bool:
 
 
 def active_cols(desc, array_cols: int | None = None) -> int:
-    """num_active_cols, with MAVERICK's 0 meaning every column (256 at full size)."""
-    cols = desc.fields.get("num_active_cols", 0)
-    if desc.gen.layout == Gen.MAVERICK and cols == 0:
-        return array_cols or full_cols(desc.gen)
-    return cols
+    """cols_in of a decoded descriptor on an array of `array_cols` columns."""
+    return _ints(desc, array_cols).active_cols
+
+
+def region_in(v, rows: int, cols: int) -> tuple:
+    """(row0, rows, col0, cols): the descriptor's block of physical PEs on a rows x cols array
+    (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves; `v.array_cols` is
+    `cols`)."""
+    if v.maverick and v.has("tile_size"):
+        row0 = v.pick(v["tile_size.row_size_log2"] == TileRowSize.R64, v["tile_sel.row_sel"] * (rows // 2), 0)
+        col0 = v.pick(v["tile_size.col_size_log2"] == TileColSize.C128, v["tile_sel.col_sel"] * (cols // 2), 0)
+    else:
+        row0, col0 = _field(v, "row_grp") * (rows // GROUPS), _field(v, "col_grp") * (cols // GROUPS)
+    return row0, _field(v, "num_active_rows"), col0, v.active_cols
 
 
 def region_of(desc, rows: int, cols: int) -> tuple:
-    """(row0, rows, col0, cols): the descriptor's block of physical PEs on a rows x cols array
-    (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves)."""
-    f = desc.fields
-    n_rows, n_cols = f.get("num_active_rows", 0), active_cols(desc, cols)
-    if desc.gen.layout == Gen.MAVERICK and "tile_size" in f:
-        ts, sel = f["tile_size"], f["tile_sel"]
-        row0 = sel["row_sel"] * rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else 0
-        col0 = sel["col_sel"] * cols // 2 if ts["col_size_log2"] == TileColSize.C128 else 0
-    else:
-        row0 = f.get("row_grp", 0) * rows // GROUPS
-        col0 = f.get("col_grp", 0) * cols // GROUPS
-    return row0, n_rows, col0, n_cols
+    """region_in of a decoded descriptor."""
+    return region_in(_ints(desc, cols), rows, cols)
 
 
 @dataclass(frozen=True)
@@ -292,38 +362,29 @@ class MicroOp:
 
 def microop(desc, rows: int, cols: int) -> MicroOp:
     """The micro-op of a valid descriptor on a rows x cols array."""
-    f, op = desc.fields, desc.op
+    f, op, v = desc.fields, desc.op, _ints(desc, cols)
     kind = KIND_OF[op]
-    row0, n_rows, col0, n_cols = region_of(desc, rows, cols)
+    row0, n_rows, col0, n_cols = region_in(v, rows, cols)
     counter = counter_index(n_rows or 1, n_cols if "num_active_cols" in f else 1)
     if op == Opcode.PE_MANAGE_SEED:
         row0, n_rows, col0, n_cols = 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
         counter = counter_index(SEED_STATES, SEED_COLS)
     dtype = f.get("in_dtype", f.get("identity_dtype"))
     seed = f["mode"] if op == Opcode.PE_MANAGE_SEED else seed_mode(desc)     # PeManageSeed: a seed transpose
-    xpose = transposes(desc) or op == Opcode.PE_MANAGE_SEED
-    accumulate, begin = _group(f)
+    xpose = v.xpose or op == Opcode.PE_MANAGE_SEED
+    accumulate, begin = group_in(v)
     zero = 1 << int(f["psum_zero_region"]) if begin and "psum_zero_region" in f else 0
     return MicroOp(
         op=op, kind=kind, mmkind=mm_kind(desc), barrier=is_barrier(desc),
         row0=row0, rows=n_rows, col0=col0, cols=n_cols,
         dtype=Dtype(dtype) if dtype is not None else None, fp32_mode=FP32Mode(f.get("fp32_mode", 0)),
-        passes=passes_of(desc), pack=pack_of(desc), xpose=xpose, seed=SeedMode(seed),
-        mx=is_mx(desc), mxmode=mx_order(desc), lut=_flag(desc, "scalar_mode") == ScalarMode.LUT,
-        tagw=f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT,
-        lcf=_flag(desc, "load_order", f.get("load_order", LoadOrder.LAST_COL_FIRST)) == LoadOrder.LAST_COL_FIRST,
+        passes=passes_in(v), pack=v.pack, xpose=xpose, seed=SeedMode(seed),
+        mx=v.is_mx, mxmode=order_in(v), lut=_flag(desc, "scalar_mode") == ScalarMode.LUT,
+        tagw=f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT, lcf=lcf_in(v),
         src=pattern_of(desc) if "src_mem_pattern" in f else None,
         dst=pattern_of(desc, "dst_mem_pattern") if "dst_mem_pattern" in f else None,
         out_bf16=f.get("out_dtype") == Dtype.BFLOAT16, accumulate=accumulate and not xpose, begin=begin,
         zero_banks=zero, counter=counter if kind in PERF_BANKS_OF else 0, banks=PERF_BANKS_OF.get(kind, ()))
-
-
-def _group(f) -> tuple:
-    """(accumulate?, begins a group?): CAYMAN / MARIANA psum_accumulate_flags, MAVERICK accumulate_flag."""
-    if "psum_accumulate_flags" in f:
-        begin = bool(f["psum_accumulate_flags"] & PsumAccumulate.BEGIN_MATMUL_GROUP)
-        return not begin, begin
-    return f.get("flags", {}).get("accumulate_flag") == AccumulateMode.ACCUMULATE, False
 
 
 # -- the RTL record: field widths (rtl/isa.uop_layout builds the Amaranth layout) ---------------------

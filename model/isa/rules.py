@@ -46,11 +46,11 @@ from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, PeReg, PerfOpt, PsumAccumulate, PsumRound,
                                      ScalarMode, SeedMode, TagWeightMode, TileColSize, TileRowSize, XposeMode)
-from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
+from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS, opcodes_of
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct, per_struct
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
-                                       SEED_COLS, SEED_STATES, active_cols, group_step, is_mx, max_moving, pack_of,
-                                       psum_half, transposes)
+                                       SEED_COLS, SEED_STATES, cols_in, group_step, max_moving, mx_in, pack_in,
+                                       psum_half, xpose_in)
 
 E = ErrorCode
 
@@ -135,8 +135,8 @@ class Ints(dict, Ops):
         self.answers = {}               # the per_walk helpers' answers since the last walk
         self.views = {}                 # (union, member) -> its bytes read as that member
         self.paths = {}                 # dotted path -> has(path)
-        self.active_cols = active_cols(desc, array_cols)
-        self.is_mx, self.xpose, self.pack = is_mx(desc), transposes(desc), pack_of(desc)
+        self.is_mx, self.xpose = mx_in(self), xpose_in(self)        # microop's derivations (D-T101)
+        self.pack, self.active_cols = pack_in(self), cols_in(self)
 
     __hash__ = object.__hash__          # one descriptor's view, not a value (a dict is unhashable)
 
@@ -900,6 +900,29 @@ def _named(table) -> tuple:
 RULES = _named(_TABLE)
 FAMILIES = tuple(dict.fromkeys(r.family for r in RULES))
 BY_FAMILY = {fam: tuple(r for r in RULES if r.family == fam) for fam in FAMILIES}
+
+
+# -- the opcode byte: its rules come before any layout, read by either backend from `v.opcode` -------------
+class OpcodeByte(Ops):
+    """The Python backend of OPCODE: a descriptor's opcode byte (`opcode`) on its generation."""
+
+    def __init__(self, desc):
+        self.opcode, self.gen = int(desc.op), desc.gen
+
+
+@functools.cache
+def gen_opcodes(gen) -> tuple:
+    """The opcodes `gen` executes (those with a layout), in order."""
+    return tuple(sorted(opcodes_of(gen)))
+
+
+OPCODE = _named([
+    Rule("opcode", ALL_OPS, E.BAD_OPCODE, "header.opcode", lambda v: v.not_(v.in_(v.opcode, Opcode)),
+         lambda v: f"0x{v.opcode:02X} is not a PE opcode"),
+    Rule("opcode", ALL_OPS, E.OPCODE_NOT_IN_GEN, "header.opcode",
+         lambda v: v.in_(v.opcode, Opcode) & v.not_(v.in_(v.opcode, gen_opcodes(v.gen))),
+         lambda v: f"{Opcode(v.opcode).name} does not exist on {v.gen.name}"),
+])
 
 
 # -- the structural rules: generated from the layout, not rows of the table ----------------------------
