@@ -50,7 +50,7 @@ from tensore.model.isa.check import matmul_input_dtypes
 from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind,
-                                       group_step)
+                                       group_step, row_tile)
 from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_end,
                                   column_load_issue, column_port_free, column_port_next, floor_cycles, load_front_issue,
                                   profile)
@@ -416,17 +416,24 @@ def _rules_of(o, st, R, C, L, regs, prof) -> dict:
     elif u.kind == Kind.LOAD:
         mm = st["mm"]
         c["weight_port"] = column_port_next(st["lw_port"], st["lw_end"], st["lw_skew"], *st["lw_rows"], u.row0,
-                                            lambda k, a, b: a if k else b) if _column(o, prof) else st["lw_end"]
+                                            _pick) if _column(o, prof) else st["lw_end"]
+        fronts = [f for f in (st["tile_mm"][i] for i in _row_tiles(st, u.row0, u.rows)) if f]   # its tiles' last matmuls
         if mm and _column(o, prof):
-            c["column_front"] = column_load_issue(mm["t_data"], mm["passes"], u.row0, u.col0, u.cols, L)
+            c["column_front"] = max(column_load_issue(f["t_data"], mm["passes"], u.row0, u.col0, u.cols, L)
+                                    for f in fronts)
         elif mm and prof.row_wavefront and d.op != Opcode.LDTAGS:
-            c["row_front"] = load_front_issue(mm["t_data"], mm["passes"], u.row0, u.rows, C, L)
+            c["row_front"] = max(load_front_issue(f["t_data"], f["passes"], u.row0, u.rows, C, L) for f in fronts)
         elif mm:
-            c["swap_wait"] = mm["t_data"] + mm["passes"] * (R + C) - L
+            c["swap_wait"] = max(f["t_data"] + f["passes"] * (R + C) - L for f in fronts)
         if d.op == Opcode.LDTAGS:
             c["sparse_drain"] = st["sparse_end"]
     else:
-        c["moving_port"] = st["mm_port"]
+        if u.kind == Kind.MATMUL:      # its stream reaches tile i's entry passes x (rows above it) after issue
+            entry, span = _stream(st, u)
+            c["moving_port"] = max(st["tile_port"][i] - u.passes * (i * st["tile"] - entry)
+                                   for i in _row_tiles(st, entry, span))
+        else:
+            c["moving_port"] = max(st["tile_port"])
         c["after_load"] = max(st["last_lw"], st["last_ldtags"]) + 1
         if st["lw_skew"] not in (0, u.passes):          # a column-serial load of other passes: its end
             c["column_load_end"] = st["lw_end"]
@@ -445,11 +452,35 @@ def _rules_of(o, st, R, C, L, regs, prof) -> dict:
     return c
 
 
-def _mm(st, **mm) -> dict:
-    """The last matmul's timing; its t_complete the latest of every matmul so far (docs/timing.md)."""
+def _mm(st, stream, port, **mm) -> dict:
+    """The last matmul's timing; its t_complete the latest of every matmul so far (docs/timing.md).
+    Each row tile its stream (entry row, span) crosses keeps it as its last matmul, its t_data taken
+    back to row 0 (t_data - passes x entry), and its entry busy until the stream has passed it
+    (`port`: the stream's last vector at its entry row; under row tiles, D-T100)."""
     if st["mm"] is not None:
         mm["t_complete"] = max(mm["t_complete"], st["mm"]["t_complete"])
+    entry, p = stream[0], mm["passes"]
+    for i in _row_tiles(st, *stream):
+        st["tile_mm"][i] = dict(mm, t_data=mm["t_data"] - p * entry)
+        st["tile_port"][i] = port + p * (i * st["tile"] - entry)
     return mm
+
+
+def _row_tiles(st, row0, rows) -> range:
+    """The row tiles rows row0 .. row0 + rows - 1 cover (one tile: the array, without row tiles)."""
+    return range(row0 // st["tile"], -(-(row0 + rows) // st["tile"]))
+
+
+def _stream(st, u) -> tuple:
+    """(entry row, rows to the sum tap) of a matmul's stream: its first row and whole tiles under row
+    tiles, a transpose's row 0 and the array (D-T100)."""
+    if st["tile"] == st["rows"]:
+        return 0, st["rows"]
+    return (0, st["rows"]) if u.xpose else (u.row0, -(-u.rows // st["tile"]) * st["tile"])
+
+
+def _pick(cond, a, b):
+    return a if cond else b
 
 
 def _advance(o, st, R, C, L, prof):
@@ -469,18 +500,20 @@ def _advance(o, st, R, C, L, prof):
         st["lw_port"] = st["lw_end"] = t + u.rows
         st["lw_skew"] = 0
         st["last_ldtags" if d.op == Opcode.LDTAGS else "last_lw"] = t
+    every = (0, st["rows"])
     if u.kind == Kind.SEED:                       # the identity load of its states, then their transpose
         t_mm = t + u.rows + L
-        st["mm"] = _mm(st, t_data=t_mm + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
-        st["mm_port"] = t_mm + SEED_STATES
+        st["mm"] = _mm(st, every, t_mm + SEED_STATES, t_data=t_mm + L, passes=1, t_complete=o.t_complete,
+                       kind=MmKind.XPOSE, t_issue=t_mm)
     elif u.kind == Kind.MATMUL and u.seed:
-        st["mm"] = _mm(st, t_data=t + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE, t_issue=t)
-        st["mm_port"] = t + 1
+        st["mm"] = _mm(st, every, t + 1, t_data=t + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE,
+                       t_issue=t)
         st["floor"] = (t + _floor(u.mmkind == MmKind.XPOSE, u.rows, u.cols, 1, 1), u.block)
     elif u.kind == Kind.MATMUL:
         vectors = u.rows if u.xpose else o.psum_writes // max(1, u.cols)
-        st["mm_port"] = t + vectors * u.passes
-        st["mm"] = _mm(st, t_data=t + L, passes=u.passes, t_complete=o.t_complete, kind=u.mmkind, t_issue=t)
+        stream = _stream(st, u)
+        st["mm"] = _mm(st, stream, t + vectors * u.passes, t_data=t + L, passes=u.passes,
+                       t_complete=o.t_complete, kind=u.mmkind, t_issue=t)
         st["floor"] = (t + _floor(u.mmkind == MmKind.XPOSE, u.rows, u.cols, vectors, u.passes), u.block)
         if d.op == Opcode.MATMUL_SPARSE:
             st["sparse_end"] = t + vectors + C
@@ -502,9 +535,11 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2, timing=DEFAUL
     R, C, L = trace.rows, trace.cols, sbuf_latency
     neg = -10 ** 9
     prof = profile(timing)
+    tile = row_tile(trace.gen, R) if prof.row_tiles else R
     st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0, "lw_rows": (0, 0),
-          "last_lw": neg, "last_ldtags": neg, "sparse_end": neg, "mm_port": 0, "mm": None, "floor": None, "done": [],
-          "events": {}, "consumed": {}}
+          "last_lw": neg, "last_ldtags": neg, "sparse_end": neg, "mm": None, "floor": None, "done": [],
+          "events": {}, "consumed": {}, "rows": R, "tile": tile, "tile_port": [0] * (R // tile),
+          "tile_mm": [None] * (R // tile)}
     out = []
     for i, o in enumerate(trace.ops):
         if o.error != ErrorCode.NONE or o.t_issue is None:

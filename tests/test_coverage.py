@@ -1,5 +1,6 @@
 """cosim/coverage.py: the facts a golden run hits, the issue-rule monitor against the engine's issue
 cycles, the cocotb-coverage database, its merge and the reports."""
+from dataclasses import replace
 from itertools import product
 
 import pytest
@@ -26,6 +27,17 @@ def test_the_monitor_explains_every_issue_cycle(gen):
             rules |= why
     assert {"barrier", "after_barrier", "weight_port", "moving_port", "swap_wait", "wait_event",
             "fifo_full"} <= rules, rules
+
+
+@pytest.mark.parametrize("gen", [Gen.CAYMAN, Gen.MAVERICK], ids=lambda g: g.name)
+def test_the_monitor_explains_row_tiles(gen):
+    """Under row tiles (the `tiles` profile, D-T100) the monitor follows each tile's moving port (a
+    stream reaching a tile's entry passes x its rows above later) and each tile's last matmul for the
+    loads' fronts: every issue cycle of random programs and the library explained."""
+    for p in [R.generate(gen, s) for s in range(6)] + P.library(gen):
+        p = replace(p, timing="tiles")
+        for o, why in C.stalls(R.run_golden(p)[1], p.regs, timing="tiles"):
+            assert "unexplained" not in why, (p.name, o.index, o.name)
 
 
 def test_the_monitor_reports_a_wrong_issue_cycle():
