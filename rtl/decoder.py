@@ -30,13 +30,12 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, Opcode, ScalarMode, Se
                                      TileRowSize)
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, group_in, lcf_in,
-                                       mx_in, order_in, pack_in, passes_in, region_in, xpose_in)
+from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, counter_in,
+                                       group_in, lcf_in, mx_in, order_in, pack_in, passes_in, region_in, xpose_in)
 from tensore.model.isa.rules import (OPCODE, Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes,
                                      moving, mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
                                      select, walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
-from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.config import Config
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
 from tensore.rtl.wires import any_of
@@ -63,14 +62,6 @@ def _lowest(bits: Signal):
     out = Const(0, 8)
     for i in reversed(range(len(bits))):
         out = Mux(bits[i], i, out)
-    return out
-
-
-def _bucket(n):
-    """model.timing.bucket: 2,4,..,128 -> 0..6 (n in 1..511)."""
-    out = Const(0, 3)
-    for k in range(1, BUCKETS):
-        out = Mux(n > (1 << k), k, out)
     return out
 
 
@@ -376,7 +367,8 @@ class Decoder(wiring.Component):
     def _uop(self, o, u):
         """The record the sequencer runs (UOP_FIELDS), for the opcodes it executes."""
         kind = KIND_OF[o.op]
-        self._m.d.comb += [u.kind.eq(hw_member(kind)), u.barrier.eq(o.op in BARRIER_OPS)]
+        self._m.d.comb += [u.kind.eq(hw_member(kind)), u.barrier.eq(o.op in BARRIER_OPS),
+                           u.counter.eq(counter_in(o.v, self.rows, self.cols))]
         if o.op == Opcode.PE_REG_WRITE:
             self._uop_regwrite(o, u)
         elif o.op == Opcode.PE_MANAGE_SEED:
@@ -399,7 +391,7 @@ class Decoder(wiring.Component):
 
     def _uop_regwrite(self, o, u):
         f = o.f
-        self._m.d.comb += [u.supported.eq(1), u.reg.eq(f.reg), u.value.eq(f.value), u.counter.eq(0),
+        self._m.d.comb += [u.supported.eq(1), u.reg.eq(f.reg), u.value.eq(f.value),
                            *self._src(u, f.src_mem_pattern, 1, nums=[1], esize=4)]
 
     def _uop_seed(self, o, u):
@@ -414,8 +406,7 @@ class Decoder(wiring.Component):
             u.passes.eq(1), u.vectors.eq(SEED_STATES), u.dtype.eq(f.identity_dtype),
             u.id_part.eq(id_part), u.id_off.eq(id_off), u.id_step.eq(ident.step_elem[0]),
             u.id_esize.eq(o.esize_of(f.identity_dtype)), *self._src(u, src, 2, esize=4),
-            u.dst_part.eq(dst_part), u.dst_off.eq(dst_off), u.dst_num[2].eq(1),
-            u.counter.eq(counter_index(SEED_STATES, SEED_COLS))]
+            u.dst_part.eq(dst_part), u.dst_off.eq(dst_off), u.dst_num[2].eq(1)]
         for i in range(2):
             self._m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
 
@@ -445,7 +436,6 @@ class Decoder(wiring.Component):
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(v.pack),
             u.passes.eq(passes_in(v)), u.lcf.eq(lcf_in(v) | tags),
             u.esize.eq(Mux(tags, 2, Mux(tagw, 4, o.esize_of(f.in_dtype)))),
-            u.counter.eq(_bucket(rows) * BUCKETS + _bucket(cols)),
             u.tags.eq(tags), u.tagw.eq(tagw),
         ]
         if tags:

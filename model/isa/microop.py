@@ -280,6 +280,17 @@ def region_in(v, rows: int, cols: int) -> tuple:
     return row0, _field(v, "num_active_rows"), col0, v.active_cols
 
 
+def counter_in(v, rows: int, cols: int):
+    """The perf counter (D-22, D-T30) on a rows x cols array: the block's rows x cols of a load or
+    matmul, SEED_STATES x SEED_COLS of PeManageSeed, 0 for the others (D-T101)."""
+    if v.op == Opcode.PE_MANAGE_SEED:
+        return counter_index(SEED_STATES, SEED_COLS)
+    if KIND_OF.get(v.op) not in (Kind.LOAD, Kind.MATMUL):
+        return 0
+    _, n_rows, _, n_cols = region_in(v, rows, cols)
+    return counter_index(n_rows, n_cols)
+
+
 def region_of(desc, rows: int, cols: int) -> tuple:
     """region_in of a decoded descriptor."""
     return region_in(_ints(desc, cols), rows, cols)
@@ -365,10 +376,8 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
     f, op, v = desc.fields, desc.op, _ints(desc, cols)
     kind = KIND_OF[op]
     row0, n_rows, col0, n_cols = region_in(v, rows, cols)
-    counter = counter_index(n_rows or 1, n_cols if "num_active_cols" in f else 1)
     if op == Opcode.PE_MANAGE_SEED:
         row0, n_rows, col0, n_cols = 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
-        counter = counter_index(SEED_STATES, SEED_COLS)
     dtype = f.get("in_dtype", f.get("identity_dtype"))
     seed = f["mode"] if op == Opcode.PE_MANAGE_SEED else seed_mode(desc)     # PeManageSeed: a seed transpose
     xpose = v.xpose or op == Opcode.PE_MANAGE_SEED
@@ -384,7 +393,7 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
         src=pattern_of(desc) if "src_mem_pattern" in f else None,
         dst=pattern_of(desc, "dst_mem_pattern") if "dst_mem_pattern" in f else None,
         out_bf16=f.get("out_dtype") == Dtype.BFLOAT16, accumulate=accumulate and not xpose, begin=begin,
-        zero_banks=zero, counter=counter if kind in PERF_BANKS_OF else 0, banks=PERF_BANKS_OF.get(kind, ()))
+        zero_banks=zero, counter=counter_in(v, rows, cols), banks=PERF_BANKS_OF.get(kind, ()))
 
 
 # -- the RTL record: field widths (rtl/isa.uop_layout builds the Amaranth layout) ---------------------
