@@ -291,6 +291,20 @@ def counter_in(v, rows: int, cols: int):
     return counter_index(n_rows, n_cols)
 
 
+def vectors_in(v):
+    """The vectors a micro-op streams (D-T101): PeManageSeed's SEED_STATES (its seed transpose), one
+    for a MAVERICK seed move, num_active_rows partitions for a transpose, rules.moving's for another
+    matmul (`v.count` the walked source's), 0 for the others."""
+    from tensore.model.isa.rules import matmul_seeds, matmul_transposes, moving
+    if v.op == Opcode.PE_MANAGE_SEED:
+        return SEED_STATES
+    if KIND_OF.get(v.op) != Kind.MATMUL:
+        return 0
+    if v.op != Opcode.MATMUL:
+        return moving(v)
+    return v.pick(matmul_seeds(v), 1, v.pick(matmul_transposes(v), v["num_active_rows"], moving(v)))
+
+
 def region_of(desc, rows: int, cols: int) -> tuple:
     """region_in of a decoded descriptor."""
     return region_in(_ints(desc, cols), rows, cols)
@@ -365,6 +379,7 @@ class MicroOp:
     zero_banks: int              # banks the group's first write clears (0: none)
     counter: int                 # perf counter index (D-22) in each of `banks`
     banks: tuple
+    vectors: int = 0             # moving vectors (vectors_in)
 
     @property
     def block(self) -> tuple:
@@ -382,6 +397,9 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
     seed = f["mode"] if op == Opcode.PE_MANAGE_SEED else seed_mode(desc)     # PeManageSeed: a seed transpose
     xpose = v.xpose or op == Opcode.PE_MANAGE_SEED
     accumulate, begin = group_in(v)
+    src = pattern_of(desc) if "src_mem_pattern" in f else None
+    if src is not None:
+        v.walked("src_mem_pattern", src.count)         # rules.moving's count (check.py walked it so)
     zero = 1 << int(f["psum_zero_region"]) if begin and "psum_zero_region" in f else 0
     return MicroOp(
         op=op, kind=kind, mmkind=mm_kind(desc), barrier=is_barrier(desc),
@@ -390,10 +408,11 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
         passes=passes_in(v), pack=v.pack, xpose=xpose, seed=SeedMode(seed),
         mx=v.is_mx, mxmode=order_in(v), lut=_flag(desc, "scalar_mode") == ScalarMode.LUT,
         tagw=f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT, lcf=lcf_in(v),
-        src=pattern_of(desc) if "src_mem_pattern" in f else None,
+        src=src,
         dst=pattern_of(desc, "dst_mem_pattern") if "dst_mem_pattern" in f else None,
         out_bf16=f.get("out_dtype") == Dtype.BFLOAT16, accumulate=accumulate and not xpose, begin=begin,
-        zero_banks=zero, counter=counter_in(v, rows, cols), banks=PERF_BANKS_OF.get(kind, ()))
+        zero_banks=zero, counter=counter_in(v, rows, cols), banks=PERF_BANKS_OF.get(kind, ()),
+        vectors=vectors_in(v))
 
 
 # -- the RTL record: field widths (rtl/isa.uop_layout builds the Amaranth layout) ---------------------
