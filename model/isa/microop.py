@@ -3,9 +3,10 @@
 `microop(desc, rows, cols)` turns a decoded, valid descriptor into a `MicroOp` for an array of
 rows x cols PEs: the sequencer's class (`Kind`), the matmul rhythm class (`MmKind`), elements per
 PE step (`pack`), array passes per vector, transpose, MX and its element order (`MxOrder`),
-barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter.
+barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter,
+the moving vectors.
 model/engine/ runs micro-ops.  The per-field derivations (`xpose_in`, `mx_in`, `pack_in`, `passes_in`,
-`order_in`, `cols_in`, `lcf_in`, `group_in`) are written once over the operations layer of
+`order_in`, `cols_in`, `lcf_in`, `group_in`, `region_in`, `counter_in`, `vectors_in`) are written once over the operations layer of
 model/isa/rules.py (D-T101) and hold on descriptors that may be invalid: model/isa/check.py reads them
 through `rules.Ints`, the RTL decoder evaluates them on Amaranth values into its micro-op record,
 generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
