@@ -258,11 +258,13 @@ class ArrayTiming:
         return write_cycle(self.t_data, self.rows, self.passes, c, v)
 
 
-def bucket(n: int) -> int:
-    """Perf-counter bucket of an active row / column count: 2,4,...,128 -> 0..6 (D-22)."""
-    n = max(1, min(int(n), 1 << BUCKETS))
-    return max(0, (n - 1).bit_length() - 1)
+def bucket(n):
+    """Perf-counter bucket of an active row / column count: 2,4,...,128 -> 0..6 (D-22), counts below
+    2 in 0 and beyond 128 in 6.  Comparisons summed: ints (the model) and Amaranth values (the
+    decoder) alike (D-T70, D-T101)."""
+    return sum(n > (1 << k) for k in range(1, BUCKETS))
 
 
-def counter_index(rows: int, cols: int) -> int:
+def counter_index(rows, cols):
+    """The perf counter of a rows x cols block (D-22), written once for the model and the decoder (D-T101)."""
     return bucket(rows) * BUCKETS + bucket(cols)

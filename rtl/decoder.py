@@ -30,13 +30,13 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, Opcode, ScalarMode, Se
                                      TileRowSize)
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, group_in, lcf_in,
-                                       mx_in, order_in, pack_in, passes_in, region_in, xpose_in)
+from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, counter_in,
+                                       group_in, lcf_in, mx_in, order_in, pack_in, passes_in, region_in, vectors_in,
+                                       xpose_in)
 from tensore.model.isa.rules import (OPCODE, Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes,
-                                     moving, mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
+                                     mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
                                      select, walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
-from tensore.model.timing import BUCKETS, counter_index
 from tensore.rtl.config import Config
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
 from tensore.rtl.wires import any_of
@@ -63,14 +63,6 @@ def _lowest(bits: Signal):
     out = Const(0, 8)
     for i in reversed(range(len(bits))):
         out = Mux(bits[i], i, out)
-    return out
-
-
-def _bucket(n):
-    """model.timing.bucket: 2,4,..,128 -> 0..6 (n in 1..511)."""
-    out = Const(0, 3)
-    for k in range(1, BUCKETS):
-        out = Mux(n > (1 << k), k, out)
     return out
 
 
@@ -298,7 +290,7 @@ class Decoder(wiring.Component):
         o.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
         o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
         o.psum_write("destination")
-        o.n, o.fm = o.sig(moving(_Values(o)), 64, "per_fmap"), f.src_mem_pattern.num_elem[3]
+        o.fm = f.src_mem_pattern.num_elem[3]
         self._fits(o)
         self._weight_rules(o)
 
@@ -326,7 +318,6 @@ class Decoder(wiring.Component):
             o.rules("out_dtype", "accumulate")
             o.when = when
             o.psum_write("destination")
-            o.n, o.xp, o.seed = f.src_mem_pattern.num_elem, Const(0, 1), Const(0, 1)
         self._fits(o)
         self._weight_rules(o)
 
@@ -376,7 +367,8 @@ class Decoder(wiring.Component):
     def _uop(self, o, u):
         """The record the sequencer runs (UOP_FIELDS), for the opcodes it executes."""
         kind = KIND_OF[o.op]
-        self._m.d.comb += [u.kind.eq(hw_member(kind)), u.barrier.eq(o.op in BARRIER_OPS)]
+        self._m.d.comb += [u.kind.eq(hw_member(kind)), u.barrier.eq(o.op in BARRIER_OPS),
+                           u.counter.eq(counter_in(o.v, self.rows, self.cols)), u.vectors.eq(vectors_in(o.v))]
         if o.op == Opcode.PE_REG_WRITE:
             self._uop_regwrite(o, u)
         elif o.op == Opcode.PE_MANAGE_SEED:
@@ -399,7 +391,7 @@ class Decoder(wiring.Component):
 
     def _uop_regwrite(self, o, u):
         f = o.f
-        self._m.d.comb += [u.supported.eq(1), u.reg.eq(f.reg), u.value.eq(f.value), u.counter.eq(0),
+        self._m.d.comb += [u.supported.eq(1), u.reg.eq(f.reg), u.value.eq(f.value),
                            *self._src(u, f.src_mem_pattern, 1, nums=[1], esize=4)]
 
     def _uop_seed(self, o, u):
@@ -411,11 +403,10 @@ class Decoder(wiring.Component):
         self._m.d.comb += [
             u.supported.eq(1), u.seed.eq(f.mode), u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE),
             u.rows.eq(min(SEED_STATES, self.rows)), u.cols.eq(min(SEED_COLS, self.cols)), u.pack.eq(1),
-            u.passes.eq(1), u.vectors.eq(SEED_STATES), u.dtype.eq(f.identity_dtype),
+            u.passes.eq(1), u.dtype.eq(f.identity_dtype),
             u.id_part.eq(id_part), u.id_off.eq(id_off), u.id_step.eq(ident.step_elem[0]),
             u.id_esize.eq(o.esize_of(f.identity_dtype)), *self._src(u, src, 2, esize=4),
-            u.dst_part.eq(dst_part), u.dst_off.eq(dst_off), u.dst_num[2].eq(1),
-            u.counter.eq(counter_index(SEED_STATES, SEED_COLS))]
+            u.dst_part.eq(dst_part), u.dst_off.eq(dst_off), u.dst_num[2].eq(1)]
         for i in range(2):
             self._m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
 
@@ -445,7 +436,6 @@ class Decoder(wiring.Component):
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(v.pack),
             u.passes.eq(passes_in(v)), u.lcf.eq(lcf_in(v) | tags),
             u.esize.eq(Mux(tags, 2, Mux(tagw, 4, o.esize_of(f.in_dtype)))),
-            u.counter.eq(_bucket(rows) * BUCKETS + _bucket(cols)),
             u.tags.eq(tags), u.tagw.eq(tagw),
         ]
         if tags:
@@ -468,18 +458,18 @@ class Decoder(wiring.Component):
         m.d.comb += [
             u.out_bf16.eq(f.out_dtype == Dtype.BFLOAT16), u.accumulate.eq(accumulate),
             u.zero.eq(begin & Const(int(o.has("psum_zero_region")), 1)), u.c256.eq(o.c256),
-            u.vectors.eq(o.n if sparse else o.n // o.v.pack), u.dst_part.eq(dst_part), u.dst_off.eq(dst_off),
+            u.dst_part.eq(dst_part), u.dst_off.eq(dst_off),
         ]
         if o.has("psum_zero_region"):
             m.d.comb += u.zero_log2.eq(f.psum_zero_region)
-        if not sparse and self.maverick:    # a seed micro-op: one vector, column c <-> (partition c mod half,
-            with m.If(o.seed):              # state 2 * dst bank + c / half), the c256 column split
+        if o.op == Opcode.MATMUL and self.maverick:   # a seed micro-op: one vector, column c <->
+            with m.If(o.seed):      # (partition c mod half, state 2 * dst bank + c / half), the c256 column split
                 m.d.comb += [u.seed.eq(o.flag("seed_mode")), u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE),
-                             u.vectors.eq(1), u.c256.eq(1), u.accumulate.eq(0), u.out_bf16.eq(0), u.zero.eq(0)]
-        if not sparse:                  # a transpose: vector v = partition v, column c = element c (4-bit
+                             u.c256.eq(1), u.accumulate.eq(0), u.out_bf16.eq(0), u.zero.eq(0)]
+        if o.op == Opcode.MATMUL:       # a transpose: vector v = partition v, column c = element c (4-bit
             with m.If(o.xp):            # codes as nibbles); it moves one element per PE step whatever the pump
                 m.d.comb += [u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE), u.col0.eq(0), u.cols.eq(o.n),
-                             u.vectors.eq(f.num_active_rows), u.accumulate.eq(0), u.c256.eq(0)]
+                             u.accumulate.eq(0), u.c256.eq(0)]
         for i in range(3):
             m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
 

@@ -212,14 +212,12 @@ class Execution:
         u = op.uop
         row0, rows, col0, cols = u.block
         w_vals, st_dtypes, wsl = self._stationary(u)
-        n_vec = u.src.count // u.pack
-        fm = u.src.nums[3]
-        codes, _ = self._read_codes(u.src, rows, n_vec, self._width(u.dtype))
-        a_vals, a_codes, a_dtype = self._to_values(codes.reshape(rows, fm, n_vec // fm), u.dtype, u.lut)
+        n_vec, fm = u.vectors, u.src.nums[3]
+        codes, _ = self._read_codes(u.src, rows, n_vec * fm, self._width(u.dtype))
+        a_vals, a_codes, a_dtype = self._to_values(codes.reshape(rows, fm, n_vec), u.dtype, u.lut)
         wide = sig_bits_of(a_dtype) + max((sig_bits_of(s) for s in st_dtypes), default=0) > 24
         result = self._sparse_chain(w_vals[:, 0], a_vals, self.tags[wsl] & 3, partials=self.record_pe,
                                     fp32_mode=u.fp32_mode, wide=wide)
-        n_vec //= fm
         if self.record_pe:
             result, steps = result
             self._pe_log.append({"kind": "mm", "op": op.index, "timing": timing, "row0": row0, "col0": col0,
@@ -237,7 +235,7 @@ class Execution:
         row0, rows, col0, cols = u.block
         w_vals, st_dtypes, wsl = self._stationary(u)
         pack, dtype = u.pack, u.dtype
-        n_vec = u.src.count // pack
+        n_vec = u.vectors
         bits = 4 if u.mx and dtype in (Dtype.FP4_EXP2, Dtype.INT4) else self._width(dtype)
         codes, _ = self._read_codes(u.src, rows, n_vec * pack, bits)
         moving = _in_order(codes, self._element_order(u, n_vec)).transpose(0, 2, 1)      # [rows, pack, N]

@@ -3,9 +3,10 @@
 `microop(desc, rows, cols)` turns a decoded, valid descriptor into a `MicroOp` for an array of
 rows x cols PEs: the sequencer's class (`Kind`), the matmul rhythm class (`MmKind`), elements per
 PE step (`pack`), array passes per vector, transpose, MX and its element order (`MxOrder`),
-barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter.
+barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter,
+the moving vectors.
 model/engine/ runs micro-ops.  The per-field derivations (`xpose_in`, `mx_in`, `pack_in`, `passes_in`,
-`order_in`, `cols_in`, `lcf_in`, `group_in`) are written once over the operations layer of
+`order_in`, `cols_in`, `lcf_in`, `group_in`, `region_in`, `counter_in`, `vectors_in`) are written once over the operations layer of
 model/isa/rules.py (D-T101) and hold on descriptors that may be invalid: model/isa/check.py reads them
 through `rules.Ints`, the RTL decoder evaluates them on Amaranth values into its micro-op record,
 generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
@@ -280,6 +281,31 @@ def region_in(v, rows: int, cols: int) -> tuple:
     return row0, _field(v, "num_active_rows"), col0, v.active_cols
 
 
+def counter_in(v, rows: int, cols: int):
+    """The perf counter (D-22, D-T30) on a rows x cols array: the block's rows x cols of a load or
+    matmul, SEED_STATES x SEED_COLS of PeManageSeed, 0 for the others (D-T101)."""
+    if v.op == Opcode.PE_MANAGE_SEED:
+        return counter_index(SEED_STATES, SEED_COLS)
+    if KIND_OF.get(v.op) not in (Kind.LOAD, Kind.MATMUL):
+        return 0
+    _, n_rows, _, n_cols = region_in(v, rows, cols)
+    return counter_index(n_rows, n_cols)
+
+
+def vectors_in(v):
+    """The vectors a micro-op streams (D-T101): PeManageSeed's SEED_STATES (its seed transpose), one
+    for a MAVERICK seed move, num_active_rows partitions for a transpose, rules.moving's for another
+    matmul (`v.count` the walked source's), 0 for the others."""
+    from tensore.model.isa.rules import matmul_seeds, matmul_transposes, moving
+    if v.op == Opcode.PE_MANAGE_SEED:
+        return SEED_STATES
+    if KIND_OF.get(v.op) != Kind.MATMUL:
+        return 0
+    if v.op != Opcode.MATMUL:
+        return moving(v)
+    return v.pick(matmul_seeds(v), 1, v.pick(matmul_transposes(v), v["num_active_rows"], moving(v)))
+
+
 def region_of(desc, rows: int, cols: int) -> tuple:
     """region_in of a decoded descriptor."""
     return region_in(_ints(desc, cols), rows, cols)
@@ -354,6 +380,7 @@ class MicroOp:
     zero_banks: int              # banks the group's first write clears (0: none)
     counter: int                 # perf counter index (D-22) in each of `banks`
     banks: tuple
+    vectors: int = 0             # moving vectors (vectors_in)
 
     @property
     def block(self) -> tuple:
@@ -365,14 +392,15 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
     f, op, v = desc.fields, desc.op, _ints(desc, cols)
     kind = KIND_OF[op]
     row0, n_rows, col0, n_cols = region_in(v, rows, cols)
-    counter = counter_index(n_rows or 1, n_cols if "num_active_cols" in f else 1)
     if op == Opcode.PE_MANAGE_SEED:
         row0, n_rows, col0, n_cols = 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
-        counter = counter_index(SEED_STATES, SEED_COLS)
     dtype = f.get("in_dtype", f.get("identity_dtype"))
     seed = f["mode"] if op == Opcode.PE_MANAGE_SEED else seed_mode(desc)     # PeManageSeed: a seed transpose
     xpose = v.xpose or op == Opcode.PE_MANAGE_SEED
     accumulate, begin = group_in(v)
+    src = pattern_of(desc) if "src_mem_pattern" in f else None
+    if src is not None:
+        v.walked("src_mem_pattern", src.count)         # rules.moving's count (check.py walked it so)
     zero = 1 << int(f["psum_zero_region"]) if begin and "psum_zero_region" in f else 0
     return MicroOp(
         op=op, kind=kind, mmkind=mm_kind(desc), barrier=is_barrier(desc),
@@ -381,10 +409,11 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
         passes=passes_in(v), pack=v.pack, xpose=xpose, seed=SeedMode(seed),
         mx=v.is_mx, mxmode=order_in(v), lut=_flag(desc, "scalar_mode") == ScalarMode.LUT,
         tagw=f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT, lcf=lcf_in(v),
-        src=pattern_of(desc) if "src_mem_pattern" in f else None,
+        src=src,
         dst=pattern_of(desc, "dst_mem_pattern") if "dst_mem_pattern" in f else None,
         out_bf16=f.get("out_dtype") == Dtype.BFLOAT16, accumulate=accumulate and not xpose, begin=begin,
-        zero_banks=zero, counter=counter if kind in PERF_BANKS_OF else 0, banks=PERF_BANKS_OF.get(kind, ()))
+        zero_banks=zero, counter=counter_in(v, rows, cols), banks=PERF_BANKS_OF.get(kind, ()),
+        vectors=vectors_in(v))
 
 
 # -- the RTL record: field widths (rtl/isa.uop_layout builds the Amaranth layout) ---------------------
