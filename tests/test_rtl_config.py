@@ -70,5 +70,6 @@ def test_config_of_a_program_takes_the_plain_defaults():
     from tensore.cosim import programs as P
     prog = P.single("mariana", "bf16", rows=4, cols=4, n=4)
     cfg = Config.of(prog)
-    assert cfg == Config(prog.gen.name, prog.rows, prog.cols, prog.pack or 0, timing=prog.timing, psum_partitions=16)
+    assert cfg == Config(prog.gen.name, prog.rows, prog.cols, prog.pack or 0, psum_partitions=16,
+                         timing=prog.timing)
     assert cfg.sparse32 is False and "_s32" not in cfg.label
