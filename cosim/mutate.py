@@ -98,7 +98,7 @@ UNIT_TESTS = {
     "rtl/column_load.py": ["tests/test_background_loads.py"],
     "rtl/config.py": ["tests/test_rtl_config.py", "tests/test_rtl_top.py"],
     "rtl/decoder.py": ["tests/test_rules.py", "tests/test_rtl_decoder.py"],
-    "rtl/export.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist"],
+    "rtl/export.py": ["tests/test_rtl_export_apart.py", "tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist"],
     "rtl/fp/fused_add.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/fp/pe_mac.py": ["tests/test_rtl_int4.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/fp/raw.py": ["tests/test_rtl_psum.py", "tests/test_rtl_array.py", "tests/test_rtl_top.py"],

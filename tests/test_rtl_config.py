@@ -61,3 +61,15 @@ def test_links_keep_the_exported_port_names():
     assert {"feed_rec", "feed_xit", "feed_req_shift", "lut_dtype"} <= names[rows] and "feed_rec" in names[launch]
     for src, sink in ((seq.issue, load.issue), (load.wl, array.wl), (rows.lut, load.lut), (launch.feed, rows.feed)):
         assert sink.signature == src.signature.flip()
+
+
+def test_config_of_a_program_takes_the_plain_defaults():
+    """Config.of (the build a program runs on, cosim/hdl.py) with nothing but the program is the
+    dataclass's plain build: its generation, array and profile, every other field Config's default
+    (no 32-bit MatmulSparse fmaps, D-T40 (3), unless asked)."""
+    from tensore.cosim import programs as P
+    prog = P.single("mariana", "bf16", rows=4, cols=4, n=4)
+    cfg = Config.of(prog)
+    assert cfg == Config(prog.gen.name, prog.rows, prog.cols, prog.pack or 0, psum_partitions=16,
+                         timing=prog.timing)
+    assert cfg.sparse32 is False and "_s32" not in cfg.label

@@ -174,3 +174,14 @@ def test_weight_state_against_the_last_load():
     sim.add_testbench(testbench)
     sim.run()
 
+
+
+def test_sequencer_module_name_per_timing_profile():
+    """The timing profile is an elaboration parameter of the sequencer (D-T98: its issue rules), so
+    each profile's sequencer has a module name of its own (the export writes a block once per name),
+    and the default profile's build keeps the name without a profile suffix."""
+    from tensore.model.timing import DEFAULT_PROFILE, PROFILES
+    names = {t: Sequencer(Config("mariana", 8, 8, timing=t)).module_name for t in PROFILES}
+    assert len(set(names.values())) == len(PROFILES), names
+    assert names[DEFAULT_PROFILE] == "tensore_sequencer_mariana_r8_c8_l2", names
+    assert all(n.endswith(f"_t{t}") for t, n in names.items() if t != DEFAULT_PROFILE), names

@@ -281,3 +281,15 @@ def test_bus_signals_keep_one_name():
             return m
     bus, plain = (verilog.convert(Pass(k), name="p", emit_src=False) for k in (Bus, data.ArrayLayout))
     assert "inner[2].y" not in bus and "inner[2].y" in plain
+
+
+def test_row_port_module_names_tell_circuits_apart():
+    """rtl/export.py writes a block once per module name (blocks_of) and Verilator builds one
+    hierarchical block per name, so two row ports that elaborate to different circuits (their RTLIL
+    under one top name) must not share a name: transpose rounds, sparse32 and row tiles included."""
+    from tensore.cosim.formal import amaranth_rtlil
+    ports = [RowPort("mariana", 2, 2, rows=8, rounds=r) for r in (1, 2, 4)] + \
+        [RowPort("mariana", 2, 2, rows=8, rounds=2, sparse32=True), RowPort("mariana", 2, 2, rows=8, rounds=2, tile=4)]
+    texts = [amaranth_rtlil(p) for p in ports]
+    assert len(set(texts)) == len(ports)            # the parameters do change the circuit
+    assert len({p.module_name for p in ports}) == len(ports), [p.module_name for p in ports]
