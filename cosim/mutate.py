@@ -47,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,20 @@ from pathlib import Path
 from types import CodeType
 
 ROOT = Path(__file__).resolve().parent.parent
+# CPython 3.11's conversion between syntax trees and C keeps a process-wide recursion count, so two
+# threads parsing or compiling at once can fail with "AST constructor recursion depth mismatch"
+_AST = threading.Lock()
+
+
+def _parse(source: str, filename: str = "<unknown>"):
+    with _AST:
+        return ast.parse(source, filename=filename)
+
+
+def _compile(source, filename: str) -> CodeType:
+    with _AST:
+        return compile(source, filename, "exec")
+
 DEFAULT_TARGETS = ["model/dtypes.py", "model/psum.py", "model/mac.py", "model/fp.py", "model/timing.py",
                    "model/isa/check.py", "model/isa/rules.py", "model/fastpaths.py"]
 # `fast`: pure-Python tests of make test, those that name numbers first (about 20 s on one core)
@@ -305,7 +320,7 @@ def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) 
     mutated line (the report's; --list needs none)."""
     path = Path(root) / rel
     source = path.read_text() if source is None else source
-    tree = ast.parse(source, filename=str(path))
+    tree = _parse(source, str(path))
     skipped, lines = _skipped(tree), source.splitlines()
     found = []
     for node in ast.walk(tree):
@@ -447,7 +462,7 @@ def mutated_tree(root, mutant: Mutant, source: str | None = None):
     """The file's syntax tree with the mutant applied; ValueError if the file no longer has it."""
     path = Path(root) / mutant.file
     source = path.read_text() if source is None else source
-    tree = ast.parse(source, filename=str(path))
+    tree = _parse(source, str(path))
     for node in ast.walk(tree):
         if hasattr(node, "lineno") and _key(node) == mutant.node:
             for op, make, _ in _variants(node, source.splitlines()):
@@ -462,7 +477,7 @@ def mutated_tree(root, mutant: Mutant, source: str | None = None):
 def diff(mutant: Mutant, source: str) -> str:
     """The mutant as a unified diff of its file (one line of context), for the report's survivors."""
     lines = source.splitlines()
-    node = next(n for n in ast.walk(ast.parse(source)) if hasattr(n, "lineno") and _key(n) == mutant.node)
+    node = next(n for n in ast.walk(_parse(source)) if hasattr(n, "lineno") and _key(n) == mutant.node)
     make, desc = next((make, desc) for op, make, desc in _variants(node, lines) if op == mutant.op)
     after = lines[:node.lineno - 1] + _replaced(lines, node, _text(node, make(), desc)) + lines[node.end_lineno:]
     return "".join(difflib.unified_diff([ln + "\n" for ln in lines], [ln + "\n" for ln in after],
@@ -480,8 +495,7 @@ def same_bytecode(root, mutant: Mutant, source: str | None = None) -> bool:
     """Whether the mutated file compiles to the original's bytecode (an equivalent mutant)."""
     path = Path(root) / mutant.file
     source = path.read_text() if source is None else source
-    return _shape(compile(source, str(path), "exec")) == \
-        _shape(compile(mutated_tree(root, mutant, source), str(path), "exec"))
+    return _shape(_compile(source, str(path))) == _shape(_compile(mutated_tree(root, mutant, source), str(path)))
 
 
 def module_name(rel: str) -> str:
@@ -682,8 +696,8 @@ class Runner:
         except ValueError as exc:
             return {**res, "status": CRASHED, "seconds": 0.0, "detail": str(exc)}
         origin = str(self.root / mutant.file)
-        code = compile(tree, origin, "exec")
-        if _shape(code) == _shape(compile(src, origin, "exec")):
+        code = _compile(tree, origin)
+        if _shape(code) == _shape(_compile(src, origin)):
             return {**res, "status": EQUIVALENT, "seconds": 0.0, "detail": "same bytecode as the original"}
         tag = hashlib.sha1(mutant.id.encode()).hexdigest()[:12]
         path = self.dir / f"{tag}.code"
