@@ -68,6 +68,25 @@ def test_targets_and_equivalent_file_are_checked(tmp_path):
         M.read_equivalent(eq)
 
 
+def test_equivalent_listing_names_current_mutants():
+    """Every id in tests/mutants_equivalent.txt names a mutant the tool enumerates now: the ids are
+    keyed by line and column, so an edit that moves the code leaves an entry that no longer applies
+    (and could excuse another mutant at the old place).  Only the listed files are enumerated."""
+    listed = M.read_equivalent(M.ROOT / M.EQUIVALENT_FILE)
+    assert listed
+    current: dict = {}
+    stale = []
+    for ident in listed:
+        rel = ident.split(":", 1)[0]
+        if rel not in current:
+            current[rel] = {m.id for m in M.file_mutants(M.ROOT, rel, shown=False)} if (M.ROOT / rel).is_file() else set()
+        if ident not in current[rel]:
+            stale.append(ident)
+    assert not stale, (f"{M.EQUIVALENT_FILE} lists mutants the tool no longer enumerates (the code moved or "
+                       f"changed): {', '.join(stale)}; re-key each to its current id after re-checking its "
+                       "argument against the current code, or drop it")
+
+
 def test_a_run_kills_what_its_tests_reach(tmp_path):
     """Baseline, then three mutants in a fresh pytest each: the one in bucket is killed, the one in
     counter_index (no test of the set calls it) survives, a listed one is equivalent without a run;
