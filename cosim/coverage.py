@@ -43,6 +43,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from tensore.model import addrmap
 from tensore.model import dtypes as dt
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import ErrorCode, Opcode, opcodes_of
@@ -50,10 +51,10 @@ from tensore.model.isa.check import matmul_input_dtypes
 from tensore.model.isa.enums import AccumulateGroup, LoadOrder, MXPerfMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PACK, SEED_STATES, Kind, MmKind,
-                                       group_step, row_tile)
-from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_end,
-                                  column_load_issue, column_port_free, column_port_next, floor_cycles, load_front_issue,
-                                  profile)
+                                       group_step, psum_half, row_tile)
+from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load,
+                                  column_load_end, column_load_issue, column_port_free, column_port_next, floor_cycles,
+                                  load_front_issue, profile, psum_box, write_lead)
 
 PREFIX = "tensore"
 _LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
@@ -62,7 +63,7 @@ RULES = ("fifo_full", "inter_instr_delay", "after_barrier", "barrier", "dependen
          "wait_event", "pass_rhythm", "unexplained")
 # the rules a profile adds (docs/timing.md, 'Timing profiles'), by the Profile flag that brings each
 PROFILE_RULES = {"row_front": "row_wavefront", "issue_floor": "issue_floor", "column_front": "column_loads",
-                 "column_load_end": "column_loads"}
+                 "column_load_end": "column_loads", "write_order": "row_tiles"}
 
 
 def stall_rules(timing=DEFAULT_PROFILE) -> list:
@@ -432,6 +433,10 @@ def _rules_of(o, st, R, C, L, regs, prof) -> dict:
             entry, span = _stream(st, u)
             c["moving_port"] = max(st["tile_port"][i] - u.passes * (i * st["tile"] - entry)
                                    for i in _row_tiles(st, entry, span))
+            if prof.row_tiles and not u.seed:    # its first write after the last of each lower tap's into its cells
+                lead, box, tap = write_lead(L, span, u.col0, u.passes), _box(st, u), (entry + span) // st["tile"] - 1
+                c["write_order"] = max([w[0] - lead + 1 for k, w in enumerate(st["tap_writes"])
+                                        if k > tap and w and boxes_overlap(w[1], box)], default=0)
         else:
             c["moving_port"] = max(st["tile_port"])
         c["after_load"] = max(st["last_lw"], st["last_ldtags"]) + 1
@@ -471,6 +476,25 @@ def _row_tiles(st, row0, rows) -> range:
     return range(row0 // st["tile"], -(-(row0 + rows) // st["tile"]))
 
 
+def _box(st, u) -> tuple:
+    """The PSUM box (timing.psum_box) of a matmul's destination; every cell for a seed's."""
+    if u.kind != Kind.MATMUL or u.seed or u.dst is None:
+        return 0, 1 << 16, 0, 1 << 30
+    loc = addrmap.locate(u.dst.addr)
+    cols = min(u.cols, st["half"])
+    return psum_box(loc.partition, cols, loc.offset, u.dst.steps, u.dst.nums, 2 if u.out_bf16 else 4, _pick)
+
+
+def _tap_writes(st, u, stream, t, last):
+    """The tap below a stream: its last write and box (with its earlier ones' still writing at t)."""
+    k, box = (stream[0] + stream[1]) // st["tile"] - 1, _box(st, u)
+    old = st["tap_writes"][k]
+    if old and old[0] >= t:
+        box = tuple(f(a, b) for f, a, b in zip((min, max, min, max), old[1], box))
+        last = max(last, old[0])
+    st["tap_writes"][k] = (last, box)
+
+
 def _stream(st, u) -> tuple:
     """(entry row, rows to the sum tap) of a matmul's stream: its first row and whole tiles under row
     tiles, a transpose's row 0 and the array (D-T100)."""
@@ -505,15 +529,18 @@ def _advance(o, st, R, C, L, prof):
         t_mm = t + u.rows + L
         st["mm"] = _mm(st, every, t_mm + SEED_STATES, t_data=t_mm + L, passes=1, t_complete=o.t_complete,
                        kind=MmKind.XPOSE, t_issue=t_mm)
+        _tap_writes(st, u, every, t, o.t_complete)
     elif u.kind == Kind.MATMUL and u.seed:
         st["mm"] = _mm(st, every, t + 1, t_data=t + L, passes=1, t_complete=o.t_complete, kind=MmKind.XPOSE,
                        t_issue=t)
         st["floor"] = (t + _floor(u.mmkind == MmKind.XPOSE, u.rows, u.cols, 1, 1), u.block)
+        _tap_writes(st, u, every, t, o.t_complete)
     elif u.kind == Kind.MATMUL:
         vectors = u.rows if u.xpose else o.psum_writes // max(1, u.cols)
         stream = _stream(st, u)
         st["mm"] = _mm(st, stream, t + vectors * u.passes, t_data=t + L, passes=u.passes,
                        t_complete=o.t_complete, kind=u.mmkind, t_issue=t)
+        _tap_writes(st, u, stream, t, o.t_complete)
         st["floor"] = (t + _floor(u.mmkind == MmKind.XPOSE, u.rows, u.cols, vectors, u.passes), u.block)
         if d.op == Opcode.MATMUL_SPARSE:
             st["sparse_end"] = t + vectors + C
@@ -539,7 +566,7 @@ def stalls(trace, regs: dict | None = None, sbuf_latency: int = 2, timing=DEFAUL
     st = {"last_issue": neg, "all": -1, "barrier": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0, "lw_rows": (0, 0),
           "last_lw": neg, "last_ldtags": neg, "sparse_end": neg, "mm": None, "floor": None, "done": [],
           "events": {}, "consumed": {}, "rows": R, "tile": tile, "tile_port": [0] * (R // tile),
-          "tile_mm": [None] * (R // tile)}
+          "tile_mm": [None] * (R // tile), "tap_writes": [None] * (R // tile), "half": psum_half(trace.gen, C)}
     out = []
     for i, o in enumerate(trace.ops):
         if o.error != ErrorCode.NONE or o.t_issue is None:

@@ -212,6 +212,28 @@ def entry_free(port, passes, rows_below):
     return port + times_passes(rows_below, passes)
 
 
+def psum_box(part, cols, off, steps, nums, esize, pick):
+    """(first partition, partition end, first byte, byte end) a matmul's PSUM writes fall in: `cols`
+    partitions from `part` and its destination pattern's whole extent from byte `off` (a superset of
+    the elements it writes), for the write order of row tiles (D-T100)."""
+    lo, hi = off, off + esize
+    for s, n in zip(steps, nums):
+        reach = (n - 1) * s * esize
+        lo, hi = lo + pick(s < 0, reach, 0), hi + pick(s < 0, 0, reach)
+    return part, part + cols, lo, hi
+
+
+def boxes_overlap(a, b):
+    """Whether two psum_box boxes share a PSUM byte."""
+    return (a[0] < b[1]) & (b[0] < a[1]) & (a[2] < b[3]) & (b[2] < a[3])
+
+
+def write_lead(latency, span, col0, passes):
+    """Cycles from a matmul's issue to its first PSUM write (column col0, vector 0) when its sums run
+    `span` rows from its entry to their tap: write_cycle with t_data = issue + latency."""
+    return latency + times_passes(span + col0, passes) + PSUM_RMW_CYCLES
+
+
 def in_rhythm(t, t_issue, passes):
     """A `passes`-pass matmul may issue at t only in step with the matmul issued at t_issue (D-T38)."""
     return ((t - t_issue) & (passes - 1)) == 0

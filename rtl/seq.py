@@ -10,7 +10,7 @@ against the free-running cycle counter), computed by model.timing's formulas, so
 exactly when the golden model does.  Issued micro-ops are tracked until their completion cycle (at
 most MAX_IN_FLIGHT, D-T38) for done_count, matmul_done_count and set_event; the perf counters count
 at issue.  The register block is generated from the RDL map."""
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -26,6 +26,7 @@ from tensore.model.timing import (
     PERF_BANKS,
     PERF_COUNTERS,
     blocks_overlap,
+    boxes_overlap,
     column_load,
     column_load_end,
     column_load_issue,
@@ -38,12 +39,14 @@ from tensore.model.timing import (
     load_front_issue,
     load_port_free,
     mm_port_free,
+    psum_box,
     seed_transpose_issue,
     sparse_end,
     tile_stream,
     times_passes,
     weights_swapped,
     write_cycle,
+    write_lead,
 )
 from tensore.rtl.blackbox import prototype
 from tensore.rtl.config import Config
@@ -197,7 +200,7 @@ class Sequencer(wiring.Component):
             port = column_port_next(lw_port, lw_end, lw_skew, lw_row0, lw_rows, u.row0, Mux)
             load_rules = Mux(column, (now >= port) & col_front, load_rules)
             after_lw = Mux((lw_skew == 0) | (lw_skew == u.passes), after_lw, now >= lw_end)
-        mm_rules = (tiles.ports(now) if tiles else now >= mm_port) & after_lw & \
+        mm_rules = (tiles.ports(now) & tiles.write_order(now) if tiles else now >= mm_port) & after_lw & \
             (~mm_valid | ((mm_passes == u.passes) & (mm_kind == u.mmkind)) | (now > mm_done)) & \
             ~(mm_valid & (now <= mm_done) & ~in_rhythm(now, mm_issue, u.passes))
         if self.timing.issue_floor:             # the public issue floor on an overlapping block (D-T98)
@@ -215,6 +218,7 @@ class Sequencer(wiring.Component):
         t_complete, t_mmdone, t_seed_mm = self._completion(now, u, skew, tiles)
         if tiles:
             tiles.update(now, issue, t_seed_mm)
+            tiles.writes(now, issue, t_complete)
         mm_last = Mux(mm_valid & (mm_done > t_complete), mm_done, t_complete)   # every matmul's, drained
         with m.If(issue):
             m.d.sync += [last_issue.eq(now), any_issued.eq(1),
@@ -276,7 +280,8 @@ class Sequencer(wiring.Component):
         return t_complete, t_mmdone, t_seed_mm
 
     def _row_tiles(self, u) -> "_RowTiles":
-        return _RowTiles(self._m, u, self.rows, self.cfg.tile, self.L)
+        half = self.cols // 2 if self.cfg.maverick else self.cols
+        return _RowTiles(self._m, u, self.rows, self.cfg.tile, self.L, half)
 
     # -- in-flight micro-ops, events, done counters ----------------------------------------------------
     def _tracker(self, now, u, issue, t_complete, t_mmdone, level):
@@ -383,7 +388,7 @@ class _RowTiles:
     t_data - passes x entry, ArrayTiming.front: `lead` is added to the cycle instead, so nothing
     goes below zero)."""
 
-    def __init__(self, m, u, rows: int, tile: int, latency: int):
+    def __init__(self, m, u, rows: int, tile: int, latency: int, half: int):
         self.m, self.u, self.R, self.tile, self.L = m, u, rows, tile, latency
         n = rows // tile
         self.port = [Signal(T, name=f"tile{i}_port") for i in range(n)]
@@ -392,6 +397,22 @@ class _RowTiles:
         self.entries = [Signal.like(u.row0, name=f"tile{i}_entry") for i in range(n)]
         self.passes = [Signal(u.passes.shape(), name=f"tile{i}_passes") for i in range(n)]
         self.entry, self.span = tile_stream(u.row0, u.rows, u.xpose, rows, tile, Mux)     # the held micro-op's
+        self.box = self._box_of(u, half)
+        width = max(len(Value.cast(b)) for b in self.box) + 1
+        self.w_valid = [Signal(name=f"tap{k}_w_valid") for k in range(n)]
+        self.w_last = [Signal(T, name=f"tap{k}_w_last") for k in range(n)]
+        self.w_box = [[Signal(signed(width), name=f"tap{k}_box{j}") for j in range(4)] for k in range(n)]
+        self.tap = Signal(range(n), name="write_tap")       # the tap its sums leave at (a seed's: the bottom)
+        seeded = u.seed | (u.kind == Kind.SEED)
+        m.d.comb += self.tap.eq(Mux(seeded, n - 1, (self.entry + self.span) // tile - 1))
+
+    def _box_of(self, u, half: int):
+        """The held matmul's PSUM box (timing.psum_box; every cell for a seed's), as model/engine/issue.py
+        _psum_box."""
+        cols = Mux(u.cols > half, half, u.cols)
+        box = psum_box(u.dst_part, cols, u.dst_off, u.dst_step, u.dst_num, Mux(u.out_bf16, 2, 4), Mux)
+        whole = u.seed | (u.kind != Kind.MATMUL)
+        return [Mux(whole, w, b) for w, b in zip((0, 1 << 16, 0, 1 << 30), box)]
 
     def _crosses(self, i: int):
         return (self.entry <= i * self.tile) & (i * self.tile < self.entry + self.span)
@@ -415,6 +436,27 @@ class _RowTiles:
         for i, port in enumerate(self.port):
             ok = ok & (~self._crosses(i) | (now + times_passes(i * self.tile - self.entry, self.u.passes) >= port))
         return ok
+
+    def write_order(self, now):
+        """The held matmul's first PSUM write follows the last write into its box of each tap below its own
+        (model/engine/issue.py _write_order, D-T100)."""
+        u, ok = self.u, Const(1, 1)
+        lead = write_lead(self.L, self.span, u.col0, u.passes)
+        for k, (v, last, box) in enumerate(zip(self.w_valid, self.w_last, self.w_box)):
+            ok = ok & ((self.tap >= k) | ~v | ~boxes_overlap(box, self.box) | (now + lead > last))
+        return ok
+
+    def writes(self, now, issue, last):
+        """A PSUM-writing micro-op's tap keeps its last write and box, the union with the tap's earlier
+        ones still writing at its issue (model/engine/issue.py _tap_writes)."""
+        m, u = self.m, self.u
+        for k, (v, w_last, box) in enumerate(zip(self.w_valid, self.w_last, self.w_box)):
+            keep = v & (w_last >= now)
+            with m.If(issue & ((u.kind == Kind.MATMUL) | (u.kind == Kind.SEED)) & (self.tap == k)):
+                m.d.sync += [v.eq(1), w_last.eq(Mux(keep & (w_last > last), w_last, last))]
+                for j, (old, new) in enumerate(zip(box, self.box)):
+                    wider = (old < new) if j % 2 == 0 else (old > new)        # lo: the smaller, end: the larger
+                    m.d.sync += old.eq(Mux(keep & wider, old, new))
 
     def update(self, now, issue, t_seed_mm):
         """A matmul's stream holds the entries of the tiles it crosses; a PeManageSeed's transpose

@@ -8,7 +8,7 @@ import pytest
 
 from tensore.cosim import random_programs as R
 from tensore.cosim.programs import library
-from tests.test_row_tiles import _entry_program, _tile_race_program
+from tests.test_row_tiles import _entry_program, _tile_race_program, taps_program
 from tests.test_rtl_seq import _check, _run
 
 
@@ -17,9 +17,10 @@ def _tiles(progs):
 
 
 def test_tile_programs():
-    """A stream entering below one over every row, two loads and matmuls on one tile's rows 4..7,
-    and random programs of 2-row tiles: issue cycles, refusals and counters as the golden engine's."""
-    progs = [_entry_program(), _entry_program(2), _tile_race_program()]
+    """A stream entering below one over every row, two loads and matmuls on one tile's rows 4..7, a
+    matmul leaving higher up held by the write order (taps_program) and random programs of 2-row
+    tiles: issue cycles, refusals and counters as the golden engine's."""
+    progs = [_entry_program(), _entry_program(2), _tile_race_program(), taps_program()]
     progs += _tiles(R.generate("mariana", s, blocks=12) for s in range(3))
     _check(_run(progs))
 

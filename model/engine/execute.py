@@ -307,5 +307,6 @@ class Execution:
         self._set_floor(op, vectors, timing.passes)
         self._last_mm((timing.row0, timing.rows), timing.front, mm_port_free(op.t_issue, vectors, timing.passes),
                       t_data=timing.t_data, passes=timing.passes, t_complete=w.last, kind=u.mmkind, t_issue=op.t_issue)
+        self._tap_writes(op, (timing.row0, timing.rows), w.last)
         if d.op == Opcode.MATMUL_SPARSE:
             self._state["last_sparse_end"] = sparse_end(op.t_issue, vectors, self.cols)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import bisect
 
+from tensore.model import addrmap
 from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
-from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, column_load, column_load_issue, column_port_next,
-                                  entry_free, floor_cycles, in_rhythm, load_front_issue, tile_stream, times_passes,
-                                  weights_swapped)
+from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load, column_load_issue,
+                                  column_port_next, entry_free, floor_cycles, in_rhythm, load_front_issue, psum_box,
+                                  tile_stream, times_passes, weights_swapped, write_lead)
 
 from tensore.model.engine.records import OpRecord
 
@@ -25,6 +26,7 @@ class IssueRules:
         return {"last_issue": -10 ** 9, "all_complete": -1, "lw_port": 0, "lw_end": 0, "lw_skew": 0,
                 "lw_rows": (0, 0),             # a column-serial load's (row0, rows): timing.column_port_next
                 "mm_port": [0] * (self.rows // self.tile), "tile_mm": [None] * (self.rows // self.tile),
+                "tap_writes": [None] * (self.rows // self.tile),      # (last write, psum_box) per tap
                 "last_lw": -10 ** 9, "last_mm": None, "last_ldtags": -10 ** 9, "mm_floor": None,
                 "last_sparse_end": -10 ** 9, "consumed": {}, "barrier_complete": -1,
                 "completions": []}
@@ -156,7 +158,42 @@ class IssueRules:
         floor = st["mm_floor"]
         if u.kind == Kind.MATMUL and floor is not None and blocks_overlap(floor[1], u.block):
             t = max(t, floor[0])     # the public issue floor (D-T98)
+        if u.kind == Kind.MATMUL and self.timing.row_tiles:
+            t = max(t, self._write_order(u, stream))
         return t
+
+    def _write_order(self, u, stream) -> int:
+        """Under row tiles (D-T100): the earliest issue whose first PSUM write follows the last write of
+        the in-flight matmuls leaving at each tap below its own into its box (so a shorter matmul's
+        sums, leaving higher up, do not overtake an earlier matmul's into the same cells)."""
+        if u.seed:                        # a seed's states leave at the bottom
+            return 0
+        tap = (stream[0] + stream[1]) // self.tile - 1
+        lead = write_lead(self.sbuf_latency, stream[1], u.col0, u.passes)
+        box = self._psum_box(u)
+        return max((last - lead + 1 for k, w in enumerate(self._state["tap_writes"]) if k > tap and w is not None
+                    for last, b in [w] if boxes_overlap(b, box)), default=0)
+
+    def _psum_box(self, u):
+        """psum_box of a matmul's destination; every cell for a micro-op without one (seeds)."""
+        if u.dst is None or u.kind != Kind.MATMUL or u.seed:
+            return 0, addrmap.PARTITIONS, 0, 1 << 30
+        loc = addrmap.locate(u.dst.addr)
+        cols = min(u.cols, self._half()) if self.maverick else u.cols
+        return psum_box(loc.partition, cols, loc.offset, u.dst.steps, u.dst.nums, 2 if u.out_bf16 else 4, _pick)
+
+    def _tap_writes(self, op: OpRecord, stream, last: int):
+        """A PSUM-writing micro-op leaving at the tap below its stream: the tap's last write and box
+        (the union with the tap's earlier ones still writing at its issue)."""
+        if not self.timing.row_tiles:
+            return
+        taps = self._state["tap_writes"]
+        k, box = (stream[0] + stream[1]) // self.tile - 1, self._psum_box(op.uop)
+        if taps[k] is not None and taps[k][0] >= op.t_issue:
+            old = taps[k][1]
+            box = (min(old[0], box[0]), max(old[1], box[1]), min(old[2], box[2]), max(old[3], box[3]))
+            last = max(last, taps[k][0])
+        taps[k] = (last, box)
 
     def _column(self, u) -> bool:
         """Whether a load takes the column-serial port (timing.column_load under column_loads, D-T99)."""

@@ -53,6 +53,7 @@ class Seeds:
             self._write_seed_cells(op, timing, raw, offs, parts)
         self._last_mm((0, self.rows), timing.t_data, mm_port_free(t_mm, SEED_STATES, 1), t_data=timing.t_data,
                       passes=1, t_complete=op.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
+        self._tap_writes(op, (0, self.rows), op.t_complete)
 
     def _write_seed_cells(self, op, timing, raw, offs, parts):
         last = 0
@@ -97,4 +98,5 @@ class Seeds:
         op.t_complete = last
         self._last_mm((0, self.rows), timing.t_data, mm_port_free(op.t_issue, 1, 1), t_data=timing.t_data,
                       passes=1, t_complete=last, kind=MmKind.XPOSE, t_issue=op.t_issue)
+        self._tap_writes(op, (0, self.rows), last)
         self._set_floor(op, 1, 1)
