@@ -54,7 +54,7 @@ from tensore.model.isa.microop import (DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, PUMP_PA
                                        group_step, psum_half, row_tile)
 from tensore.model.timing import (DEFAULT_PROFILE, MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load,
                                   column_load_end, column_load_issue, column_port_free, column_port_next, floor_cycles,
-                                  load_front_issue, profile, psum_box, write_lead)
+                                  load_front_issue, profile, psum_box, tap_of, tile_stream, write_lead)
 
 PREFIX = "tensore"
 _LOCK = threading.Lock()            # cocotb-coverage keeps one database per process
@@ -434,7 +434,7 @@ def _rules_of(o, st, R, C, L, regs, prof) -> dict:
             c["moving_port"] = max(st["tile_port"][i] - u.passes * (i * st["tile"] - entry)
                                    for i in _row_tiles(st, entry, span))
             if prof.row_tiles and not u.seed:    # its first write after the last of each lower tap's into its cells
-                lead, box, tap = write_lead(L, span, u.col0, u.passes), _box(st, u), (entry + span) // st["tile"] - 1
+                lead, box, tap = write_lead(L, span, u.col0, u.passes), _box(st, u), tap_of(entry, span, st["tile"])
                 c["write_order"] = max([w[0] - lead + 1 for k, w in enumerate(st["tap_writes"])
                                         if k > tap and w and boxes_overlap(w[1], box)], default=0)
         else:
@@ -487,7 +487,7 @@ def _box(st, u) -> tuple:
 
 def _tap_writes(st, u, stream, t, last):
     """The tap below a stream: its last write and box (with its earlier ones' still writing at t)."""
-    k, box = (stream[0] + stream[1]) // st["tile"] - 1, _box(st, u)
+    k, box = tap_of(*stream, st["tile"]), _box(st, u)
     old = st["tap_writes"][k]
     if old and old[0] >= t:
         box = tuple(f(a, b) for f, a, b in zip((min, max, min, max), old[1], box))
@@ -500,7 +500,7 @@ def _stream(st, u) -> tuple:
     tiles, a transpose's row 0 and the array (D-T100)."""
     if st["tile"] == st["rows"]:
         return 0, st["rows"]
-    return (0, st["rows"]) if u.xpose else (u.row0, -(-u.rows // st["tile"]) * st["tile"])
+    return tile_stream(u.row0, u.rows, u.xpose, st["rows"], st["tile"], _pick)
 
 
 def _pick(cond, a, b):

@@ -212,6 +212,11 @@ def entry_free(port, passes, rows_below):
     return port + times_passes(rows_below, passes)
 
 
+def tap_of(entry, span, tile):
+    """The tap (0 below the first row tile) a stream's sums leave at: below its last tile (D-T100)."""
+    return (entry + span) // tile - 1
+
+
 def psum_box(part, cols, off, steps, nums, esize, pick):
     """(first partition, partition end, first byte, byte end) a matmul's PSUM writes fall in: `cols`
     partitions from `part` and its destination pattern's whole extent from byte `off` (a superset of

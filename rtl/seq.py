@@ -42,6 +42,7 @@ from tensore.model.timing import (
     psum_box,
     seed_transpose_issue,
     sparse_end,
+    tap_of,
     tile_stream,
     times_passes,
     weights_swapped,
@@ -404,7 +405,7 @@ class _RowTiles:
         self.w_box = [[Signal(signed(width), name=f"tap{k}_box{j}") for j in range(4)] for k in range(n)]
         self.tap = Signal(range(n), name="write_tap")       # the tap its sums leave at (a seed's: the bottom)
         seeded = u.seed | (u.kind == Kind.SEED)
-        m.d.comb += self.tap.eq(Mux(seeded, n - 1, (self.entry + self.span) // tile - 1))
+        m.d.comb += self.tap.eq(Mux(seeded, n - 1, tap_of(self.entry, self.span, tile)))
 
     def _box_of(self, u, half: int):
         """The held matmul's PSUM box (timing.psum_box; every cell for a seed's), as model/engine/issue.py

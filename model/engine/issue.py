@@ -13,7 +13,7 @@ from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
 from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load, column_load_issue,
                                   column_port_next, entry_free, floor_cycles, in_rhythm, load_front_issue, psum_box,
-                                  tile_stream, times_passes, weights_swapped, write_lead)
+                                  tap_of, tile_stream, times_passes, weights_swapped, write_lead)
 
 from tensore.model.engine.records import OpRecord
 
@@ -168,7 +168,7 @@ class IssueRules:
         sums, leaving higher up, do not overtake an earlier matmul's into the same cells)."""
         if u.seed:                        # a seed's states leave at the bottom
             return 0
-        tap = (stream[0] + stream[1]) // self.tile - 1
+        tap = tap_of(*stream, self.tile)
         lead = write_lead(self.sbuf_latency, stream[1], u.col0, u.passes)
         box = self._psum_box(u)
         return max((last - lead + 1 for k, w in enumerate(self._state["tap_writes"]) if k > tap and w is not None
@@ -188,7 +188,7 @@ class IssueRules:
         if not self.timing.row_tiles:
             return
         taps = self._state["tap_writes"]
-        k, box = (stream[0] + stream[1]) // self.tile - 1, self._psum_box(op.uop)
+        k, box = tap_of(*stream, self.tile), self._psum_box(op.uop)
         if taps[k] is not None and taps[k][0] >= op.t_issue:
             old = taps[k][1]
             box = (min(old[0], box[0]), max(old[1], box[1]), min(old[2], box[2]), max(old[3], box[3]))

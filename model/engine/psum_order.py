@@ -14,7 +14,7 @@ from tensore.model import addrmap
 from tensore.model.dtypes import Dtype
 from tensore.model.isa.enums import PsumRound
 from tensore.model.isa.microop import MicroOp, psum_half
-from tensore.model.timing import ArrayTiming
+from tensore.model.timing import ArrayTiming, tap_of
 from tensore.model.trace import Event, WriteBlock
 
 from tensore.model.engine.records import OpRecord, _run
@@ -124,7 +124,7 @@ class PsumOrder:
         last = timing.write_cycle(col0 + ncols - 1, vectors - 1) if ncols and vectors else first_write
         grid = np.zeros((ncols, vectors), np.uint32) if self.aggregate else None
         w = _Writes(op, cells, vectors, timing, col0, first_write, last, zero, grid,
-                    tap=(timing.row0 + timing.rows) // self.tile - 1, taps=self.rows // self.tile)
+                    tap=tap_of(timing.row0, timing.rows, self.tile), taps=self.rows // self.tile)
         self._pending.append(w)
         return w
 
