@@ -280,6 +280,7 @@ def verilate(cmd: list, out: Path, opt: str, logf, log=print, *, hierarchical: b
         code = run_logged(cmd, logf, env=env, meter=VerilatorMeter(progress, out / "obj"))
         if code:
             progress.update(stage=f"failed (exit {code})")
+    toolchain.drop_pch(out / "obj")
     if code:
         raise RuntimeError(f"the Verilator build failed; see {out / 'build.log'}")
 

@@ -442,6 +442,7 @@ def build_verilator(tb: dict, *, x_unique: bool = False, fst: bool = False, opt:
                    "-Mdir", str(out / "obj"), *srcs]
             with open(out / "build.log", "w") as logf:
                 res = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT)
+            toolchain.drop_pch(out / "obj")
             if res.returncode or not exe.exists():
                 raise RuntimeError(f"the Verilator build of the testbench failed; see {out / 'build.log'}")
     return exe

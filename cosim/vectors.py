@@ -99,6 +99,7 @@ class VectorRunner:
                "--top-module", self.name, "-Mdir", str(self.dir / "obj"), "-j", str(os.cpu_count() or 2),
                "-CFLAGS", self.cflags, *self.sources, "main.cpp"]
         res = subprocess.run(cmd, cwd=self.dir, env=env, capture_output=True, text=True)
+        toolchain.drop_pch(self.dir / "obj")
         if res.returncode != 0:
             raise RuntimeError(f"verilator build of {self.name} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
 

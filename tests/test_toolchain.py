@@ -82,3 +82,44 @@ def test_apt_install_says_what_it_installs_and_why(monkeypatch, capsys):
     assert ran == [["sudo", "apt-get", "update", "-qq"], ["sudo", "apt-get", "install", "-y", "-qq", "liblz4-dev", "zlib1g-dev"]]
     toolchain.ensure_fst_headers(silent)
     assert capsys.readouterr().err == said[0] + "\n"
+
+
+
+def test_drop_pch_deletes_every_precompiled_header(tmp_path):
+    """Hierarchical builds keep theirs in sub-directories; nothing else goes (D-T104)."""
+    for f in ["Vtop__pch.h.fast.gch", "Vtop__pch.h", "Vtop", "blk/Vblk__pch.h.slow.gch", "blk/Vblk.a"]:
+        (tmp_path / f).parent.mkdir(exist_ok=True)
+        (tmp_path / f).write_text("x")
+    toolchain.drop_pch(tmp_path)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == \
+        ["Vtop", "Vtop__pch.h", "blk/Vblk.a"]
+
+
+@pytest.mark.verilator
+def test_a_finished_build_keeps_no_precompiled_headers(monkeypatch, tmp_path):
+    """A Verilator build drops its `.gch` files (40-90 MB each, two per split model: `make test`'s
+    builds filled a disk with them) and its executable still runs (D-T104)."""
+    import numpy as np
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    from tensore.cosim.vectors import VectorRunner
+
+    class Xor(wiring.Component):
+        a: In(8)
+        b: In(8)
+        y: Out(8)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += self.y.eq(self.a ^ self.b)
+            return m
+
+    dropped, drop = [], toolchain.drop_pch
+    monkeypatch.setattr(toolchain, "drop_pch", lambda obj: (dropped.append(obj), drop(obj)))
+    monkeypatch.setenv("CCACHE_DIR", str(toolchain.cache_root() / "ccache"))   # the shared cache
+    monkeypatch.setenv(toolchain.CACHE_ENV, str(tmp_path))
+    run = VectorRunner(Xor(), "xor8_pch", cflags="-O0")
+    assert dropped == [run.exe.parent] and not list(tmp_path.rglob("*.gch"))
+    a, b = np.array([0x0F, 0xA5], np.uint64), np.array([0xFF, 0x5A], np.uint64)
+    assert run(a=a, b=b)["y"].tolist() == [0xF0, 0xFF]
