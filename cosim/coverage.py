@@ -419,12 +419,12 @@ def _rules_of(o, st, R, C, L, regs, prof) -> dict:
         c["weight_port"] = column_port_next(st["lw_port"], st["lw_end"], st["lw_skew"], *st["lw_rows"], u.row0,
                                             _pick) if _column(o, prof) else st["lw_end"]
         fronts = [f for f in (st["tile_mm"][i] for i in _row_tiles(st, u.row0, u.rows)) if f]   # its tiles' last matmuls
-        if mm and _column(o, prof):
+        if fronts and _column(o, prof):
             c["column_front"] = max(column_load_issue(f["t_data"], mm["passes"], u.row0, u.col0, u.cols, L)
                                     for f in fronts)
-        elif mm and prof.row_wavefront and d.op != Opcode.LDTAGS:
+        elif fronts and prof.row_wavefront and d.op != Opcode.LDTAGS:
             c["row_front"] = max(load_front_issue(f["t_data"], f["passes"], u.row0, u.rows, C, L) for f in fronts)
-        elif mm:
+        elif fronts:
             c["swap_wait"] = max(f["t_data"] + f["passes"] * (R + C) - L for f in fronts)
         if d.op == Opcode.LDTAGS:
             c["sparse_drain"] = st["sparse_end"]

@@ -498,14 +498,16 @@ class _Gen:
             self._mm_line(str(rng.choice([mv.name.lower(), st.name.lower()])), r, c, "", i == 0)
 
     def burst(self):
-        """A run of one-vector 4-pass FP32 matmuls alternating between two row tiles (disjoint blocks:
-        no issue floor between them, so more than MAX_IN_FLIGHT are in flight), then an FP32 load of
-        other rows and a few matmuls (the next 4-pass matmul waits for the array's rhythm)."""
+        """A run of one-vector 4-pass FP32 matmuls alternating between two disjoint blocks (no issue
+        floor between them, so more than MAX_IN_FLIGHT are in flight where R + C exceeds it): the two
+        column halves over every row (their sums cross every row tile, D-T100; MAVERICK's c128 tiles);
+        then an FP32 load of other rows and a few matmuls (the next 4-pass matmul waits for the array's
+        rhythm)."""
         rng = self.rng
         mode = f"fp32_mode={rng.choice(['high', 'low_high'])} "
-        r, c = self.rows // 2, int(rng.integers(1, self.cols + 1))
-        halves = [f"tile_size=(row_size_log2=r64, col_size_log2=c128) tile_sel=(row_sel={s}, col_sel=0) "
-                  if self.mav else f"row_grp={2 * s} " for s in (0, 1)]
+        r, c = self.rows, self.cols // 2
+        halves = [f"tile_size=(row_size_log2=r128, col_size_log2=c128) tile_sel=(row_sel=0, col_sel={s}) "
+                  if self.mav else f"col_grp={2 * s} " for s in (0, 1)]
         for where in halves:
             self._fp32_load(mode, r, c, where)
         oa = self.put(self.codes("fp32", r, 1), 4)

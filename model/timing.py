@@ -40,8 +40,7 @@ class Profile:
       row_tiles:     row tiles side by side (D-T100): a matmul's moving stream enters at its first
                      row and its sums leave below its last row tile (`tile_span`), each row tile with
                      its own moving port, so matmuls on disjoint row tiles run together (nc_matmul,
-                     "Tiling mode"); the golden engine and the RTL on Amaranth's simulator (its export
-                     refuses the profile until the Verilog forms follow)."""
+                     "Tiling mode")."""
 
     name: str
     row_wavefront: bool = False
@@ -53,10 +52,9 @@ class Profile:
         return self.name
 
 
-PROFILES = {p.name: p for p in (Profile("public", row_wavefront=True, issue_floor=True, column_loads=True),
-                                 Profile("contract"),
-                                 Profile("tiles", row_wavefront=True, issue_floor=True, column_loads=True,
-                                         row_tiles=True))}
+PROFILES = {p.name: p for p in (Profile("public", row_wavefront=True, issue_floor=True, column_loads=True,
+                                         row_tiles=True),
+                                 Profile("contract"))}
 MM_INIT = 64               # MM_INIT_LATENCY: the matmul initiation interval floor (nc_matmul), cycles
 DEFAULT_PROFILE = "public"
 

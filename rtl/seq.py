@@ -383,7 +383,7 @@ def _popcount(bits):
 
 
 class _RowTiles:
-    """The scoreboard of the row tiles side by side (D-T100, the `tiles` profile; model/engine/issue.py
+    """The scoreboard of the row tiles side by side (D-T100, `public`; model/engine/issue.py
     _last_mm, _stream): per tile, the cycle its entry into the request chain frees (`port`) and its
     last matmul's t_data, entry row and passes, for the loads into it (their rules take the front
     t_data - passes x entry, ArrayTiming.front: `lead` is added to the cycle instead, so nothing
@@ -440,10 +440,10 @@ class _RowTiles:
 
     def write_order(self, now):
         """The held matmul's first PSUM write follows the last write into its box of each tap below its own
-        (model/engine/issue.py _write_order, D-T100)."""
+        (model/engine/issue.py _write_order, D-T100); the top tap is below none."""
         u, ok = self.u, Const(1, 1)
         lead = write_lead(self.L, self.span, u.col0, u.passes)
-        for k, (v, last, box) in enumerate(zip(self.w_valid, self.w_last, self.w_box)):
+        for k, (v, last, box) in list(enumerate(zip(self.w_valid, self.w_last, self.w_box)))[1:]:
             ok = ok & ((self.tap >= k) | ~v | ~boxes_overlap(box, self.box) | (now + lead > last))
         return ok
 

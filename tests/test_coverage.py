@@ -31,12 +31,12 @@ def test_the_monitor_explains_every_issue_cycle(gen):
 
 @pytest.mark.parametrize("gen", [Gen.CAYMAN, Gen.MAVERICK], ids=lambda g: g.name)
 def test_the_monitor_explains_row_tiles(gen):
-    """Under row tiles (the `tiles` profile, D-T100) the monitor follows each tile's moving port (a
+    """Under row tiles (`public`, D-T100) the monitor follows each tile's moving port (a
     stream reaching a tile's entry passes x its rows above later) and each tile's last matmul for the
     loads' fronts: every issue cycle of random programs and the library explained."""
     for p in [R.generate(gen, s) for s in range(6)] + P.library(gen):
-        p = replace(p, timing="tiles")
-        for o, why in C.stalls(R.run_golden(p)[1], p.regs, timing="tiles"):
+        p = replace(p, timing="public")
+        for o, why in C.stalls(R.run_golden(p)[1], p.regs, timing="public"):
             assert "unexplained" not in why, (p.name, o.index, o.name)
 
 

@@ -44,7 +44,7 @@ def test_bad_builds_refused_in_one_line(kw, says):
     with pytest.raises(ValueError, match=says) as e:
         Config("mariana", 4, 4, **kw)
     assert "\n" not in str(e.value)
-    assert Config("mariana", 4, 4, timing="tiles").tile == 1 and Config("mariana", 8, 8).tile == 8
+    assert Config("mariana", 4, 4).tile == 1 and Config("mariana", 8, 8, timing="contract").tile == 8
 
 
 def test_links_keep_the_exported_port_names():

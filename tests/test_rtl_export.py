@@ -13,8 +13,8 @@ SEED = 20261130
 
 
 @pytest.mark.parametrize("gen,rows,cols,pack,column_loads,timing", [
-    ("mariana", 2, 4, 2, False, "public"), ("mariana", 4, 2, 2, False, "tiles"),
-    pytest.param("mariana", 2, 4, 2, True, "public", marks=pytest.mark.cosim)])
+    ("mariana", 2, 4, 2, False, "contract"), ("mariana", 4, 2, 2, False, "public"),
+    pytest.param("mariana", 2, 4, 2, True, "contract", marks=pytest.mark.cosim)])
 def test_exported_hierarchy_equals_flat_amaranth(tmp_path, gen, rows, cols, pack, column_loads, timing):
     """The structural writers (rtl/array.py `verilog()`), with the column-serial writes too, and with
     the sums' taps of row tiles (D-T100: four tiles of one row)."""
@@ -168,9 +168,9 @@ def _pair(block, name: str, sources: dict) -> VectorRunner:
 
 
 @pytest.mark.parametrize("gen,rows,cols,pack,timing", [
-    ("mariana", 4, 8, 2, "public"), ("mariana", 8, 16, 1, "tiles"),
-    pytest.param("maverick", 4, 16, 4, "public", marks=pytest.mark.cosim),
-    pytest.param("maverick", 4, 8, 1, "tiles", marks=pytest.mark.cosim)])
+    ("mariana", 4, 8, 2, "contract"), ("mariana", 8, 16, 1, "public"),
+    pytest.param("maverick", 4, 16, 4, "contract", marks=pytest.mark.cosim),
+    pytest.param("maverick", 4, 8, 1, "public", marks=pytest.mark.cosim)])
 def test_rows_verilog_equals_amaranth(gen, rows, cols, pack, timing):
     """The exported row ports (rtl/rows.py `verilog()`, D-T42 (2)) are the Amaranth Rows, each with
     the exported row port inside, cycle by cycle: the request, iterator and write-record chains

@@ -86,14 +86,14 @@ def _column_stimulus(rng, rows, cols, pack, n, dtypes=None):
     pytest.param("maverick", 2, 3, 1, False, ("bf16",), False, marks=pytest.mark.cosim)])
 # MAVERICK (~80 s), one element per PE, the sparse32 and a bf16-only build (D-T83; Yosys splits its
 # active weights, D-T60) in make cosim; make test's Verilator runs of the library use the loop form
-# of every generation; with the column-serial writes (column_loads) too; "tiles": the row tiles'
-# sums' taps (D-T100, four tiles of one row)
+# of every generation; with the column-serial writes (column_loads) too; "tiles": `public`'s row
+# tiles' sums' taps (D-T100, four tiles of one row), the others one tap (`contract`)
 def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtypes, column_loads):
     tiles, column_loads = column_loads == "tiles", bool(column_loads) and column_loads != "tiles"
     name = f"tensore_array_{gen}{'_' + '_'.join(dtypes) if dtypes else ''}{'_cw' if column_loads else ''}" \
         f"{'_tiles' if tiles else ''}"
     dtypes = parse_dtypes(gen, dtypes)
-    cfg = Config(gen, rows, cols, pack, dtypes=dtypes, sparse32=sparse32, timing="tiles" if tiles else "public")
+    cfg = Config(gen, rows, cols, pack, dtypes=dtypes, sparse32=sparse32, timing="public" if tiles else "contract")
     arr = Array(cfg, column_loads=column_loads)
     src = loop_array_verilog(gen, rows, cols, pack, name, sparse32=sparse32, dtypes=dtypes, column_loads=column_loads,
                              tile=arr.tile)

@@ -1,4 +1,4 @@
-"""The RTL's row tiles side by side (D-T100, the `tiles` profile) on Verilator and Amaranth's
+"""The RTL's row tiles side by side (D-T100, the default `public` profile) on Verilator and Amaranth's
 simulator, in lockstep with the golden engine every cycle: a launch unit per tile feeding the request chain at the
 tile's first row, the write records and sums leaving at the tap below each matmul's tiles, the
 write-back taking the taps from the top."""
@@ -28,7 +28,7 @@ def _entry_program(n: int = 8):
            f"src={P._t3(f'sbuf(4,{a:#x})', n)} dst={P._t3('psum(0,1,0)', n)}")
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=1 cols=4 row_grp=1 acc=single "
            f"src={P._t3(f'sbuf(2,{a:#x})', n)} dst={P._t3('psum(0,2,0)', n)}")
-    return replace(b.done(), timing="tiles")
+    return replace(b.done(), timing="public")
 
 
 def _transpose_program():
@@ -36,7 +36,7 @@ def _transpose_program():
     a = b.put(0, b.rng.integers(0, 1 << 16, (8, 6), dtype=np.uint64), 2)
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 row_grp=2 flags=(xpose_mode=enabled) acc=single "
            f"src={P._t3(f'sbuf(4,{a:#x})', 6)} dst={P._t3('psum(0,2,0)', 4)}")
-    return replace(b.done(), timing="tiles")
+    return replace(b.done(), timing="public")
 
 
 def _programs():
@@ -80,7 +80,7 @@ def _maverick_program(n: int = 10):
         b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=0 {t}flags=(accumulate_flag=overwrite) "
                f"src={P._t3(f'sbuf({2 * sel},{a:#x})', n)} "
                f"dst=(start_addr=psum(0,{bank},0), step_elem=[1,0,512], num_elem=[{n},1,2])")
-    return replace(b.done(), timing="tiles")
+    return replace(b.done(), timing="public")
 
 
 def test_maverick_tiles_in_lockstep():
@@ -91,3 +91,36 @@ def test_maverick_tiles_in_lockstep():
     mm = [o for o in trace.ops if o.desc.op.name == "MATMUL"]
     assert mm[1].t_issue < mm[0].t_complete                    # side by side
     assert lockstep.run(prog) is None
+
+
+def tiles_row_program(gen: str, n: int = 16, pairs: int = 8):
+    """The public table's tiles row on an 8 x 8 array: weight load + matmul pairs alternating between
+    the upper and the lower half (row_grp 0 and 2, four rows each), n vectors each into banks 0..7."""
+    b = P._Builder(f"tiles_row_{gen}", gen, 8, 8, 13)
+    order = "load_order=first_col_first" if gen == "cayman" else "flags=(load_order=first_col_first)"
+    a = b.put(0, b.values("bf16", (8, n)), 2)
+    for i in range(pairs):
+        grp, row = 2 * (i % 2), 4 * (i % 2)
+        w = b.put(0, b.values("bf16", (8, 8)), 2)
+        b.line(f"ldweights in_dtype=bf16 rows=4 cols=8 row_grp={grp} {order} src={P._t3(f'sbuf({row},{w:#x})', 8)}")
+        b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=8 row_grp={grp} acc=single "
+               f"src={P._t3(f'sbuf({row},{a:#x})', n)} dst={P._t3(f'psum(0,{i},0)', n)}")
+    return replace(b.done(), timing="public")
+
+
+@pytest.mark.verilator
+@pytest.mark.parametrize("gen", ["cayman", "mariana"])
+def test_the_tiles_row_on_verilator(gen):
+    """The public table's tiles row (two half-array tiles, N vectors each: N cycles per pair, the
+    public model's figure; one after another under `contract`, twice that and more) in lockstep with
+    the golden engine on the exported RTL, every cycle."""
+    prog, n = tiles_row_program(gen), 16
+    mms = {}
+    for name in ("public", "contract"):
+        trace = replace(prog, timing=name).golden()[1]
+        assert not any(o.error for o in trace.ops), [o.violations for o in trace.ops if o.error]
+        mms[name] = [o.t_issue for o in trace.ops if o.desc.op.name == "MATMUL"]
+    pairs = {name: {t[i + 2] - t[i] for i in range(1, len(t) - 3, 2)} for name, t in mms.items()}
+    assert pairs["public"] == {n} and min(pairs["contract"]) > 2 * n, pairs
+    [res] = hdl.run_many([prog])
+    assert res.mismatch is None and res.checks > res.cycles

@@ -1,4 +1,4 @@
-"""rtl/seq.py under the `tiles` profile (D-T100) on its own: a moving port per row tile, its entry
+"""rtl/seq.py with row tiles (`public`, D-T100) on its own: a moving port per row tile, its entry
 freed once a longer stream has passed it (timing.entry_free), the loads after the last matmul of
 each tile they write, a matmul's completion at the tap below its tiles; every descriptor issues in
 the golden engine's cycle."""
@@ -13,7 +13,7 @@ from tests.test_rtl_seq import _check, _run
 
 
 def _tiles(progs):
-    return [replace(p, timing="tiles") for p in progs]
+    return [replace(p, timing="public") for p in progs]
 
 
 def test_tile_programs():
@@ -27,7 +27,7 @@ def test_tile_programs():
 
 @pytest.mark.parametrize("gen", ["cayman", "mavericK"])
 def test_library_under_tiles(gen):
-    """Every fourth library program of the generation (8 x 8, MAVERICK 8 x 16) under `tiles`."""
+    """Every fourth library program of the generation (8 x 8, MAVERICK 8 x 16) under `public`."""
     progs = [p for p in library(gen) if p.rows == 8][::4]
     assert len(progs) >= 6
     _check(_run(_tiles(progs)))

@@ -20,9 +20,9 @@ from tensore.rtl.top import Engine as RtlEngine
 
 
 def test_profiles_by_name():
-    assert list(timing.PROFILES) == ["public", "contract", "tiles"] and timing.DEFAULT_PROFILE == "public"
+    assert list(timing.PROFILES) == ["public", "contract"] and timing.DEFAULT_PROFILE == "public"
     assert timing.profile("PUBLIC") is timing.PROFILES["public"] and timing.profile(timing.PROFILES["public"]).name == "public"
-    with pytest.raises(ValueError, match="one of public, contract, tiles"):
+    with pytest.raises(ValueError, match="one of public, contract"):
         timing.profile("fast")
     with pytest.raises(ValueError, match="timing profile"):
         Engine("mariana", rows=8, cols=8, timing="fast")
@@ -154,7 +154,7 @@ def test_the_profile_is_a_build_parameter():
     assert Sequencer(Config("mariana", 8, 8)).module_name + "_tcontract" == \
         Sequencer(Config("mariana", 8, 8, timing="contract")).module_name
     assert RtlEngine("mariana", 8, 8, timing="contract").timing.name == "contract"
-    with pytest.raises(ValueError, match="one of public, contract, tiles"):
+    with pytest.raises(ValueError, match="one of public, contract"):
         RtlEngine("mariana", 8, 8, timing="fast")
 
 

@@ -81,7 +81,7 @@ def row_tile(gen, rows: int) -> int:
     """The rows of a row tile on an array of `rows` rows (nc_matmul "Tiling mode", D-T100): 4 x 32
     from TILE32_FROM, 2 x 64 before it and on MAVERICK (r64 tiles), scaled with the array."""
     halves = Gen.parse(gen) < TILE32_FROM or Gen.parse(gen).layout == Gen.MAVERICK
-    return rows // GROUPS * (2 if halves else 1)
+    return min(rows, max(1, rows // GROUPS) * (2 if halves else 1))
 
 
 def max_moving(gen) -> int | None:

@@ -316,7 +316,7 @@ def gemm_codes(a_codes, b_codes, *, dtype, out_dtype="fp32", gen="maverick", row
                          half=g.half, macs=m * n * k, passes=FP32_PASSES[mode], pe_pack=g.pack,
                          a_codes=np.asarray(a_codes), b_codes=np.asarray(b_codes), dtype=dtype, fp32_mode=mode,
                          rounding=rounding, k_slices=[(t * g.k_tile, min(k, (t + 1) * g.k_tile))
-                                                      for t in range(len(b_off))],
+                                                      for t in _k_order(len(b_off), k, g.k_tile)],
                          mx=mx, a_scales=a_scales, b_scales=b_scales)
     prog.note = f"{m}x{k}x{n} {dtype.name.lower()} -> {out.name.lower()}, {plural(len(txt.lines), 'micro-op')}"
     return prog
@@ -400,17 +400,25 @@ def _schedule(txt: _Text, g: Geometry, m, k, n, es, offs, psum_banks) -> list:
                 banks.append(bank % addrmap.PSUM_BANKS)
                 bank = (bank + nb) % addrmap.PSUM_BANKS
             ops = {}
-            for t in range(t_count):
+            for j, t in enumerate(_k_order(t_count, k, g.k_tile)):
                 k_rows = min(g.rows, -(-(k - t * g.k_tile) // g.pack))
                 txt.ldweights(k_rows, nw, c256, b_off[t] + n0 * g.pack * es, nw * g.pack,
                               None if b_sc is None else b_sc[t] + n0)
                 for (m0, mw), b in zip(chunk, banks):
                     i = txt.matmul(k_rows, nw, c256, a_off[t] + m0 * g.pack * es, mw * g.pack, b,
-                                   t == 0, t == t_count - 1, scale=None if a_sc is None else a_sc[t] + m0)
+                                   j == 0, j == t_count - 1, scale=None if a_sc is None else a_sc[t] + m0)
                     ops.setdefault(m0, []).append(i)
-                    if t == t_count - 1:
+                    if j == t_count - 1:
                         tiles.append(Tile(m0, mw, n0, nw, b, nb, i, ops[m0][0], tuple(ops[m0])))
     return tiles
+
+
+def _k_order(t_count: int, k: int, k_tile: int) -> list:
+    """The K tiles in issue order: a partial last tile first. Its matmul spans fewer row tiles, so its
+    sums leave at a higher tap (D-T100); issued after a full tile into the same PSUM cells it would
+    wait for that tile's last write (the write order rule), issued first it waits for nothing."""
+    tail = [t_count - 1] if t_count > 1 and k % k_tile else []
+    return tail + [t for t in range(t_count) if t not in tail]
 
 
 def run(prog: KernelProgram, *, record_pe=False, trace="detailed"):
