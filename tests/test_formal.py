@@ -30,10 +30,11 @@ def _xbar(mutate=None):
 def _loop_array(mutate=None):
     gen, rows, cols, pack = "mariana", 2, 1, 1
     dtypes = parse_dtypes(gen, ("bf16",))          # the full-dtype PE is past SAT in seconds (D-T92)
-    text = loop_array_verilog(gen, rows, cols, pack, "loop_array", dtypes=dtypes)
+    arr = Array(Config(gen, rows, cols, pack, dtypes=dtypes), column_loads=False)     # two 1-row tiles (D-T100)
+    text = loop_array_verilog(gen, rows, cols, pack, "loop_array", dtypes=dtypes, tile=arr.tile)
     text = text if mutate is None else mutate(text)
-    return formal.prove("loop array", formal.amaranth_rtlil(Array(Config(gen, rows, cols, pack, dtypes=dtypes), column_loads=False)), text,
-                        "loop_array", sequential=True, steps=2, timeout=180)
+    return formal.prove("loop array", formal.amaranth_rtlil(arr), text, "loop_array", sequential=True, steps=2,
+                        timeout=180)
 
 
 def _rows(mutate=None):
