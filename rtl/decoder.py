@@ -24,18 +24,14 @@ from amaranth.lib.wiring import In, Out
 from tensore.model import dtypes as dt
 from tensore.model.addrmap import split
 from tensore.model.dtypes import Dtype
-from tensore.model.isa.check import elem_bytes
 from tensore.model.isa import microop
-from tensore.model.isa.enums import (ErrorCode, FP32Mode, Opcode, ScalarMode, SeedMode, TagWeightMode, TileColSize,
-                                     TileRowSize)
+from tensore.model.isa.enums import ErrorCode, FP32Mode, Opcode, ScalarMode, SeedMode, TileColSize, TileRowSize
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
-from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, SEED_COLS, SEED_STATES, cols_in, counter_in,
-                                       group_in, lcf_in, mx_in, order_in, pack_in, passes_in, region_in, vectors_in,
-                                       xpose_in)
-from tensore.model.isa.rules import (OPCODE, Ops, c256, dst_walk, lut_source_ok, matmul_seeds, matmul_transposes,
-                                     mx_source, mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok,
-                                     select, walk_pattern)
+from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, cols_in, counter_in, group_in, lcf_in, mx_in,
+                                       order_in, pack_in, passes_in, region_in, tagw_in, vectors_in, xpose_in)
+from tensore.model.isa.rules import (OPCODE, Ops, c256, dtype_codes, esize_in, matmul_seeds, matmul_transposes,
+                                     mx_source, mx_steps_ok, select, walk_of, walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
 from tensore.rtl.config import Config
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -90,6 +86,14 @@ class _Values(Ops):
         if len(codes) > 8 and len(Value.cast(x)) == 8:
             return dtype_table(lambda d: d in codes).bit_select(x, 1)
         return super().in_(x, codes)
+
+    def dtype_in(self, x, which):
+        """An element size's dtype set (rules.esize_in) as a bit of a 256-bit constant whatever its
+        size: the patterns' windows multiply by the size, and one structure keeps them one circuit."""
+        if which in ("bytes2", "bytes4"):
+            codes = set(dtype_codes(self.gen, which))
+            return dtype_table(lambda d: d in codes).bit_select(x, 1)
+        return super().dtype_in(x, which)
 
     def pick(self, cond, a, b):
         return Mux(cond, a, b)
@@ -162,7 +166,7 @@ class _Op:
         self.names = {fd.name for fd in self.sd.fields}
         self.when = when
         self.r, self.fit = _Rules(), _Rules()
-        self.counts = {}
+        self.counts, self.esizes = {}, {}       # per walked pattern: its count, its element bytes
         self.v = _Values(self)
 
     def has(self, name):
@@ -195,9 +199,14 @@ class _Op:
         ind = ~mx & ((addr & MARKER_INDIRECT16B) != 0)
         return {"mxtensor_v2": mx, "indirect16b": ind, "tensor3d": ~mx & ~ind}
 
-    def pattern(self, cond, name, memory, esize, rows):
-        """_Checker.pattern where `cond`: the rules of the walk (rules.walk_pattern); returns its count."""
-        walk, n = walk_pattern(_Values(self), name, memory, esize, rows, cond)
+    def pattern(self, name):
+        """_Checker.pattern: the rules of the walk rules.walk_of says, where it says; returns its count."""
+        v = _Values(self)
+        memory, esize, rows, when = walk_of(v, name)
+        if not isinstance(esize, int):
+            esize = self.sig(esize, 3, f"{name}_esize")
+        self.esizes[name] = esize
+        walk, n = walk_pattern(v, name, memory, esize, rows, Value.cast(when))
         self.rules(walk=walk)
         self.counts[name] = self.sig(n, 64, f"{name}_count")       # the table's v.count(name)
         return self.counts[name]
@@ -215,18 +224,11 @@ class _Op:
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "perf", "out_dtype", "accumulate")   # the last two: Matmul
         self.rules("seed_mode", "array_op")
 
-    def esize_of(self, code):
-        two = self.table(lambda d: elem_bytes(d) == 2, code)
-        four = self.table(lambda d: elem_bytes(d) == 4, code)
-        return self.sig(Mux(four, 4, Mux(two, 2, 1)), 3, "esize")
-
     def psum_write(self, *families):
-        """check.py's psum_write: the destination pattern as rules.dst_walk says, the rules of `families`."""
-        v = _Values(self)
-        walked, esize, rows = dst_walk(v)
-        self.pattern(Value.cast(walked), "dst_mem_pattern", "psum", esize, rows)
+        """check.py's psum_write: the destination pattern, the rules of `families`."""
+        self.pattern("dst_mem_pattern")
         self.rules(*families)
-        self.c256 = self.sig(c256(v), 1, "c256")
+        self.c256 = self.sig(c256(_Values(self)), 1, "c256")
 
 
 class Decoder(wiring.Component):
@@ -266,20 +268,15 @@ class Decoder(wiring.Component):
 
     # -- per opcode (model/isa/check.py) -----------------------------------------------------------
     def _ldweights(self, o):
-        f = o.f
         o.array_op()
-        esize = o.esize_of(f.in_dtype)
-        if o.has("tag_weight_mode"):
-            esize = Mux(f.tag_weight_mode == TagWeightMode.TAG_WEIGHT, 4, esize)
-        parts = Mux(o.v.xpose, o.v.active_cols, f.num_active_rows)
-        o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", esize, parts)
+        o.pattern("src_mem_pattern")
         o.rules("ldweights")
         self._fits(o)
 
     def _matmul(self, o):
-        f, v = o.f, _Values(o)
+        v = _Values(o)
         o.array_op()
-        n = o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
+        n = o.pattern("src_mem_pattern")
         o.psum_write("seed_patterns", "transpose_destination", "matmul", "destination")
         o.n, o.xp, o.seed = n, Value.cast(matmul_transposes(v)), Value.cast(matmul_seeds(v))
         self._fits(o)
@@ -288,27 +285,23 @@ class Decoder(wiring.Component):
     def _matmul_sparse(self, o):
         f = o.f
         o.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
-        o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", o.esize_of(f.in_dtype), f.num_active_rows)
+        o.pattern("src_mem_pattern")
         o.psum_write("destination")
         o.fm = f.src_mem_pattern.num_elem[3]
         self._fits(o)
         self._weight_rules(o)
 
     def _ldtags(self, o):
-        f = o.f
         o.rules("rows_cols", "ldtags")
-        o.pattern(Const(1, 1), "src_mem_pattern", "sbuf", 2, f.num_active_rows)
+        o.pattern("src_mem_pattern")
         self._fits(o)
 
     def _pe_manage_seed(self, o):
-        f, v = o.f, _Values(o)
         o.rules("pe_manage_seed")
-        o.pattern(Value.cast(seed_identity_ok(v)), "identity_mem_pattern", "sbuf", o.esize_of(f.identity_dtype),
-                  SEED_STATES)
-        o.pattern(Value.cast(seed_source_ok(v)), "src_seed_mem_pattern", "sbuf", 4, SEED_STATES)
+        o.pattern("identity_mem_pattern")
+        o.pattern("src_seed_mem_pattern")
 
     def _mx_op(self, o):
-        f = o.f
         v = _Values(o)
         o.rules("rows_cols", "mx_dtype", "mx_op")
         o.rules(walk=mx_source(v))
@@ -325,14 +318,11 @@ class Decoder(wiring.Component):
 
     def _pe_reg_write(self, o):
         o.rules("pe_reg_write")
-        o.pattern(Value.cast(reg_source_ok(_Values(o))), "src_mem_pattern", "sbuf", 4, 1)
+        o.pattern("src_mem_pattern")
 
     def _conv_lut_load(self, o):
-        f = o.f
         o.rules("conv_lut_load")
-        in_enum = o.table(lambda x: dt.is_in_enum(x, self.gen), f.in_dtype)
-        o.pattern(Value.cast(lut_source_ok(_Values(o))), "src_mem_pattern", "sbuf",
-                  Mux(in_enum, o.esize_of(f.in_dtype), 1), 1)
+        o.pattern("src_mem_pattern")
 
     # -- array-size rules (model.engine.Engine.fits) ------------------------------------------------
     def _region(self, o):
@@ -392,20 +382,22 @@ class Decoder(wiring.Component):
     def _uop_regwrite(self, o, u):
         f = o.f
         self._m.d.comb += [u.supported.eq(1), u.reg.eq(f.reg), u.value.eq(f.value),
-                           *self._src(u, f.src_mem_pattern, 1, nums=[1], esize=4)]
+                           *self._src(u, f.src_mem_pattern, 1, nums=[1], esize=o.esizes["src_mem_pattern"])]
 
     def _uop_seed(self, o, u):
         """PeManageSeed: an identity Ldweights of SEED_STATES rows, then a SEED_STATES-vector seed transpose."""
         f = o.f
         ident, src, dst = f.identity_mem_pattern, f.src_seed_mem_pattern, f.dst_seed_mem_pattern
+        _, rows, _, cols = region_in(o.v, self.rows, self.cols)
         id_part, id_off = split(ident.start_addr, "sbuf")
         dst_part, dst_off = split(dst.start_addr, "psum")
         self._m.d.comb += [
             u.supported.eq(1), u.seed.eq(f.mode), u.xpose.eq(1), u.mmkind.eq(MmKind.XPOSE),
-            u.rows.eq(min(SEED_STATES, self.rows)), u.cols.eq(min(SEED_COLS, self.cols)), u.pack.eq(1),
+            u.rows.eq(rows), u.cols.eq(cols), u.pack.eq(1),
             u.passes.eq(1), u.dtype.eq(f.identity_dtype),
             u.id_part.eq(id_part), u.id_off.eq(id_off), u.id_step.eq(ident.step_elem[0]),
-            u.id_esize.eq(o.esize_of(f.identity_dtype)), *self._src(u, src, 2, esize=4),
+            u.id_esize.eq(o.esizes["identity_mem_pattern"]),
+            *self._src(u, src, 2, esize=o.esizes["src_seed_mem_pattern"]),
             u.dst_part.eq(dst_part), u.dst_off.eq(dst_off), u.dst_num[2].eq(1)]
         for i in range(2):
             self._m.d.comb += [u.dst_step[i].eq(dst.step_elem[i]), u.dst_num[i].eq(dst.num_elem[i])]
@@ -414,7 +406,7 @@ class Decoder(wiring.Component):
         """ConvLutLoad: num_entries codes of one partition into the table."""
         f = o.f
         self._m.d.comb += [u.supported.eq(1), u.dtype.eq(f.in_dtype), u.cols.eq(f.num_entries), u.pack.eq(1),
-                           *self._src(u, f.src_mem_pattern, 1, nums=[f.num_entries], esize=o.esize_of(f.in_dtype))]
+                           *self._src(u, f.src_mem_pattern, 1, nums=[f.num_entries], esize=esize_in(o.v, f.in_dtype))]
 
     def _uop_array(self, o, u):
         """What loads and matmuls share: block, dtype, pack, passes, order, source (microop.microop)."""
@@ -424,7 +416,7 @@ class Decoder(wiring.Component):
         xpose = v.xpose
         seed = o.flag("seed_mode") != SeedMode.NONE
         lut = o.flag("scalar_mode") == ScalarMode.LUT
-        tagw = f.tag_weight_mode == TagWeightMode.TAG_WEIGHT if o.has("tag_weight_mode") else Const(0, 1)
+        tagw = tagw_in(v)
         tags = op == Opcode.LDTAGS
         mode = f.fp32_mode if o.has("fp32_mode") else Const(FP32Mode.NONE, 2)
         m.d.comb += [
@@ -435,7 +427,7 @@ class Decoder(wiring.Component):
             u.row0.eq(row0), u.rows.eq(rows), u.col0.eq(col0), u.cols.eq(cols),
             u.dtype.eq(f.in_dtype), u.fp32_mode.eq(mode), u.pack.eq(v.pack),
             u.passes.eq(passes_in(v)), u.lcf.eq(lcf_in(v) | tags),
-            u.esize.eq(Mux(tags, 2, Mux(tagw, 4, o.esize_of(f.in_dtype)))),
+            u.esize.eq(o.esizes.get("src_mem_pattern", 1)),         # the walked source's (an MX one: _mx_uop)
             u.tags.eq(tags), u.tagw.eq(tagw),
         ]
         if tags:

@@ -5,17 +5,14 @@ that the model and the RTL decoder name the same error for the same bytes (SPEC 
 is model/isa/rules.py's (D-T101): the rows of its table, walked by `_Checker.rules` family by
 family in the order below, and the rules it makes for the layout's structure
 (`rules.structure`) and for each pattern walk (`rules.walk_pattern`, `rules.mx_source`).  This
-module says only in what order they are walked and which patterns are walked with which element
-size and partitions."""
+module says only in what order they are walked; which patterns are walked, with which element size
+and partitions, is `rules.walk_of`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensore.model import dtypes as dt
-from tensore.model.isa.enums import ErrorCode, Opcode, TagWeightMode
-from tensore.model.isa.microop import SEED_STATES
-from tensore.model.isa.rules import (OPCODE, Ints, OpcodeByte, dst_walk, elem_bytes, lut_source_ok, mx_source,
-                                     mx_steps_ok, reg_source_ok, seed_identity_ok, seed_source_ok, walk_pattern)
+from tensore.model.isa.enums import ErrorCode, Opcode
+from tensore.model.isa.rules import OPCODE, Ints, OpcodeByte, mx_source, mx_steps_ok, walk_of, walk_pattern
 from tensore.model.isa.rules import MX_BLOCK_P_F_DIM, matmul_input_dtypes  # noqa: F401  (callers read them from here)
 
 E = ErrorCode
@@ -63,11 +60,14 @@ class _Checker:
         self.rules("structure", "events")
 
     # -- shared pieces -----------------------------------------------------------------------
-    def pattern(self, name, memory, esize, rows=None):
-        """A TENSORnD, MEM_PATTERNnD or MXTENSOR_V2 in `memory`: the rules of its walk (rules.walk_pattern)."""
-        walk, count = walk_pattern(self.v, name, memory, esize, rows)
-        self.v.walked(name, count)                  # the table's v.count(name)
-        self.rules(walk=walk)
+    def pattern(self, name):
+        """The TENSORnD, MEM_PATTERNnD or MXTENSOR_V2 `name`: the rules of its walk (rules.walk_pattern)
+        as rules.walk_of says, where it says."""
+        memory, esize, rows, when = walk_of(self.v, name)
+        if when:
+            walk, count = walk_pattern(self.v, name, memory, esize, rows)
+            self.v.walked(name, count)                  # the table's v.count(name)
+            self.rules(walk=walk)
 
     # -- per opcode --------------------------------------------------------------------------
     def array_op(self):
@@ -76,48 +76,37 @@ class _Checker:
         self.rules("seed_mode", "array_op")
 
     def ldweights(self):
-        f = self.f
         self.array_op()
         self.rules("ldweights", step=0)
-        tagw = f.get("tag_weight_mode", TagWeightMode.NONE) == TagWeightMode.TAG_WEIGHT
-        esize = 4 if tagw else elem_bytes(f["in_dtype"])
-        parts = self.v.active_cols if self.v.xpose else f["num_active_rows"]
-        self.pattern("src_mem_pattern", "sbuf", esize, rows=parts)
+        self.pattern("src_mem_pattern")
         self.rules("ldweights", step=1)
 
     def matmul(self):
-        f = self.f
         self.array_op()
-        self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.pattern("src_mem_pattern")
         self.psum_write("seed_patterns", "transpose_destination", "matmul", "destination")
 
     def psum_write(self, *families):
         """A matmul's destination: the rules of `families` before its pattern is walked (step 1), the
-        walk (rules.dst_walk), the rules after it (step 2) (D-T101)."""
+        walk (rules.walk_of), the rules after it (step 2) (D-T101)."""
         self.rules(*families, step=1)
-        walked, esize, rows = dst_walk(self.v)
-        if walked:
-            self.pattern("dst_mem_pattern", "psum", esize, rows=rows)
+        self.pattern("dst_mem_pattern")
         self.rules(*families, step=2)
 
     def matmul_sparse(self):
-        f = self.f
         self.rules("rows_cols", "compute_dtype", "fp32_mode", "out_dtype", "accumulate", "matmul_sparse")
-        self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]), rows=f["num_active_rows"])
+        self.pattern("src_mem_pattern")
         self.psum_write("destination")
 
     def ldtags(self):
-        f = self.f
         self.rules("rows_cols", "ldtags")
-        self.pattern("src_mem_pattern", "sbuf", 2, rows=f["num_active_rows"])
+        self.pattern("src_mem_pattern")
 
     def pe_manage_seed(self):
         self.rules("pe_manage_seed", step=0)
-        if seed_identity_ok(self.v):
-            self.pattern("identity_mem_pattern", "sbuf", elem_bytes(self.f["identity_dtype"]), rows=SEED_STATES)
+        self.pattern("identity_mem_pattern")
         self.rules("pe_manage_seed", step=1)
-        if seed_source_ok(self.v):
-            self.pattern("src_seed_mem_pattern", "sbuf", 4, rows=SEED_STATES)
+        self.pattern("src_seed_mem_pattern")
         self.rules("pe_manage_seed", step=2)
 
     def mx_op(self):
@@ -130,14 +119,11 @@ class _Checker:
 
     def pe_reg_write(self):
         self.rules("pe_reg_write")
-        if reg_source_ok(self.v):
-            self.pattern("src_mem_pattern", "sbuf", 4, rows=1)
+        self.pattern("src_mem_pattern")
 
     def conv_lut_load(self):
-        f = self.f
         self.rules("conv_lut_load")
-        if lut_source_ok(self.v):
-            self.pattern("src_mem_pattern", "sbuf", elem_bytes(f["in_dtype"]) if dt.is_in_enum(f["in_dtype"], self.gen) else 1, rows=1)
+        self.pattern("src_mem_pattern")
 
 
 _BY_OP = {

@@ -197,6 +197,11 @@ def cols_in(v):
     return cols
 
 
+def tagw_in(v):
+    """A load of TAG_WEIGHT elements, 4 bytes each (D-T16)."""
+    return v["tag_weight_mode"] == TagWeightMode.TAG_WEIGHT if v.has("tag_weight_mode") else v.false
+
+
 def lcf_in(v):
     """load_order (MAVERICK flags, CAYMAN / MARIANA field) is LAST_COL_FIRST, the default (D-14)."""
     return _first_is(v, ("flags.load_order", "load_order"), LoadOrder.LAST_COL_FIRST, v.true)
@@ -272,7 +277,10 @@ def active_cols(desc, array_cols: int | None = None) -> int:
 def region_in(v, rows: int, cols: int) -> tuple:
     """(row0, rows, col0, cols): the descriptor's block of physical PEs on a rows x cols array
     (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves; `v.array_cols` is
-    `cols`)."""
+    `cols`); PeManageSeed's is its identity load's and seed transpose's, SEED_STATES x SEED_COLS at
+    the top left (D-T27)."""
+    if v.op == Opcode.PE_MANAGE_SEED:
+        return 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
     if v.maverick and v.has("tile_size"):
         row0 = v.pick(v["tile_size.row_size_log2"] == TileRowSize.R64, v["tile_sel.row_sel"] * (rows // 2), 0)
         col0 = v.pick(v["tile_size.col_size_log2"] == TileColSize.C128, v["tile_sel.col_sel"] * (cols // 2), 0)
@@ -392,8 +400,6 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
     f, op, v = desc.fields, desc.op, _ints(desc, cols)
     kind = KIND_OF[op]
     row0, n_rows, col0, n_cols = region_in(v, rows, cols)
-    if op == Opcode.PE_MANAGE_SEED:
-        row0, n_rows, col0, n_cols = 0, min(SEED_STATES, rows), 0, min(SEED_COLS, cols)
     dtype = f.get("in_dtype", f.get("identity_dtype"))
     seed = f["mode"] if op == Opcode.PE_MANAGE_SEED else seed_mode(desc)     # PeManageSeed: a seed transpose
     xpose = v.xpose or op == Opcode.PE_MANAGE_SEED
@@ -408,7 +414,7 @@ def microop(desc, rows: int, cols: int) -> MicroOp:
         dtype=Dtype(dtype) if dtype is not None else None, fp32_mode=FP32Mode(f.get("fp32_mode", 0)),
         passes=passes_in(v), pack=v.pack, xpose=xpose, seed=SeedMode(seed),
         mx=v.is_mx, mxmode=order_in(v), lut=_flag(desc, "scalar_mode") == ScalarMode.LUT,
-        tagw=f.get("tag_weight_mode") == TagWeightMode.TAG_WEIGHT, lcf=lcf_in(v),
+        tagw=tagw_in(v), lcf=lcf_in(v),
         src=src,
         dst=pattern_of(desc, "dst_mem_pattern") if "dst_mem_pattern" in f else None,
         out_bf16=f.get("out_dtype") == Dtype.BFLOAT16, accumulate=accumulate and not xpose, begin=begin,

@@ -50,7 +50,7 @@ from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS, opcod
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct, per_struct
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
                                        SEED_COLS, SEED_STATES, cols_in, group_step, max_moving, mx_in, pack_in,
-                                       psum_half, xpose_in)
+                                       psum_half, tagw_in, xpose_in)
 
 E = ErrorCode
 
@@ -346,12 +346,14 @@ def elem_bytes(dtype) -> int:
 @functools.cache
 def dtype_codes(gen, which: str) -> tuple:
     """The byte values of `gen` that are dtypes (`enum`), MX element dtypes (`mx`), transposable
-    (`xpose`: 8/16/32-bit data), matmul inputs (`inputs`) or dtypes of 32-bit elements (`wide`)."""
+    (`xpose`: 8/16/32-bit data), matmul inputs (`inputs`) or dtypes of 32-bit elements (`wide`); the
+    byte values whose elements take 2 or 4 bytes (`bytes2`, `bytes4`: elem_bytes, any generation's)."""
     pred = {"enum": lambda x: dt.is_in_enum(x, gen),
             "mx": lambda x: dt.is_valid_mx_dtype(x, gen),
             "xpose": lambda x: dt.is_valid_dtype(x, gen) and elem_bytes(x) <= 4 and not dt.is_cptc(x),
             "inputs": lambda x: x in matmul_input_dtypes(gen),
-            "wide": lambda x: dt.is_in_enum(x, gen) and elem_bytes(x) == 4}[which]
+            "wide": lambda x: dt.is_in_enum(x, gen) and elem_bytes(x) == 4,
+            "bytes2": lambda x: elem_bytes(x) == 2, "bytes4": lambda x: elem_bytes(x) == 4}[which]
     return tuple(x for x in range(256) if pred(x))
 
 
@@ -1084,6 +1086,35 @@ def walk_pattern(v, name, memory, esize, rows, when=True) -> tuple:
     counts = [0 if w is False else walk(v, out, member(v, name, kind), name, memory, esize, rows, w)
               for walk, kind, w in ((_tensor, "tensor3d", when & t3), (_mx_tensor, "mxtensor_v2", when & mx))]
     return out, v.pick(t3, counts[0], v.pick(mx, counts[1], 0))     # a member the model knows is not: never walked
+
+
+def esize_in(v, x):
+    """Bytes one element of dtype code `x` takes in a pattern (elem_bytes: 4-bit codes count 1)."""
+    return v.pick(v.dtype_in(x, "bytes4"), 4, v.pick(v.dtype_in(x, "bytes2"), 2, 1))
+
+
+def walk_of(v, name) -> tuple:
+    """(memory, element bytes, partitions, when) of the pattern `name` the opcode walks (D-T101):
+    check.py and the decoder walk it with walk_pattern where `when` holds."""
+    op = v.op
+    if name == "dst_mem_pattern":
+        walked, esize, rows = dst_walk(v)
+        return "psum", esize, rows, walked
+    if op == Opcode.PE_MANAGE_SEED:
+        if name == "identity_mem_pattern":
+            return "sbuf", esize_in(v, v["identity_dtype"]), SEED_STATES, seed_identity_ok(v)
+        return "sbuf", 4, SEED_STATES, seed_source_ok(v)
+    if op == Opcode.PE_REG_WRITE:
+        return "sbuf", 4, 1, reg_source_ok(v)
+    if op == Opcode.CONV_LUT_LOAD:
+        x = v["in_dtype"]
+        return "sbuf", v.pick(v.dtype_in(x, "enum"), esize_in(v, x), 1), 1, lut_source_ok(v)
+    if op == Opcode.LDTAGS:
+        return "sbuf", 2, v["num_active_rows"], v.true
+    if op == Opcode.LDWEIGHTS:
+        return "sbuf", v.pick(tagw_in(v), 4, esize_in(v, v["in_dtype"])), \
+            v.pick(v.xpose, v.active_cols, v["num_active_rows"]), v.true
+    return "sbuf", esize_in(v, v["in_dtype"]), v["num_active_rows"], v.true      # Matmul, MatmulSparse
 
 
 def mx_source(v) -> list:
