@@ -25,13 +25,13 @@ from tensore.model import dtypes as dt
 from tensore.model.addrmap import split
 from tensore.model.dtypes import Dtype
 from tensore.model.isa import microop
-from tensore.model.isa.enums import ErrorCode, FP32Mode, Opcode, ScalarMode, SeedMode, TileColSize, TileRowSize
+from tensore.model.isa.enums import ErrorCode, FP32Mode, Opcode, ScalarMode, SeedMode
 from tensore.model.isa.layouts import layout_of, opcodes_of
 from tensore.model.isa.layouts import MARKER_INDIRECT16B, MARKER_MXTENSOR_V2
 from tensore.model.isa.microop import (BARRIER_OPS, KIND_OF, MX_OPS, cols_in, counter_in, group_in, lcf_in, mx_in,
                                        order_in, pack_in, passes_in, region_in, tagw_in, vectors_in, xpose_in)
-from tensore.model.isa.rules import (OPCODE, Ops, c256, dtype_codes, esize_in, matmul_seeds, matmul_transposes,
-                                     mx_source, mx_steps_ok, select, walk_of, walk_pattern)
+from tensore.model.isa.rules import (OPCODE, Ops, array_fits, c256, dtype_codes, esize_in, matmul_seeds,
+                                     matmul_transposes, mx_source, mx_steps_ok, select, walk_of, walk_pattern)
 from tensore.model.isa.struct import Bits, Sub, Union
 from tensore.rtl.config import Config
 from tensore.rtl.isa import MmKind, hw_member, struct_layout, uop_layout
@@ -330,17 +330,10 @@ class Decoder(wiring.Component):
         return o.sig(row0, 16, "row0"), rows, o.sig(col0, 16, "col0"), o.sig(cols, 16, "cols")
 
     def _fits(self, o):
+        for rule in array_fits(o.v, self.rows, self.cols):
+            o.fit.bad(rule.code, o.when & Value.cast(rule.fires(o.v)))
         row0, rows, col0, cols = self._region(o)
-        R, C = self.rows, self.cols
-        if self.maverick:
-            ts = o.f.tile_size
-            trows = Mux(ts.row_size_log2 == TileRowSize.R64, R // 2, R)
-            tcols = Mux(ts.col_size_log2 == TileColSize.C128, C // 2, C)
-            o.fit.bad(E.BAD_TILE, o.when & (rows > trows))
-            o.fit.bad(E.BAD_TILE, o.when & (cols > tcols))
-        o.fit.bad(E.BAD_ACTIVE_RANGE, o.when & (row0 + rows > R))
-        o.fit.bad(E.BAD_ACTIVE_RANGE, o.when & (col0 + cols > C))
-        o.in_range = o.sig((row0 + rows <= R) & (col0 + cols <= C), 1, "in_range")
+        o.in_range = o.sig((row0 + rows <= self.rows) & (col0 + cols <= self.cols), 1, "in_range")
 
     def _weight_rules(self, o):
         """D-T31 on the answers of rtl/weight_state.py for the record's block: DTYPE_MIX (model.isa.check

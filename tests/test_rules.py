@@ -152,6 +152,17 @@ def test_check_states_no_rule_itself():
                            for c in ast.walk(fn)), f"check.py: {fn.name} makes a Violation of its own"
 
 
+def test_array_size_rules_are_stated_once():
+    """The array-size rules (BAD_TILE, BAD_ACTIVE_RANGE) are rules.array_fits': Engine.fits and the
+    decoder's fit bits name neither code themselves."""
+    import tensore.model.engine.core as core
+    codes = {"BAD_TILE", "BAD_ACTIVE_RANGE"}
+    for path, name in ((core.__file__, "fits"), (D.__file__, "_fits")):
+        [fn] = [f for f in _functions(path) if f.name == name]
+        named = {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+        assert not named & codes and "array_fits" in ast.unparse(fn), f"{path}: {name} states an array-size rule"
+
+
 def test_the_model_does_not_import_amaranth():
     """rules.py (and check.py, which walks it) import no Amaranth."""
     code = ("import sys, importlib; importlib.import_module('tensore.model.isa.rules'); "

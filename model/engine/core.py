@@ -7,9 +7,9 @@ import numpy as np
 from tensore.model.dtypes import Dtype, Gen
 from tensore.model.isa import Descriptor, ErrorCode, Opcode, check, decode, error_code
 from tensore.model.isa.check import Violation
-from tensore.model.isa.enums import TileColSize, TileRowSize
+from tensore.model.isa.rules import Ints, array_fits
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS
-from tensore.model.isa.microop import (ARRAY_ROWS, GROUPS, KIND_OF, Kind, MicroOp, full_cols, microop, pack_of,
+from tensore.model.isa.microop import (ARRAY_ROWS, GROUPS, MicroOp, full_cols, microop, pack_of,
                                        region_of, row_tile, seed_mode, transposes)
 from tensore.model.psum import Psum
 from tensore.model.regs import RegisterFile
@@ -114,28 +114,9 @@ class Engine(IssueRules, Execution, Seeds, Operands, PsumOrder):
         return microop(d, self.rows, self.cols)
 
     def fits(self, d: Descriptor) -> list:
-        """Array-size rule on top of model.isa.check: the active block must fit this array."""
-        if KIND_OF.get(d.op) not in (Kind.LOAD, Kind.MATMUL):
-            return []
-        row0, rows, col0, cols = self.region(d)
-        out = []
-        if self.maverick:                       # tiles scale with the array
-            ts = d.fields["tile_size"]
-            trows = self.rows // 2 if ts["row_size_log2"] == TileRowSize.R64 else self.rows
-            tcols = self.cols // 2 if ts["col_size_log2"] == TileColSize.C128 else self.cols
-            if rows > trows:
-                out.append(Violation(E.BAD_TILE, "num_active_rows", f"{rows} rows do not fit a "
-                                     f"{trows}-row tile of this {self.rows}-row array"))
-            if cols > tcols:
-                out.append(Violation(E.BAD_TILE, "num_active_cols", f"{cols} columns do not fit a "
-                                     f"{tcols}-column tile of this {self.cols}-column array"))
-        if row0 + rows > self.rows:
-            out.append(Violation(E.BAD_ACTIVE_RANGE, "num_active_rows",
-                                 f"rows {row0}..{row0 + rows - 1} do not fit this {self.rows}-row array"))
-        if col0 + cols > self.cols:
-            out.append(Violation(E.BAD_ACTIVE_RANGE, "num_active_cols",
-                                 f"columns {col0}..{col0 + cols - 1} do not fit this {self.cols}-column array"))
-        return out
+        """Array-size rules on top of model.isa.check (rules.array_fits): the active block fits this array."""
+        v = Ints(d, self.cols)
+        return [Violation(r.code, r.field, r.message(v)) for r in array_fits(v, self.rows, self.cols)]
 
     # -- running a program ---------------------------------------------------------------------------
     def run(self, program: bytes) -> Trace:

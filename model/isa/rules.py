@@ -49,8 +49,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS, opcodes_of
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct, per_struct
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
-                                       SEED_COLS, SEED_STATES, cols_in, group_step, max_moving, mx_in, pack_in,
-                                       psum_half, tagw_in, xpose_in)
+                                       KIND_OF, SEED_COLS, SEED_STATES, Kind, cols_in, group_step, max_moving,
+                                       mx_in, pack_in, psum_half, region_in, tagw_in, xpose_in)
 
 E = ErrorCode
 
@@ -1115,6 +1115,28 @@ def walk_of(v, name) -> tuple:
         return "sbuf", v.pick(tagw_in(v), 4, esize_in(v, v["in_dtype"])), \
             v.pick(v.xpose, v.active_cols, v["num_active_rows"]), v.true
     return "sbuf", esize_in(v, v["in_dtype"]), v["num_active_rows"], v.true      # Matmul, MatmulSparse
+
+
+def array_fits(v, rows: int, cols: int) -> list:
+    """The array-size rules of a load or matmul on a rows x cols array (model.engine.Engine.fits; the
+    decoder's fit bits, which count where no ISA rule fired): its block (region_in) inside the
+    array and, on MAVERICK, inside its tile (tiles scale with the array)."""
+    out = []
+    if KIND_OF.get(v.op) not in (Kind.LOAD, Kind.MATMUL):
+        return out
+    row0, n_rows, col0, n_cols = region_in(v, rows, cols)
+    if v.maverick:
+        trows = v.pick(v["tile_size.row_size_log2"] == TileRowSize.R64, rows // 2, rows)
+        tcols = v.pick(v["tile_size.col_size_log2"] == TileColSize.C128, cols // 2, cols)
+        _add(out, "fits:BAD_TILE:num_active_rows", "num_active_rows", n_rows > trows,
+             lambda v: f"{n_rows} rows do not fit a {trows}-row tile of this {rows}-row array")
+        _add(out, "fits:BAD_TILE:num_active_cols", "num_active_cols", n_cols > tcols,
+             lambda v: f"{n_cols} columns do not fit a {tcols}-column tile of this {cols}-column array")
+    _add(out, "fits:BAD_ACTIVE_RANGE:num_active_rows", "num_active_rows", row0 + n_rows > rows,
+         lambda v: f"rows {row0}..{row0 + n_rows - 1} do not fit this {rows}-row array")
+    _add(out, "fits:BAD_ACTIVE_RANGE:num_active_cols", "num_active_cols", col0 + n_cols > cols,
+         lambda v: f"columns {col0}..{col0 + n_cols - 1} do not fit this {cols}-column array")
+    return out
 
 
 def mx_source(v) -> list:
