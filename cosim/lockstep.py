@@ -12,6 +12,7 @@ the same testbench runs in Amaranth's simulator (`run`, here) and on exported Ve
 Wide ports are read and written packed (one integer per port per cycle)."""
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 
@@ -450,39 +451,78 @@ def one_array(programs):
     return p0
 
 
+_ENGINES: dict = {}            # build -> (Simulator, job): the engines run_many elaborated, most recent last
+KEEP_ENGINES = 2              # each holds a compiled engine (tens of MB at 4 x 8)
+
+
+def forget_engines():
+    """Drop the elaborated engines run_many keeps (a test that patches the RTL's code calls it)."""
+    _ENGINES.clear()
+
+
+def _engine(build: tuple):
+    """(simulator, job) of the engine `build` (rtl.top.Engine's arguments): elaborated and compiled once
+    per process (most of a short program's run), reset before each later use.  Its testbench runs
+    the locksteps in job["lks"], each after the engine's own reset, into job["results"]."""
+    from amaranth.hdl import ClockDomain, Module
+    from amaranth.sim import Simulator
+
+    from tensore.rtl.top import Engine
+    key = repr(build)                   # (a timing profile may be a dataclass of its own)
+    if key in _ENGINES:
+        sim, job = _ENGINES.pop(key)
+        sim.reset()
+    else:
+        gen, rows, cols, kw = build
+        dut = Engine(gen, rows, cols, **dict(kw))
+        top = Module()                  # the engine's own reset, as the exported engine's rst port
+        top.domains.sync = sync = ClockDomain()
+        top.submodules.engine = dut
+        job: dict = {}
+
+        async def testbench(ctx):
+            port = AmaranthPort(dut, ctx)
+            for lk in job["lks"]:
+                ctx.set(sync.rst, 1)
+                for _ in range(2):                  # (ctx.tick() raises DomainReset while rst is high)
+                    await ctx.posedge(sync.clk)
+                ctx.set(sync.rst, 0)
+                job["results"].append(await bench(lk, port))
+        sim = Simulator(top)
+        sim.add_clock(1e-8)
+        sim.add_testbench(testbench)
+    _ENGINES[key] = sim, job
+    while len(_ENGINES) > KEEP_ENGINES:
+        _ENGINES.pop(next(iter(_ENGINES)))
+    return sim, job
+
+
 def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=None, sparse32=None) -> list:
     """Run programs of one generation and array size on one elaborated engine (elaboration costs more
     than a short program), resetting it before each; returns, per program, None or the first Mismatch.
     The engine has the largest elements per PE any of them needs, and 32-bit sparse fmaps if one
-    needs them (`sparse32` None) or as `sparse32` says."""
-    from amaranth.hdl import ClockDomain, Module
-
-    from tensore.rtl.top import Engine
+    needs them (`sparse32` None) or as `sparse32` says.  The engine is kept for the next call with
+    the same build (_engine)."""
     p0 = one_array(programs)
     lks = [Lockstep(p, sbuf_latency=sbuf_latency, pack=pack, psum_partitions=psum_partitions) for p in programs]
     build_pack, ports = max(lk.pack for lk in lks), fit_ports(lks)
     s32 = any(lk.need_sparse32 for lk in lks) if sparse32 is None else sparse32
-    dut = Engine(p0.gen, p0.rows, p0.cols, pack=build_pack, sbuf_latency=sbuf_latency, psum_partitions=psum_partitions,
-                 psum_ports=ports, sparse32=s32, timing=p0.timing)
-    top = Module()                  # the engine's own reset, as the exported engine's rst port
-    top.domains.sync = sync = ClockDomain()
-    top.submodules.engine = dut
-    results: list = []
-
-    async def testbench(ctx):
-        port = AmaranthPort(dut, ctx)
-        for lk in lks:
-            ctx.set(sync.rst, 1)
-            for _ in range(2):                  # (ctx.tick() raises DomainReset while rst is high)
-                await ctx.posedge(sync.clk)
-            ctx.set(sync.rst, 0)
-            results.append(await bench(lk, port))
-
-    seconds = simulate(top, testbench)
+    build = (p0.gen, p0.rows, p0.cols, (("pack", build_pack), ("sbuf_latency", sbuf_latency),
+                                        ("psum_partitions", psum_partitions), ("psum_ports", ports),
+                                        ("sparse32", s32), ("timing", p0.timing)))
+    sim, job = _engine(build)
+    job.update(lks=lks, results=[])
+    t0 = time.perf_counter()
+    try:
+        sim.run()
+    except BaseException:
+        _ENGINES.pop(repr(build), None)     # stopped part-way: not reused
+        raise
+    seconds = time.perf_counter() - t0
     if stats is not None:
         stats.update(cycles=sum(lk.end for lk in lks), seconds=seconds, checks=sum(lk.checks for lk in lks),
                      pack=build_pack)
-    return results
+    return job["results"]
 
 
 def check(program, *, vcd_dir="build/lockstep", **kw):
