@@ -19,6 +19,7 @@ import os
 import pickle
 import re
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -271,7 +272,11 @@ def _verilator_build(exported: dict, sources: list, out: Path, flags: list, opt:
 
 def verilate(cmd: list, out: Path, opt: str, logf, log=print, *, hierarchical: bool = True) -> None:
     """Run a Verilator `--build` of `cmd` (hierarchical: the blocks its .vlt names are Verilated and
-    compiled once each) with `opt` for the C++, its output to `logf`, its progress shown."""
+    compiled once each) with `opt` for the C++, its output to `logf`, its progress shown.  The build
+    starts from an empty `out`/obj: one is made only where no finished build is stamped, so anything
+    there is an interrupted build's, whose up-to-date Verilator outputs without their makefile
+    (hierarchical) fail every later build; the objects come back from ccache."""
+    shutil.rmtree(out / "obj", ignore_errors=True)
     env = toolchain.verilator_env()
     make_flags = f"{env['MAKEFLAGS']} OPT_FAST={opt} OPT_SLOW=-O0 OPT_GLOBAL={opt}"
     cmd = [cmd[0], *(["--hierarchical"] if hierarchical else []), "--build", "-j", str(os.cpu_count() or 2),

@@ -123,3 +123,26 @@ def test_a_finished_build_keeps_no_precompiled_headers(monkeypatch, tmp_path):
     assert dropped == [run.exe.parent] and not list(tmp_path.rglob("*.gch"))
     a, b = np.array([0x0F, 0xA5], np.uint64), np.array([0xFF, 0x5A], np.uint64)
     assert run(a=a, b=b)["y"].tolist() == [0xF0, 0xFF]
+
+
+def test_an_interrupted_build_is_built_again(tmp_path):
+    """A hierarchical build stopped before its top makefile was written (a session stopped mid-build)
+    leaves Verilator outputs it takes as up to date: the next build of that directory failed with
+    'No rule to make target Vtop.mk' until the directory was removed by hand.  verilate starts from
+    an empty obj directory."""
+    from tensore.cosim import hdl
+    (tmp_path / "top.v").write_text("module sub(input [7:0] a, input [7:0] b, output [7:0] y);\n"
+                                    "  assign y = a ^ b;\nendmodule\n"
+                                    "module top(input [7:0] a, input [7:0] b, output [7:0] y);\n"
+                                    "  sub s(.a(a), .b(b), .y(y));\nendmodule\n")
+    (tmp_path / "h.vlt").write_text('`verilator_config\nhier_block -module "sub"\n')
+    cmd = ["verilator", "--cc", "-Mdir", str(tmp_path / "obj"), "--top-module", "top", "--prefix", "Vtop",
+           str(tmp_path / "h.vlt"), str(tmp_path / "top.v")]
+
+    def build():
+        with open(tmp_path / "build.log", "w") as logf:
+            hdl.verilate(cmd, tmp_path, "-O0", logf, log=lambda *a: None)
+    build()
+    (tmp_path / "obj" / "Vtop.mk").unlink()             # as a build stopped before writing it leaves it
+    build()
+    assert (tmp_path / "obj" / "libVtop.a").exists()
