@@ -41,7 +41,6 @@ import json
 import marshal
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -683,6 +682,8 @@ class Runner:
         if self.cfg.timeout is None:
             self.timeouts.update({u: unit_timeout(self.tests[u], took, overhead, self.root) for u in units})
             self.timeout = max(self.timeouts.values())
+        else:
+            self.timeouts.update({u: self.cfg.timeout for u in units})
         return seconds
 
     def run(self, mutant: Mutant, equivalent: dict) -> dict:
@@ -730,27 +731,56 @@ def shard_of(items: list, i: int, n: int) -> list:
     return items[i::n]
 
 
-def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, checkpoint=None) -> dict:
+def run_key(config: dict) -> str:
+    """What makes two runs' results comparable: the configuration but the jobs and the checkout."""
+    return json.dumps({k: v for k, v in config.items() if k not in ("jobs", "root")}, sort_keys=True)
+
+
+def kept(previous: dict | None, cfg: Config, i: int, n: int, sources: dict) -> dict:
+    """The results of an earlier run of this shard a resumed run keeps ({id: result}); ValueError if
+    that run had another configuration, split or sources of the targets."""
+    if not previous:
+        return {}
+    if run_key(previous.get("config", {})) != run_key(asdict(cfg)) or previous.get("shard") != [i, n]:
+        raise ValueError(f"--resume: the saved shard {i}/{n} ran other options; run without --resume to start anew")
+    changed = sorted(f for f in sources if previous.get("sources", {}).get(f) != sources[f])
+    if changed:
+        raise ValueError(f"--resume: {changed[0]} changed since the saved run; run without --resume to start anew")
+    return {r["id"]: r for r in previous.get("mutants", [])}
+
+
+def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, checkpoint=None,
+              previous: dict | None = None) -> dict:
     """Shard i of n of the configuration's mutants: {"config", "shard", "mutants", "baseline_seconds",
-    "seconds", "complete", "sources"}; `checkpoint(result)` after every mutant."""
+    "seconds", "complete", "sources"}; `checkpoint(result)` after every mutant.  `previous`: this
+    shard's result of an earlier, stopped run (`kept`): its mutants' results and unit timeouts are
+    kept and only the others run (the baseline only for units it has no timeout of)."""
     cfg = Config.from_json(cfg) if isinstance(cfg, dict) else cfg
     t0 = time.perf_counter()
     runner = Runner(cfg)
     try:
         equivalent = read_equivalent(Path(cfg.root) / cfg.equivalent)
         mutants = shard_of(selection(cfg, runner.sources), i, n)
-        results: list = []
         sources = {rel: hashlib.sha256(s.encode()).hexdigest()[:16] for rel, s in runner.sources.items()}
+        done = kept(previous, cfg, i, n, sources)
+        results: list = [done[m.id] for m in mutants if m.id in done]
+        todo = [m for m in mutants if m.id not in done]
+        before = previous.get("seconds", 0.0) if done else 0.0
+        if done:
+            runner.timeouts.update(previous.get("timeouts") or {})
+            runner.timeout = previous.get("timeout", runner.timeout)
 
         def result(complete: bool) -> dict:
             return {"config": asdict(cfg), "shard": [i, n], "mutants": sorted(results, key=lambda r: r["id"]),
                     "baseline_seconds": round(base, 2), "timeout": runner.timeout, "timeouts": runner.timeouts,
                     "complete": complete,
-                    "seconds": round(time.perf_counter() - t0, 1), "sources": sources}
-        base = runner.baseline({m.file for m in mutants if m.id not in equivalent})
+                    "seconds": round(before + time.perf_counter() - t0, 1), "sources": sources}
+        units = {m.file for m in todo if m.id not in equivalent}
+        base = (previous.get("baseline_seconds", 0.0) if done else 0.0) + \
+            runner.baseline({u for u in units if u not in runner.timeouts})
         caps = sorted(runner.timeouts.values()) or [runner.timeout or 0]
-        log(f"shard {i}/{n}: {len(mutants)} mutants; the test sets take {base:.1f} s unmutated "
-            f"(timeout {caps[0]:.0f}-{caps[-1]:.0f} s per mutant, by unit)")
+        log(f"shard {i}/{n}: {len(mutants)} mutants" + (f", {len(done)} kept from the saved run" if done else "")
+            + f"; the test sets take {base:.1f} s unmutated (timeout {caps[0]:.0f}-{caps[-1]:.0f} s per mutant, by unit)")
 
         def one(m):
             r = runner.run(m, equivalent)
@@ -760,7 +790,7 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
                 checkpoint(result(False))
             return r
         with ThreadPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
-            list(pool.map(one, mutants))
+            list(pool.map(one, todo))
         return result(True)
     finally:
         runner.close()
@@ -790,8 +820,7 @@ def per_unit(shards: list, mutants: list) -> dict:
 def merge(results: list, out_dir, name: str) -> dict:
     """Shard results joined: out_dir/<name>.json (summary, per file, survivors, every mutant) and
     out_dir/<name>.html; returns the JSON."""
-    cfgs = {json.dumps({k: v for k, v in r["config"].items() if k not in ("jobs", "root")}, sort_keys=True)
-            for r in results}
+    cfgs = {run_key(r["config"]) for r in results}
     if len(cfgs) != 1:
         raise ValueError("the shards ran different configurations; clear the shard directory first")
     if len({json.dumps(r.get("sources"), sort_keys=True) for r in results}) != 1:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import os
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -402,7 +404,9 @@ def write_shard(result: dict, out_dir) -> Path:
     i, n = result["shard"]
     path = Path(out_dir) / f"shard-{i}-of-{n}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1))
+    part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    part.write_text(json.dumps(result, indent=1))
+    os.replace(part, path)                   # whole or not at all: a run stopped mid-write keeps the last one
     return path
 
 

@@ -65,26 +65,48 @@ def cmd_mutate(args) -> int:
     if args.merge:
         results = regress.read_shards(shard_dir)
     elif args.dask:
+        if args.resume:
+            raise ValueError("--resume continues a run on this machine (--shard or none), not --dask")
         address = None if args.dask == "local" else args.dask
         results = regress.run_dask(cfg, args.workers, address, workers=args.workers, run=M.run_shard)
-    elif args.shard:
-        i, n = regress.parse_shard(args.shard)
-        result = M.run_shard(cfg, i, n, log, lambda r: regress.write_shard(r, shard_dir))
-        path = regress.write_shard(result, shard_dir)
-        print(f"shard {i}/{n}: {path} (merge with: tensore mutate --merge {_same(args)})")
-        return 0
-    else:
-        results = [M.run_shard(cfg, 0, 1, log)]
-    if not args.merge:
-        for old in shard_dir.glob("shard-*-of-*.json"):
-            old.unlink()
+        _clear(shard_dir)
         for r in results:
             regress.write_shard(r, shard_dir)
+    else:
+        i, n = regress.parse_shard(args.shard) if args.shard else (0, 1)
+        path = shard_dir / f"shard-{i}-of-{n}.json"
+        previous = _saved(path) if args.resume else None
+        if not args.shard:                           # a whole run's one shard file, written as it goes
+            _clear(shard_dir, keep=path if previous else None)
+        result = M.run_shard(cfg, i, n, log, lambda r: regress.write_shard(r, shard_dir), previous)
+        regress.write_shard(result, shard_dir)
+        if args.shard:
+            print(f"shard {i}/{n}: {path} (merge with: tensore mutate --merge {_same(args)})")
+            return 0
+        results = [result]
     report = M.merge(results, args.output, name)
     print(M.format_report(report))
     print(f"reports: {Path(args.output) / name}.json, {Path(args.output) / name}.html")
     score = report["summary"]["score"]
     return 1 if args.fail_under is not None and score is not None and score < args.fail_under else 0
+
+
+def _saved(path: Path) -> dict | None:
+    """The shard result an earlier run saved at `path` (None: there is none)."""
+    import json
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise ValueError(f"--resume: {path} is not a shard result (unreadable JSON); remove it") from None
+
+
+def _clear(shard_dir: Path, keep: Path | None = None) -> None:
+    """Remove the shard results of earlier runs from `shard_dir` (all but `keep`)."""
+    for old in shard_dir.glob("shard-*-of-*.json"):
+        if old != keep:
+            old.unlink()
 
 
 def _same(args) -> str:
@@ -132,6 +154,8 @@ def register(sub) -> None:
     p.add_argument("--equivalent", default=M.EQUIVALENT_FILE, metavar="FILE",
                    help="mutants known to be equivalent: `ID  reason` per line")
     p.add_argument("--shard", type=_shard_text, help="run shard i of n (i/n, 0-based) and write its result; then --merge")
+    p.add_argument("--resume", action="store_true", help="continue a stopped run (the same options, the whole "
+                   "run or a --shard): keep the results its shard file holds and run the other mutants")
     p.add_argument("--merge", action="store_true", help="merge the shard results in -o/NAME into the report")
     p.add_argument("--dask", metavar="ADDRESS", help="run the shards on a dask.distributed scheduler "
                    "(tcp://host:8786), or 'local' for a LocalCluster")

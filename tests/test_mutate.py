@@ -9,7 +9,6 @@ import marshal
 import subprocess
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
 
@@ -109,6 +108,38 @@ def test_a_run_kills_what_its_tests_reach(tmp_path):
     report = M.merge([result], tmp_path / "out", "toy")
     assert report["summary"]["score"] == 50.0 and [s["id"] for s in report["survivors"]] == [survived.id]
     assert (tmp_path / "out" / "toy.html").read_text().count("<tr class=") == 3
+
+
+def test_a_stopped_run_resumes(tmp_path, capsys):
+    """A run stopped after one of its two mutants (its shard file as the checkpoint left it) runs only
+    the other when resumed: the kept result is carried as it was, the baseline is not run again and
+    the report counts both; a saved run of other options or other sources is refused in one line."""
+    test = tmp_path / "test_toy.py"
+    test.write_text(TOY_TEST)
+    mutants = M.enumerate_mutants(M.ROOT, [TARGET])
+    killed, survived = _find(mutants, REACHED, "return->None"), _find(mutants, MISSED, "Add->Sub")
+    cfg = M.Config(targets=[TARGET], tests=[str(test)], ids=[killed.id, survived.id], timeout=120)
+    saved = []
+    M.run_shard(cfg, checkpoint=lambda r: saved.append(json.loads(json.dumps(r))))
+    stopped = saved[0]                              # the checkpoint after the first mutant
+    assert not stopped["complete"] and len(stopped["mutants"]) == 1
+    first = stopped["mutants"][0]
+    log = []
+    resumed = M.run_shard(cfg, log=log.append, previous=stopped)
+    assert resumed["complete"] and resumed["baseline_seconds"] == stopped["baseline_seconds"]
+    assert {r["id"]: r["status"] for r in resumed["mutants"]} == {killed.id: M.KILLED, survived.id: M.SURVIVED}
+    assert next(r for r in resumed["mutants"] if r["id"] == first["id"]) == first
+    assert "1 kept from the saved run" in log[0] and len(log) == 2     # the shard line and one mutant run
+    with pytest.raises(ValueError, match="ran other options"):
+        M.run_shard(M.Config(**{**asdict(cfg), "seed": 1}), previous=stopped)
+    with pytest.raises(ValueError, match=f"{TARGET} changed since the saved run"):
+        M.run_shard(cfg, previous={**stopped, "sources": {TARGET: "0" * 16}})
+    shard = tmp_path / "out" / "timing" / "shard-0-of-1.json"
+    shard.parent.mkdir(parents=True)
+    shard.write_text("{")
+    assert main(["mutate", "--target", TARGET, "--tests", str(test), "--resume", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a shard result" in err and err.count("\n") == 1
 
 
 def test_sample_is_reproducible():
@@ -277,4 +308,4 @@ def test_a_real_rtl_mutant_is_killed_by_the_lockstep():
     assert (M.ROOT / PE).read_bytes() == before
     [r] = result["mutants"]
     assert r["status"] == M.KILLED and "test_array_lockstep" in r["detail"], r
-    assert result["timeouts"] == {} and result["baseline_seconds"] > 0
+    assert result["timeouts"] == {PE: 300} and result["baseline_seconds"] > 0
