@@ -621,6 +621,7 @@ class Runner:
         (self.dir / "site" / f"{TIMES_PLUGIN}.py").write_text(_TIMES_PLUGIN)
         self.timeout = cfg.timeout                  # the largest of the units' (given: all units')
         self.timeouts: dict = {}                    # {unit: seconds}, from the baseline
+        self.took: dict = {}                        # {test: seconds} in the baseline
 
     def close(self):
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -663,22 +664,32 @@ class Runner:
         return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300], out
 
     def baseline(self, units=None) -> float:
-        """The test sets of `units` (default: every target) on the unmutated sources, in one run: its
-        seconds, and each unit's timeout (unless given) from its tests' share; ValueError if the run
-        does not pass or a unit's tests select no test."""
+        """The test sets of `units` (default: every target) on the unmutated sources, their files
+        split over --jobs runs side by side: the seconds it takes, and each unit's timeout (unless
+        given) from its tests' share; ValueError if a run does not pass or a unit's tests select no test."""
         units = [u for u in self.sources if units is None or u in units]
         if not units:
             return 0.0
         tests = list(dict.fromkeys(t for u in units for t in self.tests[u]))
-        times = self.dir / "baseline-times.json"
-        status, seconds, why, _ = self._pytest({**self._env(), TIMES_ENV: str(times)}, None, tests, ("-p", TIMES_PLUGIN))
-        if status != SURVIVED:
-            raise ValueError(f"the test set does not pass on the unmutated sources ({why or status})")
-        took = json.loads(times.read_text())
+        groups = [tests[k::self.cfg.jobs] for k in range(min(max(1, self.cfg.jobs), len(tests)))]
+
+        def one(k: int) -> tuple:
+            times = self.dir / f"baseline-times-{k}.json"
+            status, seconds, why, _ = self._pytest({**self._env(), TIMES_ENV: str(times)}, None, groups[k],
+                                                   ("-p", TIMES_PLUGIN))
+            if status != SURVIVED:
+                raise ValueError(f"the test set does not pass on the unmutated sources ({why or status})")
+            return seconds, json.loads(times.read_text())
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+            runs = list(pool.map(one, range(len(groups))))
+        seconds = time.perf_counter() - t0
+        took = {n: s for _, part in runs for n, s in part.items()}
+        self.took.update(took)
         for u in units:
             if not any(_covers(i, n, self.root) for i in self.tests[u] for n in took):
                 raise ValueError(f"{u}: its tests select no test under -m '{self.cfg.marks}'")
-        overhead = max(0.0, seconds - sum(took.values()))
+        overhead = max(0.0, *(sec - sum(part.values()) for sec, part in runs))   # one run's start-up
         if self.cfg.timeout is None:
             self.timeouts.update({u: unit_timeout(self.tests[u], took, overhead, self.root) for u in units})
             self.timeout = max(self.timeouts.values())

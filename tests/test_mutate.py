@@ -142,6 +142,28 @@ def test_a_stopped_run_resumes(tmp_path, capsys):
     assert "is not a shard result" in err and err.count("\n") == 1
 
 
+def test_the_baseline_runs_its_files_side_by_side(tmp_path):
+    """With --jobs 2 the unmutated run's files are split over two runs: each unit's cap counts the
+    seconds of its tests in either run, and a file failing in the second run fails the baseline."""
+    fast, slow, bad = tmp_path / "test_fast.py", tmp_path / "test_slow.py", tmp_path / "test_bad.py"
+    fast.write_text(TOY_TEST)
+    slow.write_text("import time\n\n\ndef test_slow():\n    time.sleep(3)\n")
+    bad.write_text("def test_bad():\n    assert False\n")
+    runner = M.Runner(M.Config(targets=[TARGET], tests=[str(fast), str(slow)], jobs=2))
+    try:
+        runner.baseline()
+        assert sorted(n.rpartition('::')[2] for n in runner.took) == ['test_bucket', 'test_slow']
+        assert runner.timeouts[TARGET] >= 4 * 3 + 30     # the slow file's 3 s, run beside the other
+    finally:
+        runner.close()
+    runner = M.Runner(M.Config(targets=[TARGET], tests=[str(fast), str(bad)], jobs=2))
+    try:
+        with pytest.raises(ValueError, match="does not pass on the unmutated sources"):
+            runner.baseline()
+    finally:
+        runner.close()
+
+
 def test_sample_is_reproducible():
     mutants = M.enumerate_mutants(M.ROOT, [TARGET])
     a, b = M.select(mutants, 10, 7), M.select(mutants, 10, 7)
