@@ -144,6 +144,20 @@ UNIT_TESTS = {
     "rtl/writeback.py": ["tests/test_rtl_top.py", "tests/test_xpose_rounds.py", "tests/test_rtl_row_tiles.py"],
 }
 MARKS = "not cosim and not verilator"          # make test's selection, less what needs a C++ build
+# The tests that read a Verilog writer's text (D-T96 Writers): they run for a mutant inside a function
+# whose name has `verilog` (every mutant of a unit with no UNIT_TESTS), under make test's marks
+# WRITER_MARKS, Verilator included.  Each such run exports and builds anew (its own cache), so they
+# cost minutes where the simulator's tests cost seconds; no simulator test reads the text.
+WRITER_TESTS = {
+    "rtl/array.py": ["tests/test_rtl_export.py::test_exported_hierarchy_equals_flat_amaranth"],
+    "rtl/array_loop.py": ["tests/test_rtl_loopform.py"],
+    "rtl/psum_bank.py": ["tests/test_rtl_export.py::test_psum_bank_verilog_equals_amaranth"],
+    "rtl/psum_xbar.py": ["tests/test_formal.py::test_psum_xbar_writer_is_the_amaranth_crossbar",
+                         "tests/test_rtl_export.py::test_psum_xbar_verilog_equals_amaranth"],
+    "rtl/rows.py": ["tests/test_rtl_export.py::test_rows_verilog_equals_amaranth"],
+}
+WRITER_MARKS = "not cosim"
+WRITER = "#writer"                              # a test-set key's suffix: a unit's writer tests
 EQUIVALENT_FILE = "tests/mutants_equivalent.txt"
 MUTANT_ENV = "TENSORE_MUTANT"                  # module=code file, read by the overlay's sitecustomize
 
@@ -175,6 +189,12 @@ class Mutant:
     node: tuple
     original: str = ""                          # the source line
     mutated: str = ""                           # the line as mutated (a one-line node; else empty)
+    writer: bool = False                        # in a Verilog writer: run WRITER_TESTS (D-T96 Writers)
+
+    @property
+    def key(self) -> str:
+        """The key of its test set (and time cap): its unit, or its unit's writer tests."""
+        return self.file + WRITER if self.writer else self.file
 
     @classmethod
     def from_json(cls, d: dict) -> Mutant:
@@ -321,6 +341,7 @@ def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) 
     source = path.read_text() if source is None else source
     tree = _parse(source, str(path))
     skipped, lines = _skipped(tree), source.splitlines()
+    in_writer = _writer_lines(tree, rel)
     found = []
     for node in ast.walk(tree):
         if id(node) in skipped or not hasattr(node, "lineno") or NO_MUTATE in lines[node.lineno - 1]:
@@ -330,7 +351,8 @@ def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) 
             mutated = _shown(lines, node, make(), desc) if shown else ""
             found.append((node.lineno, node.col_offset, op, Mutant(
                 id=f"{rel}:{node.lineno}:{node.col_offset}:{op}", file=rel, line=node.lineno, col=node.col_offset,
-                op=op, desc=f"{rel}:{node.lineno} {desc}", node=_key(node), original=line, mutated=mutated)))
+                op=op, desc=f"{rel}:{node.lineno} {desc}", node=_key(node), original=line, mutated=mutated,
+                writer=in_writer(node.lineno))))
     found.sort(key=lambda t: t[:3])
     seen: dict = {}
     out = []
@@ -339,6 +361,18 @@ def file_mutants(root, rel: str, source: str | None = None, shown: bool = True) 
         seen[m.id] = n + 1
         out.append(m if not n else Mutant(**{**asdict(m), "id": f"{m.id}#{n}", "node": m.node}))
     return out
+
+
+def _writer_lines(tree, rel: str):
+    """line -> whether a mutant there is a Verilog writer's (D-T96 Writers): in a unit of WRITER_TESTS,
+    inside a function whose name has `verilog`, or anywhere in a unit with no UNIT_TESTS."""
+    if rel not in WRITER_TESTS:
+        return lambda line: False
+    if not UNIT_TESTS.get(rel):
+        return lambda line: True
+    spans = [(n.lineno, n.end_lineno) for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and "verilog" in n.name]
+    return lambda line: any(a <= line <= b for a, b in spans)
 
 
 UNIT_DIRS = ("model", "rtl")
@@ -374,9 +408,13 @@ def engine_units(root) -> list:
 
 GROUPS = {"model": lambda root: list(DEFAULT_TARGETS),
           "engine": engine_units,
-          "rtl": lambda root: [u for u in rtl_units(root) if UNIT_TESTS.get(u)],
-          "all": lambda root: list(DEFAULT_TARGETS) + engine_units(root) +
-          [u for u in rtl_units(root) if UNIT_TESTS.get(u)]}
+          "rtl": lambda root: [u for u in rtl_units(root) if covered(u)],
+          "all": lambda root: list(DEFAULT_TARGETS) + engine_units(root) + [u for u in rtl_units(root) if covered(u)]}
+
+
+def covered(unit: str) -> bool:
+    """Whether the map names tests for the unit (its own, or its Verilog writer's)."""
+    return bool(UNIT_TESTS.get(unit) or WRITER_TESTS.get(unit))
 
 
 def expand_units(root, names: list) -> list:
@@ -417,16 +455,17 @@ def check_map(root, collect: bool = False, marks: str = MARKS) -> list:
     no unit; with `collect`, a unit whose tests select no test under `-m marks` (its mutants would
     run nothing)."""
     units = list(DEFAULT_TARGETS) + engine_units(root) + rtl_units(root)
-    found = [f"{u}: no covering test in UNIT_TESTS" for u in units if not UNIT_TESTS.get(u)]
-    found += [f"{u}: UNIT_TESTS names it, but it is no unit (a model target or an rtl file)"
-              for u in UNIT_TESTS if u not in units]
-    found += [f"{u}: {t}: no such test file" for u in units for t in UNIT_TESTS.get(u, [])
-              if not (Path(root) / t.split("::")[0]).is_file()]
-    if collect:
-        items = sorted({t for u in units for t in UNIT_TESTS.get(u, []) if (Path(root) / t.split("::")[0]).is_file()})
-        nodes = collected(root, items, marks) if items else []
-        found += [f"{u}: its tests select no test under -m '{marks}'" for u in units
-                  if UNIT_TESTS.get(u) and not any(_covers(t, n, root) for t in UNIT_TESTS[u] for n in nodes)]
+    found = [f"{u}: no covering test in UNIT_TESTS" for u in units if not covered(u)]
+    for name, table, table_marks in (("UNIT_TESTS", UNIT_TESTS, marks), ("WRITER_TESTS", WRITER_TESTS, WRITER_MARKS)):
+        found += [f"{u}: {name} names it, but it is no unit (a model target or an rtl file)"
+                  for u in table if u not in units]
+        found += [f"{u}: {t}: no such test file" for u in units for t in table.get(u, [])
+                  if not (Path(root) / t.split("::")[0]).is_file()]
+        if collect:
+            items = sorted({t for u in units for t in table.get(u, []) if (Path(root) / t.split("::")[0]).is_file()})
+            nodes = collected(root, items, table_marks) if items else []
+            found += [f"{u}: its {name} select no test under -m '{table_marks}'" for u in units
+                      if table.get(u) and not any(_covers(t, n, root) for t in table[u] for n in nodes)]
     return found
 
 
@@ -557,12 +596,28 @@ if _spec:
 '''
 
 
-def test_files(root, tests: list, unit: str | None = None) -> list:
+def test_sets(root, tests: list, unit: str) -> dict:
+    """{key: pytest arguments} of a unit's mutants (Mutant.key): its own tests unless it has only a
+    writer's, and its writer's if it has them."""
+    out = {} if WRITER_TESTS.get(unit) and not UNIT_TESTS.get(unit) else {unit: test_files(root, tests, unit)}
+    if WRITER_TESTS.get(unit):
+        out[unit + WRITER] = test_files(root, tests, unit, writer=True)
+    return out
+
+
+def marks_of(key: str, marks: str) -> str:
+    """The -m expression a test set runs under: WRITER_MARKS for a writer's, else the run's."""
+    return WRITER_MARKS if key.endswith(WRITER) else marks
+
+
+def test_files(root, tests: list, unit: str | None = None, writer: bool = False) -> list:
     """The pytest arguments of a test set for a mutant of `unit`: named sets expanded (`unit`: the
-    unit's UNIT_TESTS, `fast`), each item once in the order given, each file checked."""
+    unit's UNIT_TESTS, or its WRITER_TESTS for a `writer` mutant; `fast`), each item once in the order
+    given, each file checked."""
     out = []
+    own = (WRITER_TESTS if writer else UNIT_TESTS).get(unit, [])
     for t in tests:
-        for item in UNIT_TESTS.get(unit, []) if t == UNIT_SET else TEST_SETS.get(t, [t]):
+        for item in own if t == UNIT_SET else TEST_SETS.get(t, [t]):
             if not (Path(root) / item.split("::")[0]).exists():
                 raise ValueError(f"--tests {item}: no such test file under {root}")
             if item not in out:
@@ -614,13 +669,13 @@ class Runner:
         self.cfg = cfg
         self.root = (Path(cfg.root) if Path(cfg.root).is_dir() else ROOT).resolve()   # a dask worker's own checkout
         self.sources = {rel: (self.root / rel).read_text() for rel in check_targets(self.root, cfg.targets)}
-        self.tests = {rel: test_files(self.root, cfg.tests, rel) for rel in self.sources}
+        self.tests = {k: t for rel in self.sources for k, t in test_sets(self.root, cfg.tests, rel).items()}
         self.dir = Path(tempfile.mkdtemp(prefix="tensore-mutate-"))
         (self.dir / "site").mkdir()
         (self.dir / "site" / "sitecustomize.py").write_text(_SITECUSTOMIZE)
         (self.dir / "site" / f"{TIMES_PLUGIN}.py").write_text(_TIMES_PLUGIN)
         self.timeout = cfg.timeout                  # the largest of the units' (given: all units')
-        self.timeouts: dict = {}                    # {unit: seconds}, from the baseline
+        self.timeouts: dict = {}                    # {test-set key: seconds}, from the baseline
         self.took: dict = {}                        # {test: seconds} in the baseline
 
     def close(self):
@@ -636,14 +691,15 @@ class Runner:
         env["NUMBA_CACHE_DIR"] = str(self.dir / (private or "") / "numba")
         env["TENSORE_CACHE"] = str(self.dir / cache / "cache")
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        env.setdefault("TENSORE_OPT", "-O0")        # a writer's Verilator builds, as make test's
         if mutant_spec:
             env[MUTANT_ENV] = mutant_spec
         return env
 
-    def _pytest(self, env: dict, timeout: float | None, tests: list, extra: tuple = ()) -> tuple:
+    def _pytest(self, env: dict, timeout: float | None, tests: list, extra: tuple = (), marks: str | None = None) -> tuple:
         """(status, seconds, first failing test or crash line, output)."""
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               "-m", self.cfg.marks, "-o", "addopts=", "-rfE", *extra, *tests]
+               "-m", marks or self.cfg.marks, "-o", "addopts=", "-rfE", *extra, *tests]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
@@ -663,38 +719,42 @@ class Runner:
         why = first or next((ln for ln in reversed(lines) if ln.strip()), f"exit {proc.returncode}")
         return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300], out
 
-    def baseline(self, units=None) -> float:
-        """The test sets of `units` (default: every target) on the unmutated sources, their files
-        split over --jobs runs side by side: the seconds it takes, and each unit's timeout (unless
-        given) from its tests' share; ValueError if a run does not pass or a unit's tests select no test."""
-        units = [u for u in self.sources if units is None or u in units]
-        if not units:
+    def baseline(self, keys=None) -> float:
+        """The test sets of `keys` (Mutant.key; default: every one of the targets) on the unmutated
+        sources, their files split over --jobs runs side by side (a writer's under WRITER_MARKS): the
+        seconds it takes, and each key's timeout (unless given) from its tests' share; ValueError if a
+        run does not pass or a set selects no test."""
+        keys = [k for k in self.tests if keys is None or k in keys]
+        if not keys:
             return 0.0
-        tests = list(dict.fromkeys(t for u in units for t in self.tests[u]))
-        groups = [tests[k::self.cfg.jobs] for k in range(min(max(1, self.cfg.jobs), len(tests)))]
+        groups = []
+        for marks in dict.fromkeys(marks_of(k, self.cfg.marks) for k in keys):
+            tests = list(dict.fromkeys(t for k in keys if marks_of(k, self.cfg.marks) == marks for t in self.tests[k]))
+            groups += [(marks, tests[j::self.cfg.jobs]) for j in range(min(max(1, self.cfg.jobs), len(tests)))]
 
-        def one(k: int) -> tuple:
-            times = self.dir / f"baseline-times-{k}.json"
-            status, seconds, why, _ = self._pytest({**self._env(), TIMES_ENV: str(times)}, None, groups[k],
-                                                   ("-p", TIMES_PLUGIN))
+        def one(j: int) -> tuple:
+            times = self.dir / f"baseline-times-{j}.json"
+            marks, tests = groups[j]
+            status, seconds, why, _ = self._pytest({**self._env(), TIMES_ENV: str(times)}, None, tests,
+                                                   ("-p", TIMES_PLUGIN), marks)
             if status != SURVIVED:
                 raise ValueError(f"the test set does not pass on the unmutated sources ({why or status})")
             return seconds, json.loads(times.read_text())
         t0 = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(self.cfg.jobs, len(groups)))) as pool:
             runs = list(pool.map(one, range(len(groups))))
         seconds = time.perf_counter() - t0
         took = {n: s for _, part in runs for n, s in part.items()}
         self.took.update(took)
-        for u in units:
-            if not any(_covers(i, n, self.root) for i in self.tests[u] for n in took):
-                raise ValueError(f"{u}: its tests select no test under -m '{self.cfg.marks}'")
+        for k in keys:
+            if not any(_covers(i, n, self.root) for i in self.tests[k] for n in took):
+                raise ValueError(f"{k}: its tests select no test under -m '{marks_of(k, self.cfg.marks)}'")
         overhead = max(0.0, *(sec - sum(part.values()) for sec, part in runs))   # one run's start-up
         if self.cfg.timeout is None:
-            self.timeouts.update({u: unit_timeout(self.tests[u], took, overhead, self.root) for u in units})
+            self.timeouts.update({k: unit_timeout(self.tests[k], took, overhead, self.root) for k in keys})
             self.timeout = max(self.timeouts.values())
         else:
-            self.timeouts.update({u: self.cfg.timeout for u in units})
+            self.timeouts.update({k: self.cfg.timeout for k in keys})
         return seconds
 
     def run(self, mutant: Mutant, equivalent: dict) -> dict:
@@ -716,7 +776,8 @@ class Runner:
         path.write_bytes(marshal.dumps(code))
         private = tag if "numba" in src else None       # numba's cache knows a function by its file
         env = self._env(f"{module_name(mutant.file)}={origin}={path}", private, tag)
-        status, seconds, detail, _ = self._pytest(env, self.timeouts.get(mutant.file, self.timeout), self.tests[mutant.file])
+        status, seconds, detail, _ = self._pytest(env, self.timeouts.get(mutant.key, self.timeout), self.tests[mutant.key],
+                                                  marks=marks_of(mutant.key, self.cfg.marks))
         path.unlink(missing_ok=True)
         shutil.rmtree(self.dir / tag, ignore_errors=True)
         out = {**res, "status": status, "seconds": round(seconds, 2), "detail": detail}
@@ -786,9 +847,9 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
                     "baseline_seconds": round(base, 2), "timeout": runner.timeout, "timeouts": runner.timeouts,
                     "complete": complete,
                     "seconds": round(before + time.perf_counter() - t0, 1), "sources": sources}
-        units = {m.file for m in todo if m.id not in equivalent}
+        keys = {m.key for m in todo if m.id not in equivalent}
         base = (previous.get("baseline_seconds", 0.0) if done else 0.0) + \
-            runner.baseline({u for u in units if u not in runner.timeouts})
+            runner.baseline({k for k in keys if k not in runner.timeouts})
         caps = sorted(runner.timeouts.values()) or [runner.timeout or 0]
         log(f"shard {i}/{n}: {len(mutants)} mutants" + (f", {len(done)} kept from the saved run" if done else "")
             + f"; the test sets take {base:.1f} s unmutated (timeout {caps[0]:.0f}-{caps[-1]:.0f} s per mutant, by unit)")

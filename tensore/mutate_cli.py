@@ -16,7 +16,7 @@ def _config(args):
                    timeout=args.timeout, jobs=args.jobs, marks=args.marks, equivalent=args.equivalent,
                    ids=[i for i in args.mutant.replace(",", " ").split() if i] if args.mutant else None)
     for unit in cfg.targets:                         # an unknown or empty test set: exit 2 before any run
-        M.test_files(M.ROOT, cfg.tests, unit)
+        M.test_sets(M.ROOT, cfg.tests, unit)
     M.read_equivalent(Path(cfg.root) / cfg.equivalent)
     if cfg.ids:
         M.selection(cfg)                              # an unknown mutant id: exit 2
@@ -29,6 +29,8 @@ def check_map(marks: str) -> int:
     from tensore.cosim import mutate as M
     for unit in [*M.DEFAULT_TARGETS, *M.engine_units(M.ROOT), *M.rtl_units(M.ROOT)]:
         print(f"{unit:<28} {' '.join(M.UNIT_TESTS.get(unit) or ['(none)'])}")
+        if M.WRITER_TESTS.get(unit):
+            print(f"{'  its Verilog writer':<28} {' '.join(M.WRITER_TESTS[unit])}")
     findings = M.check_map(M.ROOT, collect=True, marks=marks)
     for f in findings:
         print(f"FINDING {f}")
@@ -42,11 +44,12 @@ def _list(cfg) -> int:
     mutants = M.selection(cfg)
     equivalent = M.read_equivalent(Path(cfg.root) / cfg.equivalent)
     for m in mutants:
-        print(f"{m.id}  {m.desc.split(' ', 1)[1]}" + ("  [equivalent: listed]" if m.id in equivalent else ""))
+        print(f"{m.id}  {m.desc.split(' ', 1)[1]}" + ("  [writer]" if m.writer else "")
+              + ("  [equivalent: listed]" if m.id in equivalent else ""))
     total = len(M.enumerate_mutants(cfg.root, cfg.targets))
     print(f"{len(mutants)} of {total} mutants" + (f" (--sample {cfg.sample} --seed {cfg.seed})" if cfg.sample else ""))
     for unit in cfg.targets:
-        if not M.UNIT_TESTS.get(unit):
+        if not M.covered(unit):
             print(f"FINDING {unit}: no covering test in UNIT_TESTS")
     return 0
 

@@ -195,7 +195,6 @@ PE = "rtl/pe.py"
 PE_KILLED = "compute = live & (~sparse | (sel < ai.fmaps))"     # ~ removed: no PE of a dense matmul computes
 PE_CONST = "COL_BITS = 9"
 LOCKSTEP = "tests/test_rtl_array.py::test_array_lockstep[cayman-0]"   # every PE register, every cycle
-KNOWN_FINDINGS = ["rtl/array_loop.py: no covering test in UNIT_TESTS"]   # its tests all need Verilator
 
 
 def _pe(mutants, line: str, op: str) -> M.Mutant:
@@ -205,20 +204,43 @@ def _pe(mutants, line: str, op: str) -> M.Mutant:
 
 
 def test_unit_map_covers_every_unit():
-    """Every model target, file of the engine and rtl file has covering tests that exist, but the
-    known finding; an rtl unit's tests run no Verilator; every rtl unit of the map is in the `rtl`
-    group, every file of the engine in the `engine` group."""
-    assert M.check_map(M.ROOT) == KNOWN_FINDINGS
+    """Every model target, file of the engine and rtl file has covering tests that exist (rtl/array_loop.py
+    only its writer's); an rtl unit's own tests run no Verilator; every rtl file is in the `rtl`
+    group, every file of the engine in the `engine` group; a mutant is a writer's where the map says."""
+    assert M.check_map(M.ROOT) == []
     engine = M.GROUPS["engine"](M.ROOT)
     assert "model/engine/issue.py" in engine and "model/engine/__init__.py" not in engine
     assert all(M.UNIT_TESTS.get(u) for u in engine)
     rtl = M.GROUPS["rtl"](M.ROOT)
-    assert PE in rtl and "rtl/array_loop.py" not in rtl and len(rtl) == len(M.rtl_units(M.ROOT)) - 1
+    assert PE in rtl and "rtl/array_loop.py" in rtl and len(rtl) == len(M.rtl_units(M.ROOT))
     for unit in rtl:
-        for item in M.UNIT_TESTS[unit]:
+        for item in M.UNIT_TESTS.get(unit, []):
             text = (M.ROOT / item.split("::")[0]).read_text()
             assert "pytestmark = pytest.mark.verilator" not in text, (unit, item)
     assert any("lockstep" in (M.ROOT / t.split("::")[0]).read_text() for t in M.UNIT_TESTS[PE])
+    array = M.enumerate_mutants(M.ROOT, ["rtl/array.py"])
+    writers = {m.line for m in array if m.writer}
+    source = (M.ROOT / "rtl/array.py").read_text().splitlines()
+    assert writers and all(not m.writer for m in M.enumerate_mutants(M.ROOT, [PE]))
+    assert any(".tag_data(tag_data)" in source[line - 1] for line in writers)      # Array.verilog's text
+    assert not any("m.d.comb" in source[line - 1] for line in writers)             # not the Amaranth form's
+    assert all(m.writer for m in M.enumerate_mutants(M.ROOT, ["rtl/array_loop.py"]))
+    assert M.test_sets(M.ROOT, ["unit"], "rtl/array.py") == {"rtl/array.py": M.UNIT_TESTS["rtl/array.py"],
+                                                             "rtl/array.py#writer": M.WRITER_TESTS["rtl/array.py"]}
+
+
+def test_a_writer_mutant_runs_its_writers_tests(tmp_path, monkeypatch):
+    """A writer's mutant runs WRITER_TESTS under WRITER_MARKS (make test's, Verilator included): a
+    test marked verilator, which the unit tests' marks leave out, kills it."""
+    test = tmp_path / "test_writer.py"
+    test.write_text("import pytest\n\n" + TOY_TEST.replace("def test_bucket", "@pytest.mark.verilator\ndef test_bucket"))
+    monkeypatch.setattr(M, "UNIT_TESTS", {k: v for k, v in M.UNIT_TESTS.items() if k != TARGET})
+    monkeypatch.setattr(M, "WRITER_TESTS", {TARGET: [str(test)]})
+    killed = _find(M.enumerate_mutants(M.ROOT, [TARGET]), REACHED, "return->None")
+    assert killed.writer and killed.key == TARGET + M.WRITER
+    result = M.run_shard(M.Config(targets=[TARGET], tests=["unit"], ids=[killed.id], timeout=120))
+    [r] = result["mutants"]
+    assert r["status"] == M.KILLED and "test_bucket" in r["detail"] and set(result["timeouts"]) == {killed.key}
 
 
 def test_check_map_finds_what_is_missing(tmp_path, monkeypatch):
@@ -232,20 +254,25 @@ def test_check_map_finds_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.setattr(M, "DEFAULT_TARGETS", ["model/a.py"])
     monkeypatch.setattr(M, "UNIT_TESTS", {"model/a.py": ["tests/test_a.py"], "rtl/b.py": ["tests/test_b.py"],
                                           "rtl/gone.py": ["tests/test_a.py"]})
+    monkeypatch.setattr(M, "WRITER_TESTS", {"rtl/b.py": ["tests/test_w.py"], "rtl/gone2.py": ["tests/test_a.py"]})
     assert M.check_map(tmp_path) == ["model/engine/d.py: no covering test in UNIT_TESTS",
                                      "rtl/c.py: no covering test in UNIT_TESTS",
                                      "rtl/gone.py: UNIT_TESTS names it, but it is no unit (a model target or an rtl file)",
-                                     "rtl/b.py: tests/test_b.py: no such test file"]
+                                     "rtl/b.py: tests/test_b.py: no such test file",
+                                     "rtl/gone2.py: WRITER_TESTS names it, but it is no unit (a model target or an rtl file)",
+                                     "rtl/b.py: tests/test_w.py: no such test file"]
     assert M.GROUPS["rtl"](tmp_path) == ["rtl/b.py"] and M.GROUPS["engine"](tmp_path) == ["model/engine/d.py"]
 
 
 def test_check_map_cli_reports_the_findings(capsys):
-    """`tensore mutate --check-map` prints the map, collects the tests under the run's marks and
-    exits 1 on the finding."""
-    assert main(["mutate", "--check-map"]) == 1
+    """`tensore mutate --check-map` prints the map (a writer's tests under their unit), collects the
+    tests under the run's marks (a writer's under WRITER_MARKS) and finds nothing missing."""
+    assert main(["mutate", "--check-map"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [ln for ln in out if ln.startswith("FINDING")] == ["FINDING " + f for f in KNOWN_FINDINGS]
+    assert not [ln for ln in out if ln.startswith("FINDING")] and out[-1] == "0 finding(s)"
     assert any(ln.startswith(PE) and LOCKSTEP.split("::")[0] in ln for ln in out)
+    loop = out.index(next(ln for ln in out if ln.startswith("rtl/array_loop.py")))
+    assert "(none)" in out[loop] and "tests/test_rtl_loopform.py" in out[loop + 1]
 
 
 def test_rtl_unit_enumerates_and_runs_its_tests_first():
