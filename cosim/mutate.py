@@ -122,9 +122,9 @@ UNIT_TESTS = {
     "rtl/isa.py": ["tests/test_rtl_decoder.py", "tests/test_microop.py", "tests/test_rtl_seq.py"],
     "rtl/links.py": ["tests/test_rtl_config.py", "tests/test_rtl_top.py"],
     "rtl/launch.py": ["tests/test_xpose_pattern3d.py", "tests/test_c256_pattern3d.py", "tests/test_rtl_mx.py",
-                      "tests/test_rtl_top.py", "tests/test_xpose_rounds.py", "tests/test_rtl_row_tiles.py"],
+                      "tests/test_rtl_top.py", "tests/test_xpose_rounds.py", "tests/test_rtl_row_tiles.py",
+                      "tests/test_background_loads.py::test_rtl_in_lockstep"],
     "rtl/load_unit.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py"],
-    "rtl/loopform.py": ["tests/test_rtl_specialised.py::test_specialised_pe_is_smaller"],
     "rtl/mx.py": ["tests/test_rtl_mx.py", "tests/test_rtl_top.py"],
     "rtl/pe.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py"],
     "rtl/psum.py": ["tests/test_rtl_psum.py", "tests/test_psum_collisions.py", "tests/test_rtl_top.py"],
@@ -145,12 +145,14 @@ UNIT_TESTS = {
 }
 MARKS = "not cosim and not verilator"          # make test's selection, less what needs a C++ build
 # The tests that read a Verilog writer's text (D-T96 Writers): they run for a mutant inside a function
-# whose name has `verilog` (every mutant of a unit with no UNIT_TESTS), under make test's marks
+# whose name has `verilog` (every mutant of a unit with no UNIT_TESTS: the loop form's writers, whose
+# every line serves the text), under make test's marks
 # WRITER_MARKS, Verilator included.  Each such run exports and builds anew (its own cache), so they
 # cost minutes where the simulator's tests cost seconds; no simulator test reads the text.
 WRITER_TESTS = {
     "rtl/array.py": ["tests/test_rtl_export.py::test_exported_hierarchy_equals_flat_amaranth"],
     "rtl/array_loop.py": ["tests/test_rtl_loopform.py"],
+    "rtl/loopform.py": ["tests/test_rtl_specialised.py::test_specialised_pe_is_smaller", "tests/test_rtl_loopform.py"],
     "rtl/psum_bank.py": ["tests/test_rtl_export.py::test_psum_bank_verilog_equals_amaranth"],
     "rtl/psum_xbar.py": ["tests/test_formal.py::test_psum_xbar_writer_is_the_amaranth_crossbar",
                          "tests/test_rtl_export.py::test_psum_xbar_verilog_equals_amaranth"],

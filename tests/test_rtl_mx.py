@@ -1,6 +1,7 @@
 """MX addressing (rtl/mx.py, D-T25, D-T40 (5)): the SBUF ports' element map against the model's data
 pattern, and the stationary gather's pattern of element indices (rtl/load_unit.py mx_pattern) against
-the golden engine's element order, for every order, pack and column count."""
+the golden engine's element order, for every order, pack and column count; an MX matmul's block
+scales through the load path into the PEs, in the full engine beside the golden engine."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -8,6 +9,9 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
+from tensore.cosim import lockstep
+from tensore.cosim import programs as P
+from tensore.model import addrmap
 from tensore.model.engine import Engine
 from tensore.model.isa.microop import MxOrder, Pattern
 from tensore.rtl.config import Config
@@ -98,3 +102,21 @@ def test_moving_indices_are_the_element_order(order, pack, vectors):
     sim.run()
     want = Engine._element_order(None, SimpleNamespace(mxmode=order, pack=pack), vectors)
     assert got == want.tolist()
+
+
+@pytest.mark.slow
+def test_mx_block_scales_in_lockstep():
+    """A MAVERICK MX matmul (FP8_EXP4, quad row) whose weights and moving data carry E8M0 block
+    scales 2^-9 .. 2^8 (cosim/programs.py mx_rows): the golden engine writes the oracle's scaled
+    product (cosim/oracle.py), and the engine RTL (Amaranth's simulator, 8 x 4) matches it in every
+    cycle's PSUM writes.  The weights' scales ride the load path's lanes (rtl/load_unit.py) to the
+    PEs: a load that drops them writes other sums."""
+    prog = P.mx_rows("maverick", "fp8_e4m3", "quad_row", 8, 4, n=8, n0=(8, 4), gap=3)
+    eng, trace, _ = prog.golden()
+    assert not trace.stalled and all(o.error == 0 for o in trace.ops)
+    cells = eng.psum.cells(4)
+    for (part, bank), (off, bits) in prog.expect_fp32.items():
+        start = (bank * addrmap.PSUM_BANK_BYTES + off) // 4
+        assert np.array_equal(cells[part, start:start + bits.size], bits), (part, bank)
+    assert prog.expect_fp32
+    assert lockstep.run_many([prog], psum_partitions=8) == [None]
