@@ -359,6 +359,16 @@ def test_mx_window_counts_the_vector_bytes():
     assert "window:BAD_ADDRESS:bytes" in fired(valid("matmul", "maverick", **at(0x3FFC2)), "maverick")
 
 
+def test_mx_scale_window_is_a_byte_per_step():
+    """An MXTensorV2's scales are one byte per PE step of `pack` elements (D-21, D-T25): MAV_MX's 64
+    FP4 elements, 4 per quad-row step, have 16 scale bytes, so the scales may start at 0x3FFF0 (last
+    byte 0x3FFFF) and not at 0x3FFF1."""
+    def at(offset):
+        return {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"], "scale_addr": sbuf_addr(0, offset)}}
+    assert not fired(valid("matmul", "maverick", **at(0x3FFF0)), "maverick")
+    assert "window:BAD_ADDRESS:bytes" in fired(valid("matmul", "maverick", **at(0x3FFF1)), "maverick")
+
+
 def test_window_message_names_the_last_byte():
     """64 bf16 elements from SBUF byte 0x3FF82 are bytes 0x3FF82..0x40001; the message says so."""
     violations = CHECK.check(valid("matmul", "mariana", src_mem_pattern=t3(sbuf_addr(0, 0x3FF82), 64)), "mariana")

@@ -207,3 +207,22 @@ def test_repair_ties_is_reached_and_needed(monkeypatch):
     got = A.column_chain(w, a, scales=scales)
     assert calls == [1]
     assert int(np.asarray(got, np.float32).view(np.uint32)[0, 0]) == 0x71800001   # 2^100 + 2^77
+
+
+def test_repair_ties_sees_a_tie_at_an_odd_last_bit():
+    """The same chain, the tie above an odd last bit: row 0 gives 2^100 + 2^77 (fp32's last bit at
+    2^100 is 2^77), row 1 adds 2^76 - 2^36; the float64 sum drops the -2^36 and lands on the tie
+    2^100 + 2^77 + 2^76, whose cast rounds to even (2^100 + 2^78), while the exact sum lies below the
+    tie and rounds down to 2^100 + 2^77.  fastpaths.MID_MASK looks at the 29 bits below fp32's last
+    bit only: one more would take this tie (last bit 1) for none."""
+    from fractions import Fraction
+
+    from tensore.cosim.oracle import rne_fp32
+    from tensore.model import array as A
+    w = np.array([[[1.0], [1.0]], [[1.0], [1.0]]])                  # [rows, pack, M]
+    a = np.array([[[1.0], [2.0 ** -23]], [[1.0], [-(2.0 ** -40)]]])  # [rows, pack, N]
+    scales = (np.array([[130.0], [38.0]]), np.array([[-30.0], [38.0]]))
+    got = np.asarray(A.column_chain(w, a, scales=scales), np.float32)[0, 0]
+    row0 = Fraction(2) ** 100 + Fraction(2) ** 77
+    want = rne_fp32(Fraction(rne_fp32(row0)) + Fraction(2) ** 76 - Fraction(2) ** 36)
+    assert want == 2.0 ** 100 + 2.0 ** 77 and float(got) == want

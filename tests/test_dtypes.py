@@ -459,3 +459,17 @@ def test_bad_input_is_a_clear_error():
         dt.to_fp32([0], Dtype.INVALID, Gen.MARIANA)
     assert Dtype.parse("bf16") == Dtype.BFLOAT16 and Dtype.parse(0x0E) == Dtype.FP8_EXP4
     assert Gen.parse("mariana_plus").layout == Gen.MARIANA and Gen.parse(0).layout == Gen.CAYMAN
+
+
+@pytest.mark.parametrize("dtype,gen,twin", TWINS, ids=TWIN_IDS)
+def test_special_codes_are_the_twins(dtype, gen, twin):
+    """A format's nan_code is a code its twin decodes to NaN, and -1 exactly when no code of the twin
+    is NaN (FP4_EXP2); inf_code is the twin's +Inf code, and -1 when it has none (callers test both
+    against -1: dtypes.FloatFormat)."""
+    fmt = dt.format_of(dtype, gen)
+    width = 4 if twin is md.float4_e2m1fn else 8 * np.dtype(twin).itemsize
+    codes = np.arange(1 << width, dtype=np.uint8 if width <= 8 else np.uint16)
+    values = codes.view(twin).astype(np.float32)
+    nans, infs = np.flatnonzero(np.isnan(values)), np.flatnonzero(np.isposinf(values))
+    assert fmt.nan_code == -1 if nans.size == 0 else fmt.nan_code in nans, (fmt.nan_code, nans)
+    assert fmt.inf_code == (int(infs[0]) if infs.size else -1)
