@@ -117,8 +117,9 @@ bench-workload: $(STAMP)
 
 # Mutation testing of the golden model (D-T96): a sample of single mutations of model/, each run against
 # its unit's tests, then make test's fast model tests; report in build/mutate/model.{json,html}.  The
-# whole run (3,318 mutants, hours on 2 cores) is `make mutate MUTATE_ARGS="--jobs 2"`; the RTL's:
-# `make mutate MUTATE_ARGS="--units rtl --sample 8 --seed 3"` (build/mutate/rtl.{json,html}).
+# whole run (3,419 mutants, hours on 2 cores) is `make mutate MUTATE_ARGS="--jobs 2 --resume"` (--resume
+# continues a stopped run); the RTL's: `make mutate MUTATE_ARGS="--units rtl --sample 16 --seed 6 --jobs 2"`
+# (build/mutate/rtl.{json,html}).
 MUTATE_ARGS ?= --sample 40 --seed 0 --jobs $(JOBS)
 mutate: $(STAMP)
 	$(PY) -m tensore.cli mutate $(MUTATE_ARGS)
