@@ -145,10 +145,10 @@ UNIT_TESTS = {
 }
 MARKS = "not cosim and not verilator"          # make test's selection, less what needs a C++ build
 # The tests that read a Verilog writer's text (D-T96 Writers): they run for a mutant inside a function
-# whose name has `verilog` (every mutant of a unit with no UNIT_TESTS: the loop form's writers, whose
-# every line serves the text), under make test's marks
-# WRITER_MARKS, Verilator included.  Each such run exports and builds anew (its own cache), so they
-# cost minutes where the simulator's tests cost seconds; no simulator test reads the text.
+# whose name has `verilog`, and for every mutant of a unit with no UNIT_TESTS (the loop form's writers,
+# whose every line serves the text), under make test's marks WRITER_MARKS, Verilator included.  Each
+# such run exports and builds anew (its own cache): minutes where the simulator's tests take seconds;
+# no simulator test reads the text.
 WRITER_TESTS = {
     "rtl/array.py": ["tests/test_rtl_export.py::test_exported_hierarchy_equals_flat_amaranth"],
     "rtl/array_loop.py": ["tests/test_rtl_loopform.py"],
