@@ -463,7 +463,8 @@ def forget_engines():
 def _engine(build: tuple):
     """(simulator, job) of the engine `build` (rtl.top.Engine's arguments): elaborated and compiled once
     per process (most of a short program's run), reset before each later use.  Its testbench runs
-    the locksteps in job["lks"], each after the engine's own reset, into job["results"]."""
+    the locksteps in job["lks"], each after the engine's own reset, into job["results"]; job["key"]
+    is its entry in _ENGINES."""
     from amaranth.hdl import ClockDomain, Module
     from amaranth.sim import Simulator
 
@@ -478,7 +479,7 @@ def _engine(build: tuple):
         top = Module()                  # the engine's own reset, as the exported engine's rst port
         top.domains.sync = sync = ClockDomain()
         top.submodules.engine = dut
-        job: dict = {}
+        job: dict = {"key": key}
 
         async def testbench(ctx):
             port = AmaranthPort(dut, ctx)
@@ -516,7 +517,7 @@ def run_many(programs, *, sbuf_latency=2, pack=None, psum_partitions=16, stats=N
     try:
         sim.run()
     except BaseException:
-        _ENGINES.pop(repr(build), None)     # stopped part-way: not reused
+        _ENGINES.pop(job["key"], None)      # stopped part-way: not reused
         raise
     seconds = time.perf_counter() - t0
     if stats is not None:

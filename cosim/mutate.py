@@ -370,7 +370,7 @@ def _writer_lines(tree, rel: str):
     inside a function whose name has `verilog`, or anywhere in a unit with no UNIT_TESTS."""
     if rel not in WRITER_TESTS:
         return lambda line: False
-    if not UNIT_TESTS.get(rel):
+    if writer_only(rel):
         return lambda line: True
     spans = [(n.lineno, n.end_lineno) for n in ast.walk(tree)
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and "verilog" in n.name]
@@ -417,6 +417,11 @@ GROUPS = {"model": lambda root: list(DEFAULT_TARGETS),
 def covered(unit: str) -> bool:
     """Whether the map names tests for the unit (its own, or its Verilog writer's)."""
     return bool(UNIT_TESTS.get(unit) or WRITER_TESTS.get(unit))
+
+
+def writer_only(unit: str) -> bool:
+    """A unit that is all Verilog writer: WRITER_TESTS and no UNIT_TESTS (every mutant a writer's)."""
+    return bool(WRITER_TESTS.get(unit)) and not UNIT_TESTS.get(unit)
 
 
 def expand_units(root, names: list) -> list:
@@ -601,7 +606,7 @@ if _spec:
 def test_sets(root, tests: list, unit: str) -> dict:
     """{key: pytest arguments} of a unit's mutants (Mutant.key): its own tests unless it has only a
     writer's, and its writer's if it has them."""
-    out = {} if WRITER_TESTS.get(unit) and not UNIT_TESTS.get(unit) else {unit: test_files(root, tests, unit)}
+    out = {} if writer_only(unit) else {unit: test_files(root, tests, unit)}
     if WRITER_TESTS.get(unit):
         out[unit + WRITER] = test_files(root, tests, unit, writer=True)
     return out
@@ -839,10 +844,11 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
         done = kept(previous, cfg, i, n, sources)
         results: list = [done[m.id] for m in mutants if m.id in done]
         todo = [m for m in mutants if m.id not in done]
-        before = previous.get("seconds", 0.0) if done else 0.0
+        before = base = 0.0                       # seconds of the saved run, and of its baseline
         if done:
             runner.timeouts.update(previous.get("timeouts") or {})
             runner.timeout = previous.get("timeout", runner.timeout)
+            before, base = previous.get("seconds", 0.0), previous.get("baseline_seconds", 0.0)
 
         def result(complete: bool) -> dict:
             return {"config": asdict(cfg), "shard": [i, n], "mutants": sorted(results, key=lambda r: r["id"]),
@@ -850,8 +856,7 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
                     "complete": complete,
                     "seconds": round(before + time.perf_counter() - t0, 1), "sources": sources}
         keys = {m.key for m in todo if m.id not in equivalent}
-        base = (previous.get("baseline_seconds", 0.0) if done else 0.0) + \
-            runner.baseline({k for k in keys if k not in runner.timeouts})
+        base += runner.baseline({k for k in keys if k not in runner.timeouts})
         caps = sorted(runner.timeouts.values()) or [runner.timeout or 0]
         log(f"shard {i}/{n}: {len(mutants)} mutants" + (f", {len(done)} kept from the saved run" if done else "")
             + f"; the test sets take {base:.1f} s unmutated (timeout {caps[0]:.0f}-{caps[-1]:.0f} s per mutant, by unit)")
