@@ -21,7 +21,9 @@ a collection error, an elaboration error) or a timeout.
 
 A target is a unit: a file of model/ or rtl/.  UNIT_TESTS maps each unit to the test files (or node
 ids) that exercise it, fastest first; a mutant runs its unit's tests first (the test set `unit`),
-then the rest of the set, and stops at the first failure.  An rtl unit's tests run the Amaranth
+then the rest of the set, and stops at the first failure.  Under line coverage (D-T106, coverage.py
+in every process of the unmutated run) it runs before that, alone, the tests of its set that run
+its line; a mutant of a line no test runs survives without a run.  An rtl unit's tests run the Amaranth
 simulator (the overlay changes what it elaborates; a Verilator test would export and build anew in
 each run's own cache, minutes a mutant), at least one of them in lockstep with the golden model where
 one reaches the unit.  The timeout is per unit: 4 x its tests' share of the unmutated run (the
@@ -37,6 +39,7 @@ import difflib
 import functools
 import hashlib
 import html
+import importlib.util
 import json
 import marshal
 import os
@@ -91,7 +94,7 @@ UNIT_TESTS = {
     "model/mac.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],
     "model/fp.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],
     "model/timing.py": ["tests/test_timing_formulas.py", "tests/test_engine.py", "tests/test_microop.py",
-                        "tests/test_array_paths.py"],
+                        "tests/test_array_paths.py", "tests/test_row_tiles.py::test_sums_leave_below_the_tile"],
     "model/isa/check.py": ["tests/test_lut_partition.py", "tests/test_check_rules.py", "tests/test_isa.py",
                            "tests/test_model_corners.py"],
     "model/isa/rules.py": ["tests/test_check_rules.py", "tests/test_rules.py", "tests/test_isa.py"],
@@ -215,6 +218,7 @@ class Config:
     root: str = str(ROOT)
     equivalent: str = EQUIVALENT_FILE
     ids: list | None = None                     # only these mutants (before the sample)
+    lines: bool = True                          # line coverage orders each mutant's tests (D-T106)
 
     @classmethod
     def from_json(cls, d: dict) -> Config:
@@ -600,6 +604,22 @@ if _spec:
                                                  submodule_search_locations=[_os.path.dirname(_origin)] if package else None)
 
     _sys.meta_path.insert(0, _Finder())
+
+_cover = _os.environ.get("TENSORE_MUTATE_COVER")
+if _cover:                                      # the unmutated run's line coverage, every process
+    import atexit as _atexit
+
+    import coverage as _coverage
+
+    _cov = _coverage.Coverage(data_file=_cover, data_suffix=True, config_file=False,
+                              include=_os.environ["TENSORE_MUTATE_INCLUDE"].split(_os.pathsep))
+    _cov.start()
+    _cov.switch_context(_os.environ.get("TENSORE_MUTATE_CONTEXT", ""))  # a child: the test that started it
+
+    def _save():
+        _cov.stop()
+        _cov.save()
+    _atexit.register(_save)
 '''
 
 
@@ -636,8 +656,9 @@ def test_files(root, tests: list, unit: str | None = None, writer: bool = False)
 
 
 _TIMES_PLUGIN = '''\
-"""tensore mutate's timing plugin (cosim/mutate.py): each test's file (absolute), name and seconds,
-as JSON to $TENSORE_MUTATE_TIMES at the end of the session."""
+"""tensore mutate's pytest plugin (cosim/mutate.py): each test's file (absolute), name and seconds,
+as JSON to $TENSORE_MUTATE_TIMES at the end of the session; under line coverage (the overlay's),
+each test's lines under its name (a coverage context, inherited by the processes it starts)."""
 import json as _json
 import os as _os
 import time as _time
@@ -647,21 +668,68 @@ import pytest as _pytest
 _times = {}
 
 
+def _name(item):
+    return f"{item.path}::{item.nodeid.partition('::')[2]}"
+
+
 @_pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    cov = None
+    if _os.environ.get("TENSORE_MUTATE_COVER"):
+        import coverage
+        cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.switch_context(_name(item))
+        _os.environ["TENSORE_MUTATE_CONTEXT"] = _name(item)
     t0 = _time.perf_counter()
     try:
         return (yield)
     finally:
-        _times[f"{item.path}::{item.nodeid.partition('::')[2]}"] = _time.perf_counter() - t0
+        _times[_name(item)] = _time.perf_counter() - t0
+        if cov is not None:
+            cov.switch_context("")
+            _os.environ["TENSORE_MUTATE_CONTEXT"] = ""
 
 
 def pytest_sessionfinish(session):
-    with open(_os.environ["TENSORE_MUTATE_TIMES"], "w") as f:
-        _json.dump(_times, f)
+    if _os.environ.get("TENSORE_MUTATE_TIMES"):
+        with open(_os.environ["TENSORE_MUTATE_TIMES"], "w") as f:
+            _json.dump(_times, f)
 '''
 TIMES_PLUGIN = "tensore_mutate_times"
 TIMES_ENV = "TENSORE_MUTATE_TIMES"
+COVER_ENV, INCLUDE_ENV = "TENSORE_MUTATE_COVER", "TENSORE_MUTATE_INCLUDE"
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar, ast.Match,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def run_lines(tree, key: tuple) -> range:
+    """The lines of which one must run for a mutant of node `key` to change anything (D-T106): its
+    innermost statement's, from a decorator's line; of a compound statement, its header's (the first
+    line to the node's last)."""
+    def first(stmt):
+        return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
+    around = [s for s in ast.walk(tree) if isinstance(s, ast.stmt) and first(s) <= key[1] and key[3] <= s.end_lineno]
+    stmt = max(around, key=lambda s: (s.lineno, -s.end_lineno))
+    last = key[3] if isinstance(stmt, _COMPOUND) and _key(stmt) != key else stmt.end_lineno
+    return range(min(first(stmt), key[1]), last + 1)
+
+
+def read_cover(directory, files: dict) -> dict:
+    """{unit: {line: {test names}}} from the coverage data files the overlay wrote in `directory`
+    (every process of the unmutated run); `files`: {unit: its absolute path}.  The name '' stands for
+    lines run outside a test (imports, collection); a unit none of whose lines ran is left out."""
+    import coverage
+    by_path = {str(Path(p).resolve()): rel for rel, p in files.items()}
+    out: dict = {}
+    for path in sorted(Path(directory).glob("cover.*")):
+        data = coverage.CoverageData(basename=str(path))
+        data.read()
+        for measured in data.measured_files():
+            rel = by_path.get(str(Path(measured).resolve()))
+            for line, names in (data.contexts_by_lineno(measured) if rel else {}).items():
+                out.setdefault(rel, {}).setdefault(line, set()).update(names)
+    return out
 
 
 def unit_timeout(items: list, seconds: dict, overhead: float, root=ROOT) -> float:
@@ -673,6 +741,8 @@ class Runner:
     """Runs the test sets on the original and on mutants, in a private directory for the caches."""
 
     def __init__(self, cfg: Config):
+        if cfg.lines and importlib.util.find_spec("coverage") is None:
+            raise ValueError("line coverage needs coverage.py (make setup installs it); or run with --whole-sets")
         self.cfg = cfg
         self.root = (Path(cfg.root) if Path(cfg.root).is_dir() else ROOT).resolve()   # a dask worker's own checkout
         self.sources = {rel: (self.root / rel).read_text() for rel in check_targets(self.root, cfg.targets)}
@@ -684,6 +754,9 @@ class Runner:
         self.timeout = cfg.timeout                  # the largest of the units' (given: all units')
         self.timeouts: dict = {}                    # {test-set key: seconds}, from the baseline
         self.took: dict = {}                        # {test: seconds} in the baseline
+        self.cover: dict = {}                       # {unit: {line: {tests}}} in the baseline (cfg.lines)
+        self.members: dict = {}                     # {test-set key: {tests}} of the baseline
+        self.trees: dict = {}                       # {unit: its unmutated syntax tree}
 
     def close(self):
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -739,11 +812,15 @@ class Runner:
             tests = list(dict.fromkeys(t for k in keys if marks_of(k, self.cfg.marks) == marks for t in self.tests[k]))
             groups += [(marks, tests[j::self.cfg.jobs]) for j in range(min(max(1, self.cfg.jobs), len(tests)))]
 
+        cover = self.dir / "cover"
+        lines = {COVER_ENV: str(cover / "cover"), INCLUDE_ENV: os.pathsep.join(str(_file(self.root, rel))
+                                                                               for rel in self.sources)}
+
         def one(j: int) -> tuple:
             times = self.dir / f"baseline-times-{j}.json"
             marks, tests = groups[j]
-            status, seconds, why, _ = self._pytest({**self._env(), TIMES_ENV: str(times)}, None, tests,
-                                                   ("-p", TIMES_PLUGIN), marks)
+            env = {**self._env(), TIMES_ENV: str(times), **(lines if self.cfg.lines else {})}
+            status, seconds, why, _ = self._pytest(env, None, tests, ("-p", TIMES_PLUGIN), marks)
             if status != SURVIVED:
                 raise ValueError(f"the test set does not pass on the unmutated sources ({why or status})")
             return seconds, json.loads(times.read_text())
@@ -753,6 +830,13 @@ class Runner:
         seconds = time.perf_counter() - t0
         took = {n: s for _, part in runs for n, s in part.items()}
         self.took.update(took)
+        self.members.update({k: {n for n in took if any(_covers(i, n, self.root) for i in self.tests[k])} for k in keys})
+        if self.cfg.lines:
+            files = {rel: _file(self.root, rel) for rel in self.sources}
+            for rel, by_line in read_cover(cover, files).items():
+                for line, names in by_line.items():
+                    self.cover.setdefault(rel, {}).setdefault(line, set()).update(names)
+            shutil.rmtree(cover, ignore_errors=True)
         for k in keys:
             if not any(_covers(i, n, self.root) for i in self.tests[k] for n in took):
                 raise ValueError(f"{k}: its tests select no test under -m '{marks_of(k, self.cfg.marks)}'")
@@ -763,6 +847,44 @@ class Runner:
         else:
             self.timeouts.update({k: self.cfg.timeout for k in keys})
         return seconds
+
+    def saved(self) -> dict:
+        """The baseline's tests, their seconds, each key's tests and the line coverage, for a shard
+        file (tests by their index in `tests`); `restore` reads it back."""
+        names = sorted(self.took)
+        at = {n: k for k, n in enumerate(names)}
+        return {"tests": names, "seconds": [round(self.took[n], 3) for n in names],
+                "members": {k: sorted(at[n] for n in v) for k, v in self.members.items()},
+                "cover": {rel: {str(line): sorted(at.get(n, -1) for n in v) for line, v in by_line.items()}
+                          for rel, by_line in self.cover.items()}}
+
+    def restore(self, saved: dict) -> None:
+        """A saved run's baseline (`saved`'s form): its seconds, key members and line coverage."""
+        names = saved.get("tests", [])
+
+        def name(k):
+            return names[k] if k >= 0 else ""
+        self.took.update(zip(names, saved.get("seconds", [])))
+        self.members.update({k: {names[i] for i in v} for k, v in saved.get("members", {}).items()})
+        for rel, by_line in saved.get("cover", {}).items():
+            self.cover[rel] = {int(line): {name(k) for k in v} for line, v in by_line.items()}
+
+    def first(self, mutant: Mutant) -> list | None:
+        """The tests of its set that run a mutant's lines in the unmutated run, fastest first: they run
+        first, alone, and the whole set only if they pass (D-T106); None if none of its lines ran
+        there at all (a line no test runs cannot fail one); [] (the whole set at once) without line
+        coverage of its unit (`--whole-sets`, a unit the run did not measure; numba's compiled
+        functions, which coverage does not see)."""
+        by_line = self.cover.get(mutant.file)
+        if not by_line:
+            return []
+        if mutant.file not in self.trees:
+            self.trees[mutant.file] = _parse(self.sources[mutant.file])
+        span = run_lines(self.trees[mutant.file], mutant.node)
+        names = set().union(*(by_line.get(line, ()) for line in span))
+        if not any(line in by_line for line in span):
+            return [] if "numba" in self.sources[mutant.file] else None
+        return sorted(names & self.members.get(mutant.key, set()), key=lambda n: (self.took.get(n, 0.0), n))
 
     def run(self, mutant: Mutant, equivalent: dict) -> dict:
         """One mutant's result: its fields with status, seconds and detail (a survivor: and its diff)."""
@@ -779,13 +901,22 @@ class Runner:
         if _shape(code) == _shape(_compile(src, origin)):
             return {**res, "status": EQUIVALENT, "seconds": 0.0, "detail": "same bytecode as the original"}
         tag = hashlib.sha1(mutant.id.encode()).hexdigest()[:12]
-        path = self.dir / f"{tag}.code"
-        path.write_bytes(marshal.dumps(code))
-        private = tag if "numba" in src else None       # numba's cache knows a function by its file
-        env = self._env(f"{module_name(mutant.file)}={origin}={path}", private, tag)
-        status, seconds, detail, _ = self._pytest(env, self.timeouts.get(mutant.key, self.timeout), self.tests[mutant.key],
-                                                  marks=marks_of(mutant.key, self.cfg.marks))
-        path.unlink(missing_ok=True)
+        env = self._env(f"{module_name(mutant.file)}={origin}=" + str(self.dir / f"{tag}.code"),
+                        tag if "numba" in src else None, tag)    # numba's cache knows a function by its file
+        first = self.first(mutant)
+        if first is None:
+            return {**res, "status": SURVIVED, "seconds": 0.0, "diff": diff(mutant, src),
+                    "detail": "no test of its set runs its line in the unmutated run (not run)"}
+        (self.dir / f"{tag}.code").write_bytes(marshal.dumps(code))
+        cap, marks = self.timeouts.get(mutant.key, self.timeout), marks_of(mutant.key, self.cfg.marks)
+        status, seconds, detail, _ = self._pytest(env, cap, first, marks=marks) if first else (SURVIVED, 0.0, "", "")
+        # the whole set when they pass (a cached value carries a line's effect to tests that never run it)
+        # or name a test the mutant's collection no longer has (pytest's usage error: exit 4)
+        if status == SURVIVED or detail.startswith("pytest exit 4:"):
+            status, rest, detail, _ = self._pytest(env, cap and max(1.0, cap - seconds), self.tests[mutant.key],
+                                                   marks=marks)
+            seconds += rest
+        (self.dir / f"{tag}.code").unlink(missing_ok=True)
         shutil.rmtree(self.dir / tag, ignore_errors=True)
         out = {**res, "status": status, "seconds": round(seconds, 2), "detail": detail}
         return {**out, "diff": diff(mutant, src)} if status == SURVIVED else out
@@ -846,6 +977,7 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
         todo = [m for m in mutants if m.id not in done]
         before = base = 0.0                       # seconds of the saved run, and of its baseline
         if done:
+            runner.restore(previous.get("lines") or {})
             runner.timeouts.update(previous.get("timeouts") or {})
             runner.timeout = previous.get("timeout", runner.timeout)
             before, base = previous.get("seconds", 0.0), previous.get("baseline_seconds", 0.0)
@@ -853,7 +985,7 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
         def result(complete: bool) -> dict:
             return {"config": asdict(cfg), "shard": [i, n], "mutants": sorted(results, key=lambda r: r["id"]),
                     "baseline_seconds": round(base, 2), "timeout": runner.timeout, "timeouts": runner.timeouts,
-                    "complete": complete,
+                    "complete": complete, "lines": runner.saved(),
                     "seconds": round(before + time.perf_counter() - t0, 1), "sources": sources}
         keys = {m.key for m in todo if m.id not in equivalent}
         base += runner.baseline({k for k in keys if k not in runner.timeouts})

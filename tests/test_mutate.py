@@ -164,6 +164,49 @@ def test_the_baseline_runs_its_files_side_by_side(tmp_path):
         runner.close()
 
 
+def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
+    """Under line coverage (D-T106) a mutant runs the tests that run its line before the others of its
+    set (a test collected first that does not run it is not reached: -x stops at the killing test),
+    and one whose line no test runs survives without a run; with whole sets, the set runs in its
+    order.  A resumed run carries the baseline's coverage."""
+    other, toy = tmp_path / "test_a_other.py", tmp_path / "test_b_toy.py"
+    other.write_text(f"import os\nimport pathlib\n\n\ndef test_other():\n    if os.environ.get({M.MUTANT_ENV!r}):\n"
+                     f"        pathlib.Path({str(tmp_path / 'ran')!r}).touch()\n")     # run on a mutant
+    toy.write_text(TOY_TEST)
+    mutants = M.enumerate_mutants(M.ROOT, [TARGET])
+    killed, missed = _find(mutants, REACHED, "return->None"), _find(mutants, MISSED, "Add->Sub")
+    cfg = M.Config(targets=[TARGET], tests=[str(other), str(toy)], ids=[killed.id, missed.id], timeout=120)
+    saved = []
+    result = M.run_shard(cfg, checkpoint=saved.append)
+    status = {r["id"]: r for r in result["mutants"]}
+    assert status[killed.id]["status"] == M.KILLED and "test_bucket" in status[killed.id]["detail"]
+    assert not (tmp_path / "ran").exists()
+    assert status[missed.id]["status"] == M.SURVIVED and status[missed.id]["seconds"] == 0.0
+    assert "not run" in status[missed.id]["detail"] and "+    return bucket(rows) * BUCKETS - bucket(cols)" in status[missed.id]["diff"]
+    assert result["lines"]["cover"][TARGET] and saved[0]["lines"] == result["lines"]
+    whole = M.run_shard(M.Config(**{**asdict(cfg), "lines": False, "ids": [killed.id]}))
+    assert whole["mutants"][0]["status"] == M.KILLED and (tmp_path / "ran").exists() and not whole["lines"]["cover"]
+    runner = M.Runner(cfg)
+    try:
+        runner.restore(result["lines"])
+        assert runner.first(killed) == [f"{toy}::test_bucket"] and runner.first(missed) is None
+    finally:
+        runner.close()
+
+
+def test_the_lines_a_mutant_needs_run():
+    """A node's lines: its statement's whole span; a compound statement's header only; a decorator's
+    from its own line."""
+    tree = ast.parse("@dec(1)\ndef f(a=2):\n    if (a >\n            3):\n        x = [4,\n             5]\n    return x\n")
+    at = {(type(n).__name__, n.lineno, getattr(n, "value", None)): M._key(n) for n in ast.walk(tree)
+          if isinstance(n, ast.Constant)}
+    assert M.run_lines(tree, at["Constant", 1, 1]) == range(1, 2)
+    assert M.run_lines(tree, at["Constant", 2, 2]) == range(1, 3)
+    assert M.run_lines(tree, at["Constant", 4, 3]) == range(3, 5)
+    assert M.run_lines(tree, at["Constant", 6, 5]) == range(5, 7)
+    assert M.run_lines(tree, at["Constant", 5, 4]) == range(5, 7)
+
+
 def test_sample_is_reproducible():
     mutants = M.enumerate_mutants(M.ROOT, [TARGET])
     a, b = M.select(mutants, 10, 7), M.select(mutants, 10, 7)

@@ -55,8 +55,8 @@ def test_tile_sizes():
 
 def test_sums_leave_below_the_tile():
     """A matmul on rows 64..127 of a 128-row MARIANA array enters at row 64: its first PSUM write comes
-    at t + L + passes * (64 + c + v) + 1 (span 64), 64 cycles before `SERIAL`'s (span 128); a matmul
-    on rows 0..39 spans two 32-row tiles."""
+    at t + L + passes * (64 + c + v) + 1 (span 64), 64 cycles before `SERIAL`'s and `contract`'s
+    (span 128: no row tiles); a matmul on rows 0..39 spans two 32-row tiles."""
     from tensore.model.engine import Engine
     from tensore.model.isa.asm import assemble
     g = Gen.MARIANA
@@ -67,7 +67,7 @@ def test_sums_leave_below_the_tile():
             "dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[4,1,1])\n")
     for r, grp, span in ((64, 2, 64), (40, 0, 64), (32, 3, 32)):
         firsts = {}
-        for name in ("public", SERIAL):
+        for name in ("public", SERIAL, "contract"):
             trace = Engine(g, timing=name).run(assemble(text.format(r=r, grp=grp), g))
             mm = trace.ops[1]
             firsts[name] = min(e.cycle for e in trace.events if e.kind == "psum_write" and e.op == mm.index)
