@@ -22,8 +22,9 @@ a collection error, an elaboration error) or a timeout.
 A target is a unit: a file of model/ or rtl/.  UNIT_TESTS maps each unit to the test files (or node
 ids) that exercise it, fastest first; a mutant runs its unit's tests first (the test set `unit`),
 then the rest of the set, and stops at the first failure.  Under line coverage (D-T106, coverage.py
-in every process of the unmutated run) it runs before that, alone, the tests of its set that run
-its line; a mutant of a line no test runs survives without a run.  An rtl unit's tests run the Amaranth
+in every process of the unmutated run) it runs instead, alone, the tests of its set that run its
+line (with `confirm`, the whole set if they pass); a mutant of a line no test runs survives without
+a run.  An rtl unit's tests run the Amaranth
 simulator (the overlay changes what it elaborates; a Verilator test would export and build anew in
 each run's own cache, minutes a mutant), at least one of them in lockstep with the golden model where
 one reaches the unit.  The timeout is per unit: 4 x its tests' share of the unmutated run (the
@@ -218,7 +219,8 @@ class Config:
     root: str = str(ROOT)
     equivalent: str = EQUIVALENT_FILE
     ids: list | None = None                     # only these mutants (before the sample)
-    lines: bool = True                          # line coverage orders each mutant's tests (D-T106)
+    lines: bool = True                          # line coverage picks each mutant's tests (D-T106)
+    confirm: bool = False                       # a survivor of its line's tests runs its whole set
 
     @classmethod
     def from_json(cls, d: dict) -> Config:
@@ -871,7 +873,7 @@ class Runner:
 
     def first(self, mutant: Mutant) -> list | None:
         """The tests of its set that run a mutant's lines in the unmutated run, fastest first: they run
-        first, alone, and the whole set only if they pass (D-T106); None if none of its lines ran
+        alone (D-T106), the whole set after them with `confirm`; None if none of its lines ran
         there at all (a line no test runs cannot fail one); [] (the whole set at once) without line
         coverage of its unit (`--whole-sets`, a unit the run did not measure; numba's compiled
         functions, which coverage does not see)."""
@@ -909,13 +911,15 @@ class Runner:
                     "detail": "no test of its set runs its line in the unmutated run (not run)"}
         (self.dir / f"{tag}.code").write_bytes(marshal.dumps(code))
         cap, marks = self.timeouts.get(mutant.key, self.timeout), marks_of(mutant.key, self.cfg.marks)
-        status, seconds, detail, _ = self._pytest(env, cap, first, marks=marks) if first else (SURVIVED, 0.0, "", "")
-        # the whole set when they pass (a cached value carries a line's effect to tests that never run it)
-        # or name a test the mutant's collection no longer has (pytest's usage error: exit 4)
-        if status == SURVIVED or detail.startswith("pytest exit 4:"):
+        status, seconds, detail, _ = self._pytest(env, cap, first, marks=marks) if first else (None, 0.0, "", "")
+        # the whole set where they name a test the mutant's collection lacks (pytest's usage error, exit 4)
+        # and, with --confirm, where they pass (a cached value can carry a line's effect to a test not running it)
+        if not first or detail.startswith("pytest exit 4:") or (status == SURVIVED and self.cfg.confirm):
             status, rest, detail, _ = self._pytest(env, cap and max(1.0, cap - seconds), self.tests[mutant.key],
                                                    marks=marks)
             seconds += rest
+        elif status == SURVIVED:
+            detail = f"the {len(first)} test(s) of its set that run its line pass (--confirm: then the whole set)"
         (self.dir / f"{tag}.code").unlink(missing_ok=True)
         shutil.rmtree(self.dir / tag, ignore_errors=True)
         out = {**res, "status": status, "seconds": round(seconds, 2), "detail": detail}

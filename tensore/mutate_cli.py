@@ -14,7 +14,7 @@ def _config(args):
     tests = args.tests.split() if args.tests is not None else list(M.DEFAULT_TESTS)
     cfg = M.Config(targets=M.expand_units(M.ROOT, names), tests=tests, sample=args.sample, seed=args.seed,
                    timeout=args.timeout, jobs=args.jobs, marks=args.marks, equivalent=args.equivalent,
-                   lines=not args.whole_sets,
+                   lines=not args.whole_sets, confirm=args.confirm,
                    ids=[i for i in args.mutant.replace(",", " ").split() if i] if args.mutant else None)
     for unit in cfg.targets:                         # an unknown or empty test set: exit 2 before any run
         M.test_sets(M.ROOT, cfg.tests, unit)
@@ -155,8 +155,10 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=int_at_least(1, "seconds"), default=None,
                    help="seconds per mutant run (default 4 x the unmutated run + 30)")
     p.add_argument("--whole-sets", action="store_true", help="run each mutant's whole test set in UNIT_TESTS' "
-                   "order (default: the tests that run its line in the unmutated run first, a mutant of a line "
-                   "none runs survives without a run; D-T106)")
+                   "order (default: only the tests of its set that run its line in the unmutated run, fastest "
+                   "first; a mutant of a line none runs survives without a run; D-T106)")
+    p.add_argument("--confirm", action="store_true", help="a mutant its line's tests leave alive runs its whole "
+                   "set too (a cached value can carry a line's effect to a test that does not run it)")
     p.add_argument("--jobs", type=COUNT_TYPE, default=1, help="mutants run side by side (processes) per shard")
     p.add_argument("--equivalent", default=M.EQUIVALENT_FILE, metavar="FILE",
                    help="mutants known to be equivalent: `ID  reason` per line")

@@ -165,10 +165,11 @@ def test_the_baseline_runs_its_files_side_by_side(tmp_path):
 
 
 def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
-    """Under line coverage (D-T106) a mutant runs the tests that run its line before the others of its
-    set (a test collected first that does not run it is not reached: -x stops at the killing test),
-    and one whose line no test runs survives without a run; with whole sets, the set runs in its
-    order.  A resumed run carries the baseline's coverage."""
+    """Under line coverage (D-T106) a mutant runs the tests of its set that run its line (a test
+    collected first that does not run it is not run), and one whose line no test runs survives
+    without a run; with whole sets, the set runs in its order; with --confirm, a survivor of its
+    line's tests runs the whole set (a value carried to a test that does not run the line kills it).
+    A resumed run carries the baseline's coverage."""
     other, toy = tmp_path / "test_a_other.py", tmp_path / "test_b_toy.py"
     other.write_text(f"import os\nimport pathlib\n\n\ndef test_other():\n    if os.environ.get({M.MUTANT_ENV!r}):\n"
                      f"        pathlib.Path({str(tmp_path / 'ran')!r}).touch()\n")     # run on a mutant
@@ -186,6 +187,13 @@ def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
     assert result["lines"]["cover"][TARGET] and saved[0]["lines"] == result["lines"]
     whole = M.run_shard(M.Config(**{**asdict(cfg), "lines": False, "ids": [killed.id]}))
     assert whole["mutants"][0]["status"] == M.KILLED and (tmp_path / "ran").exists() and not whole["lines"]["cover"]
+    carried = tmp_path / "test_c_carried.py"       # bucket's value reaches a test that does not call it
+    carried.write_text("import os\n\n\ndef test_carried():\n    assert os.environ['BUCKET'] == '1'\n")
+    toy.write_text(TOY_TEST.replace("def test_bucket():", "def test_bucket():\n    import os\n"
+                                    "    os.environ['BUCKET'] = str(bucket(3))\n    return"))
+    cfg = M.Config(**{**asdict(cfg), "tests": [str(other), str(toy), str(carried)], "ids": [killed.id]})
+    assert M.run_shard(cfg)["mutants"][0]["status"] == M.SURVIVED
+    assert M.run_shard(M.Config(**{**asdict(cfg), "confirm": True}))["mutants"][0]["status"] == M.KILLED
     runner = M.Runner(cfg)
     try:
         runner.restore(result["lines"])

@@ -1,6 +1,7 @@
 """The timing formulas of model/timing.py as the golden engine shows them, against docs/timing.md's
 closed forms written here with plain integers: a row tile span (D-T100), a row-serial load's
-completion, a load's wait for every PE of the last matmul to swap (`contract`)."""
+completion, a load's wait for every PE of the last matmul to swap (`contract`), the instruction
+FIFO's push, decode and issue."""
 import pytest
 
 from tensore.model import timing
@@ -62,3 +63,32 @@ def test_contract_load_waits_for_every_pe_to_swap(shape, fp32):
     trace = Engine(G, rows=R, cols=C, sbuf_latency=L, timing="contract").run(assemble(text, G))
     _, mm, lw = trace.ops
     assert lw.t_issue == (mm.t_issue + L) + passes * (R + C) - L
+
+
+@pytest.mark.parametrize("sel,depth", [(0, 16), (1, 1)])
+def test_the_fifo_holds_16_descriptors_or_1(sel, depth):
+    """docs/timing.md: push(i) = i while the instruction FIFO has room (16 entries, or 1 with
+    queue_cfg.fifo_size_sel), else the cycle after the descriptor `depth` places ahead left it (issued);
+    decode(i) = max(push(i) + 1, pop(i-1) + 1); issue no sooner than decode(i) + 1 (the first descriptor
+    in cycle 2).  A 256-vector matmul
+    and 20 PeRegWrites behind it (each a barrier) fill the FIFO."""
+    text = assemble(_load(8, 8) + _matmul(8, 8, 256), G) + valid("pe_reg_write", "mariana") * 20
+    eng = Engine(G, rows=8, cols=8)
+    eng.regs.set("queue_cfg", "fifo_size_sel", sel)
+    ops = eng.run(text).ops
+    pop = [op.t_issue for op in ops]
+    assert [op.t_push for op in ops] == [i if i < depth else max(i, pop[i - depth] + 1) for i in range(len(ops))]
+    assert [op.t_decode for op in ops] == [max(op.t_push + 1, (pop[i - 1] if i else -1) + 1) for i, op in enumerate(ops)]
+    assert all(op.t_issue >= op.t_decode + 1 for op in ops) and ops[0].t_issue == ops[0].t_decode + 1 == 2
+    assert ops[2].t_issue == ops[1].t_complete + 1  # a barrier: the cycle after all before it completed
+    assert any(op.t_push > i for i, op in enumerate(ops))        # the FIFO was full
+
+
+def test_at_most_16_micro_ops_in_flight():
+    """docs/timing.md (D-T38): at most 16 micro-ops in flight, issued and not complete.  A burst of
+    one-vector 4-pass matmuls on a 16 x 8 array (the coverage closure's sized seed, whose in-flight
+    limit binds) has 16 in flight at some issue, never 17."""
+    from tensore.cosim import random_programs as R
+    ops = [op for op in R.generate(G, 4, rows=16, cols=8).golden()[1].ops if op.t_issue is not None]
+    in_flight = [1 + sum(1 for b in ops[:i] if b.t_complete >= op.t_issue) for i, op in enumerate(ops)]
+    assert max(in_flight) == 16

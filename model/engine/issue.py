@@ -11,8 +11,8 @@ from tensore.model import addrmap
 from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
-from tensore.model.timing import (MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load, column_load_issue,
-                                  column_port_next, entry_free, floor_cycles, in_rhythm, load_front_issue, psum_box,
+from tensore.model.timing import (DECODE_CYCLES, MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load,
+                                  column_load_issue, column_port_next, entry_free, floor_cycles, in_rhythm, load_front_issue, psum_box,
                                   tap_of, tile_stream, times_passes, weights_swapped, write_lead)
 
 from tensore.model.engine.records import OpRecord
@@ -89,7 +89,7 @@ class IssueRules:
     def _earliest_issue(self, op: OpRecord):
         """The cycle op issues in, or None when it waits for an event nothing sets."""
         st, d, u = self._state, op.desc, op.uop
-        t = op.t_decode + 1
+        t = op.t_decode + DECODE_CYCLES
         if self.regs.get("arr_cluster_cfg", "en_inter_instr_dly"):
             t = max(t, st["last_issue"] + 1 + self.regs.get("arr_cluster_cfg", "inter_instr_dly_cnt"))
         t = max(t, st["barrier_complete"] + 1)      # nothing overtakes a barrier
