@@ -717,6 +717,16 @@ def run_lines(tree, key: tuple) -> range:
     return range(min(first(stmt), key[1]), last + 1)
 
 
+def in_a_call(tree, key: tuple) -> bool:
+    """Whether node `key` runs when a function (or lambda) is called, rather than when its module
+    is imported: inside a body, not in a decorator, a default or module or class code.  Code run at
+    import sets values every test sees, whichever test the import ran under."""
+    def inside(node, body) -> bool:
+        return any((b.lineno, b.col_offset) <= key[1:3] and key[3:5] <= (b.end_lineno, b.end_col_offset) for b in body)
+    return any(inside(n, n.body) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else inside(n, [n.body])
+               for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+
 def read_cover(directory, files: dict) -> dict:
     """{unit: {line: {test names}}} from the coverage data files the overlay wrote in `directory`
     (every process of the unmutated run); `files`: {unit: its absolute path}.  The name '' stands for
@@ -874,18 +884,22 @@ class Runner:
     def first(self, mutant: Mutant) -> list | None:
         """The tests of its set that run a mutant's lines in the unmutated run, fastest first: they run
         alone (D-T106), the whole set after them with `confirm`; None if none of its lines ran
-        there at all (a line no test runs cannot fail one); [] (the whole set at once) without line
-        coverage of its unit (`--whole-sets`, a unit the run did not measure; numba's compiled
-        functions, which coverage does not see)."""
+        there at all (a line no test runs cannot fail one); [] (the whole set at once) for code run
+        at import (`in_a_call`, or a line run outside a test) and without line coverage of its unit (`--whole-sets`, a unit the
+        run did not measure; numba's compiled functions, which coverage does not see)."""
         by_line = self.cover.get(mutant.file)
         if not by_line:
             return []
         if mutant.file not in self.trees:
             self.trees[mutant.file] = _parse(self.sources[mutant.file])
+        if not in_a_call(self.trees[mutant.file], mutant.node):
+            return []
         span = run_lines(self.trees[mutant.file], mutant.node)
         names = set().union(*(by_line.get(line, ()) for line in span))
         if not any(line in by_line for line in span):
             return [] if "numba" in self.sources[mutant.file] else None
+        if "" in names:                             # run by an import (a function called by module code)
+            return []
         return sorted(names & self.members.get(mutant.key, set()), key=lambda n: (self.took.get(n, 0.0), n))
 
     def run(self, mutant: Mutant, equivalent: dict) -> dict:

@@ -204,7 +204,7 @@ def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
 
 def test_the_lines_a_mutant_needs_run():
     """A node's lines: its statement's whole span; a compound statement's header only; a decorator's
-    from its own line."""
+    from its own line.  A decorator, a default, module and class code run at import, not in a call."""
     tree = ast.parse("@dec(1)\ndef f(a=2):\n    if (a >\n            3):\n        x = [4,\n             5]\n    return x\n")
     at = {(type(n).__name__, n.lineno, getattr(n, "value", None)): M._key(n) for n in ast.walk(tree)
           if isinstance(n, ast.Constant)}
@@ -213,6 +213,10 @@ def test_the_lines_a_mutant_needs_run():
     assert M.run_lines(tree, at["Constant", 4, 3]) == range(3, 5)
     assert M.run_lines(tree, at["Constant", 6, 5]) == range(5, 7)
     assert M.run_lines(tree, at["Constant", 5, 4]) == range(5, 7)
+    assert [M.in_a_call(tree, at[k]) for k in (("Constant", 1, 1), ("Constant", 2, 2), ("Constant", 4, 3))] == \
+        [False, False, True]
+    tree = ast.parse("X = 1\nclass A:\n    y = 2\n    f = lambda self: 3\n")
+    assert [M.in_a_call(tree, M._key(n)) for n in ast.walk(tree) if isinstance(n, ast.Constant)] == [False, False, True]
 
 
 def test_sample_is_reproducible():
