@@ -2,6 +2,8 @@
 closed forms written here with plain integers: a row tile span (D-T100), a row-serial load's
 completion, a load's wait for every PE of the last matmul to swap (`contract`), the instruction
 FIFO's push, decode and issue."""
+import itertools
+
 import pytest
 
 from tensore.model import timing
@@ -92,3 +94,24 @@ def test_at_most_16_micro_ops_in_flight():
     ops = [op for op in R.generate(G, 4, rows=16, cols=8).golden()[1].ops if op.t_issue is not None]
     in_flight = [1 + sum(1 for b in ops[:i] if b.t_complete >= op.t_issue) for i, op in enumerate(ops)]
     assert max(in_flight) == 16
+
+
+def test_closed_forms_of_the_issue_rules():
+    """docs/timing.md's closed forms, written here with plain integers, against model/timing.py over
+    a grid: the weight port free at issue + K, LdTags behind a MatmulSparse's issue + N + C, a load's
+    completion t + K - 1 + L, every PE swapped at t_data + P (R + C), the row wavefront's
+    t_data + P (row0 + K + C - 1) - K - L."""
+    for t, k, c, p, row0, lat in itertools.product((0, 37), (1, 5, 64), (1, 8, 128), (1, 4), (0, 32), (2, 3)):
+        assert timing.load_port_free(t, k) == t + k
+        assert timing.sparse_end(t, k, c) == t + k + c
+        assert timing.load_complete(t, k, lat) == t + k - 1 + lat
+        assert timing.weights_swapped(t, p, k, c) == t + p * (k + c)
+        assert timing.load_front_issue(t, p, row0, k, c, lat) == t + p * (row0 + k + c - 1) - k - lat
+
+
+def test_only_a_plain_load_takes_the_column_port():
+    """docs/timing.md (Ldweights, D-T99): a load takes the column-serial port only if it is plain:
+    no tags, TAG_WEIGHT, transpose, MX scales, LUT codes nor last-column-first order; every one of
+    the 64 combinations of those flags."""
+    for flags in itertools.product((0, 1), repeat=6):
+        assert bool(timing.column_load(*flags)) == (flags == (0,) * 6), flags

@@ -22,6 +22,7 @@ from tensore.rtl.top import Engine as RtlEngine
 def test_profiles_by_name():
     assert list(timing.PROFILES) == ["public", "contract"] and timing.DEFAULT_PROFILE == "public"
     assert timing.profile("PUBLIC") is timing.PROFILES["public"] and timing.profile(timing.PROFILES["public"]).name == "public"
+    assert f"{timing.profile('contract')}" == "contract"        # a profile's text is its name (module names, reports)
     with pytest.raises(ValueError, match="one of public, contract"):
         timing.profile("fast")
     with pytest.raises(ValueError, match="timing profile"):
