@@ -115,3 +115,66 @@ def test_only_a_plain_load_takes_the_column_port():
     the 64 combinations of those flags."""
     for flags in itertools.product((0, 1), repeat=6):
         assert bool(timing.column_load(*flags)) == (flags == (0,) * 6), flags
+
+
+def test_closed_forms_of_the_column_port():
+    """docs/timing.md (Background loads, D-T99) with plain integers: G = ceil(C / 2) groups; group g of
+    row k written at t + S (k + g) + L; issue t_data + P (row0 + col0 + C - G + 1) - 1 - L after a
+    matmul; the port free S G later; the last request out at t + S (K + G - 2) + 1; a load entering
+    d rows below the previous one's first row, within its rows, S (G + d) later or at its end."""
+    for t, k, c, s, row0, lat in itertools.product((0, 41), (1, 3, 64), (1, 2, 7, 128), (1, 4), (0, 32), (2, 3)):
+        g = -(-c // 2)
+        assert timing.column_groups(c) == g
+        assert [timing.column_write(t, s, k, j, lat) for j in range(g)] == [t + s * (k + j) + lat for j in range(g)]
+        assert timing.column_load_issue(t, s, row0, k, c, lat) == t + s * (row0 + k + c - g + 1) - 1 - lat
+        port = timing.column_port_free(t, s, c)
+        end = timing.column_load_end(t, s, k, c)
+        assert port == t + s * g and end == t + s * (k + g - 2) + 1
+
+        def pick(cond, a, b):
+            return a if cond else b
+        for d in (-1, 0, 1, k - 1, k):
+            behind = min(port + s * d, end) if 0 < d < k else port
+            assert timing.column_port_next(port, end, s, row0, k, row0 + d, pick) == behind, (d, k)
+
+
+def _pick(cond, a, b):
+    return a if cond else b
+
+
+def test_overlaps_against_brute_force():
+    """blocks_overlap: two PE blocks (row0, rows, col0, cols) share a PE, as sets of PEs; psum_box: the
+    partitions and the bytes from the least to one past the last byte its destination pattern
+    writes; boxes_overlap: two such boxes share a (partition, byte)."""
+    spans = [(0, 1), (0, 2), (1, 2), (2, 1), (3, 2)]
+    for a, b in itertools.product(itertools.product(spans, spans), repeat=2):
+        ba, bb = (*a[0], *a[1]), (*b[0], *b[1])
+
+        def pes(k):
+            return {(r, c) for r in range(k[0], k[0] + k[1]) for c in range(k[2], k[2] + k[3])}
+        assert bool(timing.blocks_overlap(ba, bb)) == bool(pes(ba) & pes(bb)), (ba, bb)
+        boxes = [(x[0], x[0] + x[1], y[0], y[0] + y[1]) for x, y in (a, b)]
+        cells = [{(p, q) for p in range(x[0], x[1]) for q in range(x[2], x[3])} for x in boxes]
+        assert bool(timing.boxes_overlap(*boxes)) == bool(cells[0] & cells[1]), boxes
+    for steps, nums, esize in (((1, 4, 0), (3, 2, 1), 4), ((-2, 1, 5), (2, 3, 2), 2), ((3, -1, 0), (2, 4, 1), 1)):
+        written = [sum(i * s for i, s in zip(idx, steps)) * esize for idx in itertools.product(*map(range, nums))]
+        assert timing.psum_box(5, 3, 64, steps, nums, esize, _pick) == (5, 8, 64 + min(written), 64 + max(written) + esize)
+
+
+def test_closed_forms_of_the_matmul_stream():
+    """The matmul's stream (docs/timing.md, Matmul; D-T100) with plain integers: the sum of (c, v) in
+    PSUM at t_data + P (v + R + c) + 1; the moving port free at t + P N; the write lead L + P (S + c0)
+    + 1; a row tile d rows below an entry free at port + P d; the tap below the last tile
+    (entry + span) / tile - 1; a P-pass matmul in rhythm every P cycles; a seed transpose after
+    the identity load's completion; a stream enters at its first row (a transpose's at row 0, over
+    the whole array)."""
+    for t, r, c, v, p in itertools.product((0, 29), (1, 8, 128), (0, 3, 64), (0, 1, 17), (1, 4)):
+        assert timing.write_cycle(t, r, p, c, v) == t + p * (v + r + c) + 1
+        assert timing.mm_port_free(t, v, p) == t + p * v
+        assert timing.write_lead(2, r, c, p) == 2 + p * (r + c) + 1
+        assert timing.entry_free(t, p, r) == t + p * r
+        assert [timing.in_rhythm(t + d, t, p) for d in range(8)] == [d % p == 0 for d in range(8)]
+    assert [timing.tap_of(e, s, 32) for e, s in ((0, 32), (0, 64), (32, 32), (64, 64), (96, 32))] == [0, 1, 1, 3, 3]
+    assert timing.seed_transpose_issue(10, 8, 2) == 10 + 8 - 1 + 2 + 1
+    assert timing.tile_stream(64, 40, False, 128, 32, _pick) == (64, 64)
+    assert timing.tile_stream(64, 40, True, 128, 32, _pick) == (0, 128)
