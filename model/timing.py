@@ -261,8 +261,8 @@ class ArrayTiming:
 
     t_data: int
     rows: int                  # rows the sums run from row0 to their tap: the array's R (fixed latency: to the
-    passes: int = 1            # bottom), under `row_tiles` the matmul's tile_span
-    row0: int = 0
+    passes: int                # bottom), under `row_tiles` the matmul's tile_span
+    row0: int
 
     def __post_init__(self):
         assert self.passes in (1, 4), self.passes

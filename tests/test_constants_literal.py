@@ -226,3 +226,17 @@ def test_repair_ties_sees_a_tie_at_an_odd_last_bit():
     row0 = Fraction(2) ** 100 + Fraction(2) ** 77
     want = rne_fp32(Fraction(rne_fp32(row0)) + Fraction(2) ** 76 - Fraction(2) ** 36)
     assert want == 2.0 ** 100 + 2.0 ** 77 and float(got) == want
+
+
+def test_sr_adds_all_16_random_bits():
+    """PSUM's SR rounding (SPEC D-09) adds the low 16 bits of the advanced xorshift32 state to the fp32
+    pattern and keeps the top 16: with an odd random word r, a pattern whose low half is 0x10000 - r
+    rounds up, and one less rounds down (the last random bit decides)."""
+    from tensore.model.isa.enums import PsumRound
+    from tensore.model.psum import bf16_round
+    state = next(s for s in range(1, 100) if hand_xorshift(s) & 1)
+    r = hand_xorshift(state) & 0xFFFF
+    for low, code in ((0x10000 - r, 0x3F81), (0xFFFF - r, 0x3F80)):
+        bits = np.array([0x3F800000 | low], dtype=np.uint32)
+        codes, new = bf16_round(bits.view(np.float32), PsumRound.SR, np.array([state], dtype=np.uint32))
+        assert int(codes[0]) == code and int(new[0]) == hand_xorshift(state), hex(low)

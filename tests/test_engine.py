@@ -81,9 +81,9 @@ def test_perf_buckets_put_wide_blocks_in_the_128_bucket():
 
 def test_four_pass_matmul_times_are_four_cycles_per_step():
     """docs/timing.md: PSUM write of (column c, vector v) = t_data + P*(v + R + c) + 1, P = 1 or 4."""
-    assert timing.ArrayTiming(t_data=100, rows=128, passes=1).write_cycle(3, 5) == 100 + 136 + 1
-    assert timing.ArrayTiming(t_data=100, rows=128, passes=4).write_cycle(3, 5) == 100 + 544 + 1
-    assert timing.ArrayTiming(t_data=7, rows=8, passes=4).output_cycle(0, 0) == 7 + 32
+    assert timing.ArrayTiming(t_data=100, rows=128, passes=1, row0=0).write_cycle(3, 5) == 100 + 136 + 1
+    assert timing.ArrayTiming(t_data=100, rows=128, passes=4, row0=0).write_cycle(3, 5) == 100 + 544 + 1
+    assert timing.ArrayTiming(t_data=7, rows=8, passes=4, row0=0).output_cycle(0, 0) == 7 + 32
     assert timing.mm_port_free(10, 16, 4) == 10 + 64
 
 def test_dependency_check_and_delay_only_change_timing():

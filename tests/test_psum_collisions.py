@@ -343,3 +343,22 @@ def test_partition_writes_of_one_cycle_in_port_order():
     simulate(dut, bench)
     assert got_words == [int(model.cells(4)[part, w]) for w in words]
     assert got_states == [int(x) for x in model.sr_state[part].reshape(-1)]
+
+
+def test_cells_index_is_numpys_fancy_index():
+    """psum._cells_index names the cells numpy's fancy index cells[partitions, idx] names, for
+    columns of partitions against rows of cells: consecutive (two slices, as its docstring says),
+    at either edge, reversed, with a gap, one wide, 1-D pairs; never outside `cells`."""
+    from tensore.model.psum import _cells_index
+    cells = np.arange(6 * 10).reshape(6, 10)
+    cases = [(range(0, 6), range(0, 10)), (range(2, 5), range(7, 10)), (range(5, 6), range(9, 10)),
+             ([3, 2, 1], range(0, 4)), ([1, 2, 4], range(2, 5)), (range(1, 4), [5, 4, 3]), (range(1, 4), [2, 3, 5]),
+             (range(0, 1), range(0, 1)), (range(4, 6), range(0, 3))]
+    for parts, idx in cases:
+        p, i = np.array(parts)[:, None], np.array(idx)[None, :]
+        at = _cells_index(cells, p, i)
+        assert (cells[at] == cells[p, i]).all(), (parts, idx)
+        rect = list(parts) == list(range(parts[0], parts[0] + len(parts))) and list(idx) == list(range(idx[0], idx[0] + len(idx)))
+        assert all(isinstance(a, slice) for a in at) == rect, (parts, idx)
+    flat = np.array([1, 2, 3]), np.array([4, 5, 6])
+    assert (cells[_cells_index(cells, *flat)] == cells[flat]).all()

@@ -178,3 +178,14 @@ def test_closed_forms_of_the_matmul_stream():
     assert timing.seed_transpose_issue(10, 8, 2) == 10 + 8 - 1 + 2 + 1
     assert timing.tile_stream(64, 40, False, 128, 32, _pick) == (64, 64)
     assert timing.tile_stream(64, 40, True, 128, 32, _pick) == (0, 128)
+
+
+def test_array_timing_of_a_matmul():
+    """ArrayTiming (docs/timing.md, Matmul; D-T100) with plain integers: PE (r, c) works on vector v
+    from t_data + P (v + r - row0 + c); the issue rules' front is t_data - P row0; the (c, v) sum is
+    in its tap register a cycle before its PSUM write."""
+    for t, rows, p, row0, r, c, v in itertools.product((0, 50), (8, 64), (1, 4), (0, 32), (32, 40), (0, 5), (0, 3)):
+        at = timing.ArrayTiming(t, rows, p, row0)
+        assert at.pe_cycle(r, c, v) == t + p * (v + r - row0 + c)
+        assert at.front == t - p * row0
+        assert at.output_cycle(c, v) == at.write_cycle(c, v) - 1 == t + p * (v + rows + c)

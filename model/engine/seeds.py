@@ -28,7 +28,7 @@ class Seeds:
         codes = self.sbuf.gather([loc.partition], offs, esize)[0]
         self._ldweights(op, identity=(codes, idt))
         t_mm = seed_transpose_issue(op.t_issue, u.rows, L)
-        timing = ArrayTiming(t_mm + L, self.rows, 1)
+        timing = ArrayTiming(t_mm + L, self.rows, 1, 0)
         self._swap(op, *u.block, timing)
         parts = u.cols
         if f["mode"] == SeedMode.LOAD_SEED:
@@ -70,7 +70,7 @@ class Seeds:
         """MAVERICK seed micro-op (seed 000 section 5.1 contract): bank = dst bank, slot j = column half,
         partition = column mod half.  LOAD takes 2 x half INT32 from SBUF; SAVE writes the 1x1x2 dst."""
         u = op.uop
-        timing = ArrayTiming(op.t_issue + self.sbuf_latency, self.rows, 1)
+        timing = ArrayTiming(op.t_issue + self.sbuf_latency, self.rows, 1, 0)
         half = self._half()
         dl = addrmap.locate(u.dst.addr)
         bank = dl.offset // addrmap.PSUM_BANK_BYTES
