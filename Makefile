@@ -116,7 +116,8 @@ bench-workload: $(STAMP)
 	$(PY) -m tensore.kernels.workload -o build/bench_workload.json $(WORKLOAD_ARGS)
 
 # Mutation testing of the golden model (D-T96): a sample of single mutations of model/, each run against
-# its unit's tests, then make test's fast model tests; report in build/mutate/model.{json,html}.  The
+# the tests of its unit's and make test's fast model tests that run its line in the unmutated run (D-T106);
+# report in build/mutate/model.{json,html}.  The
 # whole run (3,419 mutants, hours on 2 cores) is `make mutate MUTATE_ARGS="--jobs 2 --resume"` (--resume
 # continues a stopped run); the RTL's: `make mutate MUTATE_ARGS="--units rtl --sample 16 --seed 6 --jobs 2"`
 # (build/mutate/rtl.{json,html}).
