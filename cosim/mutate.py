@@ -853,7 +853,7 @@ class Runner:
                     self.cover.setdefault(rel, {}).setdefault(line, set()).update(names)
             shutil.rmtree(cover, ignore_errors=True)
         for k in keys:
-            if not any(_covers(i, n, self.root) for i in self.tests[k] for n in took):
+            if not self.members[k]:
                 raise ValueError(f"{k}: its tests select no test under -m '{marks_of(k, self.cfg.marks)}'")
         overhead = max(0.0, *(sec - sum(part.values()) for sec, part in runs))   # one run's start-up
         if self.cfg.timeout is None:
@@ -888,8 +888,9 @@ class Runner:
         """The tests of its set that run a mutant's lines in the unmutated run, fastest first: they run
         alone (D-T106), the whole set after them with `confirm`; None if none of its lines ran
         there at all (a line no test runs cannot fail one); [] (the whole set at once) for code run
-        at import (`in_a_call`, or a line run outside a test) and without line coverage of its unit (`--whole-sets`, a unit the
-        run did not measure; numba's compiled functions, which coverage does not see)."""
+        at import (`in_a_call`, or a line run outside a test) and without line coverage of its unit
+        (`--whole-sets`, a unit the run did not measure; numba's compiled functions, which coverage
+        does not see)."""
         by_line = self.cover.get(mutant.file)
         if not by_line:
             return []
@@ -1006,10 +1007,11 @@ def run_shard(cfg: Config | dict, i: int = 0, n: int = 1, log=lambda *a: None, c
         def result(complete: bool) -> dict:
             return {"config": asdict(cfg), "shard": [i, n], "mutants": sorted(results, key=lambda r: r["id"]),
                     "baseline_seconds": round(base, 2), "timeout": runner.timeout, "timeouts": runner.timeouts,
-                    "complete": complete, "lines": runner.saved(),
+                    "complete": complete, "lines": lines,
                     "seconds": round(before + time.perf_counter() - t0, 1), "sources": sources}
         keys = {m.key for m in todo if m.id not in equivalent}
         base += runner.baseline({k for k in keys if k not in runner.timeouts})
+        lines = runner.saved()                    # fixed from here on: every checkpoint writes the same
         caps = sorted(runner.timeouts.values()) or [runner.timeout or 0]
         log(f"shard {i}/{n}: {len(mutants)} mutants" + (f", {len(done)} kept from the saved run" if done else "")
             + f"; the test sets take {base:.1f} s unmutated (timeout {caps[0]:.0f}-{caps[-1]:.0f} s per mutant, by unit)")

@@ -12,8 +12,8 @@ from tensore.model.isa import Opcode
 from tensore.model.isa.layouts import EVENT_NONE
 from tensore.model.isa.microop import Kind, MmKind
 from tensore.model.timing import (DECODE_CYCLES, MAX_IN_FLIGHT, blocks_overlap, boxes_overlap, column_load,
-                                  column_load_issue, column_port_next, entry_free, floor_cycles, in_rhythm, load_front_issue, psum_box,
-                                  tap_of, tile_stream, times_passes, weights_swapped, write_lead)
+                                  column_load_issue, column_port_next, entry_free, floor_cycles, in_rhythm,
+                                  load_front_issue, psum_box, tap_of, tile_stream, times_passes, weights_swapped, write_lead)
 
 from tensore.model.engine.records import OpRecord
 
