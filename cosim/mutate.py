@@ -172,6 +172,7 @@ MUTANT_ENV = "TENSORE_MUTANT"                  # module=code file, read by the o
 
 KILLED, CRASHED, TIMEOUT, SURVIVED, EQUIVALENT = "killed", "crashed", "timeout", "survived", "equivalent"
 STATUSES = (SURVIVED, KILLED, CRASHED, TIMEOUT, EQUIVALENT)
+USAGE_ERROR = 4                                 # pytest.ExitCode.USAGE_ERROR: a node id its collection lacks
 
 _BINOPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult, ast.Div: ast.Mult,
            ast.Mod: ast.FloorDiv, ast.LShift: ast.RShift, ast.RShift: ast.LShift, ast.BitAnd: ast.BitOr,
@@ -792,7 +793,7 @@ class Runner:
         return env
 
     def _pytest(self, env: dict, timeout: float | None, tests: list, extra: tuple = (), marks: str | None = None) -> tuple:
-        """(status, seconds, first failing test or crash line, output)."""
+        """(status, seconds, first failing test or crash line, pytest's exit code; None: timed out)."""
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                "-m", marks or self.cfg.marks, "-o", "addopts=", "-rfE", *extra, *tests]
         t0 = time.perf_counter()
@@ -803,16 +804,16 @@ class Runner:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            return TIMEOUT, time.perf_counter() - t0, f"no result in {timeout:.0f} s", ""
+            return TIMEOUT, time.perf_counter() - t0, f"no result in {timeout:.0f} s", None
         seconds = time.perf_counter() - t0
         lines = out.splitlines()
         first = next((ln for ln in lines if ln.startswith(("FAILED ", "ERROR "))), "")
         if proc.returncode == 0:
-            return SURVIVED, seconds, "", out
+            return SURVIVED, seconds, "", 0
         if proc.returncode == 1:
-            return KILLED, seconds, first[:300], out
+            return KILLED, seconds, first[:300], 1
         why = first or next((ln for ln in reversed(lines) if ln.strip()), f"exit {proc.returncode}")
-        return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300], out
+        return CRASHED, seconds, f"pytest exit {proc.returncode}: {why}"[:300], proc.returncode
 
     def baseline(self, keys=None) -> float:
         """The test sets of `keys` (Mutant.key; default: every one of the targets) on the unmutated
@@ -929,10 +930,10 @@ class Runner:
                     "detail": "no test of its set runs its line in the unmutated run (not run)"}
         (self.dir / f"{tag}.code").write_bytes(marshal.dumps(code))
         cap, marks = self.timeouts.get(mutant.key, self.timeout), marks_of(mutant.key, self.cfg.marks)
-        status, seconds, detail, _ = self._pytest(env, cap, first, marks=marks) if first else (None, 0.0, "", "")
+        status, seconds, detail, code = self._pytest(env, cap, first, marks=marks) if first else (None, 0.0, "", None)
         # the whole set where they name a test the mutant's collection lacks (pytest's usage error, exit 4)
         # and, with --confirm, where they pass (a cached value can carry a line's effect to a test not running it)
-        if not first or detail.startswith("pytest exit 4:") or (status == SURVIVED and self.cfg.confirm):
+        if not first or code == USAGE_ERROR or (status == SURVIVED and self.cfg.confirm):
             status, rest, detail, _ = self._pytest(env, cap and max(1.0, cap - seconds), self.tests[mutant.key],
                                                    marks=marks)
             seconds += rest

@@ -169,7 +169,8 @@ def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
     collected first that does not run it is not run), and one whose line no test runs survives
     without a run; with whole sets, the set runs in its order; with --confirm, a survivor of its
     line's tests runs the whole set (a value carried to a test that does not run the line kills it).
-    A resumed run carries the baseline's coverage."""
+    A resumed run carries the baseline's coverage; a test of its line that its collection lacks
+    (pytest's usage error) runs the whole set."""
     other, toy = tmp_path / "test_a_other.py", tmp_path / "test_b_toy.py"
     other.write_text(f"import os\nimport pathlib\n\n\ndef test_other():\n    if os.environ.get({M.MUTANT_ENV!r}):\n"
                      f"        pathlib.Path({str(tmp_path / 'ran')!r}).touch()\n")     # run on a mutant
@@ -198,6 +199,10 @@ def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
     try:
         runner.restore(result["lines"])
         assert runner.first(killed) == [f"{toy}::test_bucket"] and runner.first(missed) is None
+        gone = f"{toy}::test_gone"                 # a line's test the mutant's collection lacks: the whole set
+        runner.cover[TARGET] = {line: {gone} for line in runner.cover[TARGET]}
+        runner.members[killed.key] = runner.members[killed.key] | {gone}
+        assert runner.first(killed) == [gone] and runner.run(killed, {})["status"] == M.KILLED
     finally:
         runner.close()
 
