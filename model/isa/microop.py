@@ -6,7 +6,7 @@ PE step (`pack`), array passes per vector, transpose, MX and its element order (
 barrier, the block of PEs, the source and destination patterns, the PSUM group, the perf counter,
 the moving vectors.
 model/engine/ runs micro-ops.  The per-field derivations (`xpose_in`, `mx_in`, `pack_in`, `passes_in`,
-`order_in`, `cols_in`, `lcf_in`, `group_in`, `region_in`, `counter_in`, `vectors_in`) are written once over the operations layer of
+`order_in`, `cols_in`, `lcf_in`, `group_in`, `runs_array`, `region_in`, `counter_in`, `vectors_in`) are written once over the operations layer of
 model/isa/rules.py (D-T101) and hold on descriptors that may be invalid: model/isa/check.py reads them
 through `rules.Ints`, the RTL decoder evaluates them on Amaranth values into its micro-op record,
 generated from `UOP_FIELDS` (rtl/isa.py), its enums from these."""
@@ -274,6 +274,12 @@ def active_cols(desc, array_cols: int | None = None) -> int:
     return _ints(desc, array_cols).active_cols
 
 
+def runs_array(v) -> bool:
+    """A load or a matmul: a micro-op whose block of PEs (region_in) the array runs; the array-size
+    rules (rules.array_fits) and the perf counter's block (counter_in) are of these alone."""
+    return KIND_OF.get(v.op) in (Kind.LOAD, Kind.MATMUL)
+
+
 def region_in(v, rows: int, cols: int) -> tuple:
     """(row0, rows, col0, cols): the descriptor's block of physical PEs on a rows x cols array
     (row_grp / col_grp in quarters of it; MAVERICK r64 / c128 tiles in halves; `v.array_cols` is
@@ -294,7 +300,7 @@ def counter_in(v, rows: int, cols: int):
     matmul, SEED_STATES x SEED_COLS of PeManageSeed, 0 for the others (D-T101)."""
     if v.op == Opcode.PE_MANAGE_SEED:
         return counter_index(SEED_STATES, SEED_COLS)
-    if KIND_OF.get(v.op) not in (Kind.LOAD, Kind.MATMUL):
+    if not runs_array(v):
         return 0
     _, n_rows, _, n_cols = region_in(v, rows, cols)
     return counter_index(n_rows, n_cols)

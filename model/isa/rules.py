@@ -49,8 +49,8 @@ from tensore.model.isa.enums import (ErrorCode, FP32Mode, MXPerfMode, Opcode, Pe
 from tensore.model.isa.layouts import EVENT_NONE, LUT_ENTRIES, NUM_EVENTS, opcodes_of
 from tensore.model.isa.struct import Bits, EnumByte, Reserved, Sub, Union, decode_struct, per_struct
 from tensore.model.isa.microop import (ARRAY_ROWS, DOUBLE_ROW_FROM, DOUBLE_ROW_PACK, GROUP, GROUPS, MX_BLOCK, PUMP_PACK,
-                                       KIND_OF, SEED_COLS, SEED_STATES, Kind, cols_in, group_step, max_moving,
-                                       mx_in, pack_in, psum_half, region_in, tagw_in, xpose_in)
+                                       SEED_COLS, SEED_STATES, cols_in, group_step, max_moving, mx_in, pack_in,
+                                       psum_half, region_in, runs_array, tagw_in, xpose_in)
 
 E = ErrorCode
 
@@ -1122,7 +1122,7 @@ def array_fits(v, rows: int, cols: int) -> list:
     decoder's fit bits, which count where no ISA rule fired): its block (region_in) inside the
     array and, on MAVERICK, inside its tile (tiles scale with the array)."""
     out = []
-    if KIND_OF.get(v.op) not in (Kind.LOAD, Kind.MATMUL):
+    if not runs_array(v):
         return out
     row0, n_rows, col0, n_cols = region_in(v, rows, cols)
     if v.maverick:
