@@ -91,7 +91,7 @@ DEFAULT_TESTS = [UNIT_SET, "fast"]              # the unit's tests first, then t
 # rtl/array_loop.py (the loop-form Verilog) has only Verilator tests: check_map names it.
 UNIT_TESTS = {
     "model/dtypes.py": ["tests/test_dtypes.py", "tests/test_constants_literal.py", "tests/test_mac.py"],
-    "model/psum.py": ["tests/test_psum_collisions.py", "tests/test_engine.py",
+    "model/psum.py": ["tests/test_psum.py", "tests/test_psum_collisions.py", "tests/test_engine.py",
                       "tests/test_constants_literal.py::test_sr_adds_all_16_random_bits"],
     "model/mac.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],
     "model/fp.py": ["tests/test_mac.py", "tests/test_fp32_fast.py", "tests/test_oracle.py"],

@@ -61,7 +61,7 @@ class Psum:
     # -- raw views ---------------------------------------------------------------------------
     def cells(self, width: int) -> np.ndarray:
         """A [partitions, cells] view of the memory as 4-byte (fp32) or 2-byte (bf16) cells."""
-        return self.mem.view(np.uint32 if width == 4 else np.uint16)
+        return self.mem.view({4: np.uint32, 2: np.uint16}[width])
 
     def read(self, partition: int, offset: int, nbytes: int) -> bytes:
         """Host port: raw bytes of one partition."""
@@ -127,7 +127,7 @@ class Psum:
     # -- seeds (seed 000 section 5) ----------------------------------------------------------
     def seeds_as_rows(self) -> np.ndarray:
         """The states as [partition, 16] with index 2*bank + slot."""
-        return self.sr_state.reshape(self.partitions, -1).copy()
+        return self.sr_state.reshape(self.partitions, addrmap.PSUM_BANKS * SR_SLOTS).copy()
 
     def load_seeds(self, rows: np.ndarray):
         """Set every state from [partition, 16] (index 2*bank + slot)."""
