@@ -15,10 +15,9 @@ from tensore.model.fp import Flag, Rounding, fma, round_pair, two_sum  # noqa: F
 VECTOR_BITS = 512
 WVEC_ENTRIES = 4
 WVEC_BITS = 1536
-LANES = {8: 64, 16: 32, 32: 16}
-ACC_BITS = {8: 24, 16: 48, 32: 96}
-MAC_READ_STAGE = 10     # inputs read (seed 002 section 6.1)
-MAC_WRITE_STAGE = 12    # accumulator written; II = 1 through accumulator forwarding (section 6.2)
+LANES = {w: VECTOR_BITS // w for w in (8, 16, 32)}           # 64 / 32 / 16 lanes of a vector
+ACC_BITS = {w: WVEC_BITS // n for w, n in LANES.items()}      # 24 / 48 / 96-bit accumulator lanes
+MAC_WRITE_STAGE = 12    # accumulator written (inputs read at 10, seed 002 section 6.1); II = 1 by forwarding (6.2)
 
 
 def mac_chain_cycles(n_ops: int) -> int:
@@ -48,8 +47,8 @@ def mac(acc, terms, *, width: int, signs: str = "ss", subtract: bool = False, pr
         raise ValueError(f"lane width must be 8, 16 or 32, got {width}")
     if signs not in ("ss", "uu", "su", "us"):
         raise ValueError(f"signs must be ss/uu/su/us, got {signs!r}")
-    if not 1 <= len(terms) <= 4:
-        raise ValueError("a MAC sums 1 (MULA), 2 (P) or 4 (Q / 4T) products")
+    if len(terms) not in (1, 2, 4):
+        raise ValueError(f"a MAC sums 1 (MULA), 2 (P) or 4 (Q / 4T) products, got {len(terms)}")
     bits = ACC_BITS[width]
     old = np.asarray(acc).astype(object)
     total = np.zeros(old.shape, object)
@@ -113,12 +112,13 @@ def canonical_nan(x: np.ndarray) -> np.ndarray:
 def fused_sum(psum: np.ndarray, terms: list) -> np.ndarray:
     """RNE_fp32(psum + sum(terms)) with the terms summed exactly and one rounding (D-10, D-11).
 
-    psum: float32; terms: float64 arrays, each exactly a product (or a scaled product).
+    psum: float32; terms: float64 arrays, each exactly a product (or a scaled product): their float64
+    sum overflows nowhere, so it is finite where every input is.
     NaN results are NaN (callers canonicalise); subnormals are kept."""
     p0 = psum.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         naive = p0 + sum(terms) if terms else p0
-    special = ~np.isfinite(naive) | ~np.isfinite(p0)
+    special = ~np.isfinite(p0)
     for t in terms:
         special |= ~np.isfinite(t)
     total = np.zeros(p0.shape)
@@ -144,10 +144,9 @@ def fused_sum(psum: np.ndarray, terms: list) -> np.ndarray:
 
 def _fused_sum_exact(p0: np.ndarray, terms: list) -> np.ndarray:
     """The rare elements whose product sum is not exact in float64: exact Fractions, one rounding."""
-    out = np.empty(p0.shape, np.float32)
+    s, e = np.empty(p0.shape), np.empty(p0.shape)
     for i in range(p0.size):
         x = Fraction(float(p0.flat[i])) + sum((Fraction(float(t.flat[i])) for t in terms), Fraction(0))
-        s = float(x)                        # correctly rounded to double
-        e = float(x - Fraction(s))          # sign-faithful remainder
-        out.flat[i] = round_pair(np.array([s]), np.array([e]), "f32", Rounding.RNE, flags=False)[0][0]
-    return out
+        s.flat[i] = float(x)                            # correctly rounded to double
+        e.flat[i] = float(x - Fraction(s.flat[i]))      # sign-faithful remainder
+    return round_pair(s, e, "f32", Rounding.RNE, flags=False)[0]

@@ -40,10 +40,10 @@ def _ref_lane(acc, terms, width, signs, subtract, bits):
 def test_mac_forms_against_python_ints(width, signs, nterms):
     rng = np.random.default_rng(SEED + width + nterms)
     n, bits = mac.LANES[width], mac.ACC_BITS[width]
-    for trial in range(20):
-        acc = np.array([int(x) for x in rng.integers(0, 2 ** 62, n, dtype=np.uint64)], object) % (1 << bits)
-        terms = [(rng.integers(0, 2 ** width, n, dtype=np.uint64),
-                  rng.integers(0, 2 ** width, n, dtype=np.uint64)) for _ in range(nterms)]
+    for trial in range(20):                    # codes with bits above the lane width: a lane reads its low bits
+        acc = np.array([int(x) for x in rng.integers(0, 2 ** 62, n, dtype=np.uint64)], object)
+        terms = [(rng.integers(0, 2 ** 63, n, dtype=np.uint64),
+                  rng.integers(0, 2 ** 63, n, dtype=np.uint64)) for _ in range(nterms)]
         if trial % 3 == 0:                     # XR form: one factor broadcast from the reduce register
             terms = [(a, int(b[0])) for a, b in terms]
         pred = rng.integers(0, 2, n).astype(bool) if trial % 4 == 1 else None
@@ -53,8 +53,9 @@ def test_mac_forms_against_python_ints(width, signs, nterms):
             lane_terms = [(int(a[i]), int(b) if np.isscalar(b) or isinstance(b, int) else int(b[i])) for a, b in terms]
             ref = _ref_lane(int(acc[i]), lane_terms, width, signs, subtract, bits)
             if pred is not None and not pred[i]:
-                ref = int(acc[i])
+                ref = int(acc[i]) % (1 << bits)
             assert int(got[i]) == ref
+        assert got.dtype == (object if bits > 64 else np.int64)        # 96-bit lanes as Python ints
 
 
 def test_wvec_file_pack_mac_unpack():
@@ -69,10 +70,44 @@ def test_wvec_file_pack_mac_unpack():
     assert wf.unpack(2, 8).shape == (64,)                                   # same 1536 bits, other lanes
     with pytest.raises(ValueError):
         wf.pack(4, 8)
-    assert mac.mac_chain_cycles(1) == 13 and mac.mac_chain_cycles(100) == 112
+    assert [mac.mac_chain_cycles(n) for n in (-1, 0, 1, 2, 100)] == [0, 0, 13, 14, 112]   # written at stage 12
+
+
+def test_vector_and_accumulator_sizes():
+    """seed 002 sections 4 and 7: 512-bit vectors of 64 / 32 / 16 lanes into 24 / 48 / 96-bit
+    accumulator lanes; a wide-vector file of 4 entries (0..3, each usable, zero at reset) x 1536 bits."""
+    assert mac.LANES == {8: 64, 16: 32, 32: 16} and mac.ACC_BITS == {8: 24, 16: 48, 32: 96}
+    wf = mac.WvecFile()
+    assert all(wf.unpack(i, 8).tolist() == [0] * 64 for i in range(4))
+    for i in range(4):
+        wf.pack(i, 8, np.full(64, i + 1))
+    assert [int(wf.unpack(i, 8)[63]) for i in range(4)] == [1, 2, 3, 4]
+    assert int(wf.unpack(3, 32)[15]) == sum(4 << (24 * k) for k in range(4))     # lanes 60..63 of 24 bits
+    for width, dtype in ((8, np.int64), (16, np.int64), (32, object)):
+        assert wf.unpack(3, width).dtype == dtype
+    wf.pack(0, 8, [-1] + [0] * 63)                                          # a lane keeps to its 24 bits
+    assert wf.unpack(0, 8)[:2].tolist() == [0xFFFFFF, 0]
+    for i in (-1, 4):
+        with pytest.raises(ValueError, match=rf"wvec has entries 0\.\.3, got {i}"):
+            wf.unpack(i, 8)
+
+
+@pytest.mark.parametrize("nterms", [0, 3, 5])
+def test_a_mac_sums_one_two_or_four_products(nterms):
+    with pytest.raises(ValueError, match=f"products, got {nterms}"):
+        mac.mac(np.zeros(64), [(np.ones(64), np.ones(64))] * nterms, width=8)
 
 
 # --- the IEEE FMA against SoftFloat (seed 002 section 5.5) -----------------------------------------
+
+def test_rounding_modes_and_flags_are_softfloats():
+    """Rounding and Flag are SoftFloat's numbering, read from softfloatpy's own enums (aliases too)."""
+    modes = {"RNE": "NEAR_EVEN", "RTZ": "MIN_MAG", "RDN": "MIN", "RUP": "MAX", "RMM": "NEAR_MAX_MAG"}
+    flags = {"INEXACT": "INEXACT", "UNDERFLOW": "UNDERFLOW", "OVERFLOW": "OVERFLOW", "DIVBYZERO": "INFINITE",
+             "INVALID": "INVALID"}
+    assert {n: int(m) for n, m in Rounding.__members__.items()} == {n: int(sf.RoundingMode[m]) for n, m in modes.items()}
+    assert {n: int(f) for n, f in Flag.__members__.items()} == {n: int(sf.ExceptionFlag[f]) for n, f in flags.items()}
+
 
 SPECIAL32 = [0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x00800000, 0x3F800000, 0xBF800000,
              0x3F800001, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7FA00000, 0x33800000,
