@@ -53,13 +53,11 @@ def _sign_of(d, e):
 
 
 def _neighbour(c0v, direction, T, big):
-    """The next target value from c0v (float64, possibly the virtual +-2^(emax+1)) in `direction`."""
+    """The next target value from c0v (float64, possibly the virtual +-2^(emax+1), which casts to
+    +-inf) toward the sign of `direction`; from the virtual value outward it stays (inf's next is inf)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        c0 = np.where(np.abs(c0v) >= big, np.copysign(np.inf, c0v), c0v).astype(T)
-        nb = np.nextafter(c0, np.where(direction > 0, T(np.inf), T(-np.inf))).astype(np.float64)
-    nb = np.where(np.isinf(nb), np.copysign(big, nb), nb)
-    # from the virtual 2^(emax+1) outward there is nothing further: stay (it already overflows)
-    return np.where((np.abs(c0v) >= big) & (np.sign(c0v) == direction), c0v, nb)
+        nb = np.nextafter(c0v.astype(T), np.copysign(np.inf, direction).astype(T)).astype(np.float64)
+    return np.where(np.isinf(nb), np.copysign(big, nb), nb)
 
 
 def round_pair(s: np.ndarray, e: np.ndarray, target: str = "f32", mode: Rounding = Rounding.RNE,
@@ -91,25 +89,25 @@ def _round_core(s, e, T, mode, big):
         c0 = s.astype(T)
     c0v = np.where(np.isinf(c0), np.copysign(big, s), c0.astype(np.float64))
     d = s - c0v
-    sgn = _sign_of(d, e)                                     # sign(x - c0v)
-    nb = _neighbour(c0v, np.where(sgn == 0, 1.0, sgn), T, big)
+    sgn = _sign_of(d, e)                                     # sign(x - c0v); 0: exact, nb unused
+    nb = _neighbour(c0v, sgn, T, big)
     if mode in (Rounding.RNE, Rounding.RMM):
         mid = (c0v + nb) / 2
-        to_mid = _sign_of(s - mid, e) * np.where(sgn == 0, 1.0, sgn)   # >0: beyond the midpoint
+        to_mid = _sign_of(s - mid, e) * sgn                 # >0: beyond the midpoint
         at_mid = ((s - mid) == 0) & (e == 0)
         pick_nb = (sgn != 0) & (to_mid > 0)
         if mode == Rounding.RMM:
             pick_nb |= (sgn != 0) & at_mid & (np.abs(nb) > np.abs(c0v))
         r = np.where(pick_nb, nb, c0v)
     else:
-        lower = np.where(sgn > 0, c0v, np.where(sgn < 0, nb, c0v))
+        lower = np.where(sgn < 0, nb, c0v)
         upper = np.where(sgn > 0, nb, c0v)
         if mode == Rounding.RDN:
             r = lower
         elif mode == Rounding.RUP:
             r = upper
         else:
-            r = np.where(s + e > 0, lower, upper)
+            r = np.where(s > 0, lower, upper)                # |e| <= ulp(s) / 2: x has s's sign
     ovf = np.abs(r) >= big
     inexact = sgn != 0
     to_inf = np.full(r.shape, mode in (Rounding.RNE, Rounding.RMM))
