@@ -27,17 +27,11 @@ TINY, HUGE = 2.0 ** -149, 2.0 ** 128         # fp32's smallest subnormal; its ov
 MID_MASK, MID = np.uint64((1 << 29) - 1), np.uint64(1 << 28)      # float64 bits of an fp32 tie
 
 
-def abs_span(x: np.ndarray, axis=None):
-    """(max |x|, min non-zero |x|), floats or (with axis) arrays; max is NaN / Inf when x holds
-    NaN / Inf, min is +Inf when x holds no non-zero value."""
+def abs_span(x: np.ndarray) -> tuple:
+    """(max |x|, min non-zero |x|) as floats: max is NaN / Inf when x holds NaN / Inf, min is +Inf
+    when x holds no non-zero value (NaN > 0 is false: NaNs are skipped)."""
     ax = np.abs(x)
-    hi = ax.max(axis=axis, initial=0.0)
-    if ax.dtype.kind == "f":                    # zeros out of the way; fmin skips NaNs
-        np.copyto(ax, np.inf, where=ax == 0)
-        lo = np.fmin.reduce(ax, axis=axis, initial=np.inf)
-    else:
-        lo = np.min(ax, axis=axis, where=ax > 0, initial=np.inf)
-    return (float(hi), float(lo)) if axis is None else (hi, lo)
+    return float(ax.max(initial=0.0)), float(np.min(ax, where=ax > 0, initial=np.inf))
 
 
 def lsb(x: np.ndarray) -> np.ndarray:

@@ -189,6 +189,21 @@ def test_mx_folded_beyond_fp32_takes_the_float64_path():
     assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av, scales))
 
 
+@pytest.mark.parametrize("w,scale,bits", [(-1.0, 0, 0x80000000), (1.0, 52, 16)], ids=["2^-254", "2^-150"])
+def test_mx_products_below_fp32s_range_round_once(w, scale, bits):
+    """Scales whose products fall below fp32's smallest subnormal 2^-149: multi_chain declines (a
+    float32 GEMM would round each product alone, to 0); the exact row sums round once: -2^-254
+    products sum to -0, four 2^-150 products (each a tie to 0 alone) to 2^-148 a row, 16 x 2^-149."""
+    wv, av = np.full((8, 4, 1), w), np.ones((8, 4, 1))
+    sw = sa = np.array([[scale]])                                  # 2^(scale - 127) on both sides
+    scales = ((sw - 127.0)[np.zeros(8, int)], (sa - 127.0)[np.zeros(8, int)])
+    assert fast.multi_chain(wv, av, scales, False) is None
+    codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in (wv, av)]
+    got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
+                 stationary_scales=sw, moving_scales=sa)
+    want = fused_chain_oracle(wv, av, scales)
+    assert np.array_equal(got.view(np.uint32), want) and want[0, 0] == bits
+
 def test_sparse_gemm_update_with_zeros_and_subnormals():
     """MatmulSparse's K = F update: zero weights, -0 moving data and products in fp32's subnormal
     range (fp16 subnormals) against the per-column Fraction chain, partials included."""
@@ -253,13 +268,33 @@ def test_fp32_low_suspect_cells(mode):
     assert np.array_equal(got.view(np.uint32), want)
 
 
+@pytest.mark.parametrize("values", [[0.0, -3.0, 0.25, -0.0, 7.5], [0.0, -0.0], [], [0.5, float("nan"), -2.0],
+                                    [float("-inf"), 2.0 ** -149, 0.0]])
+def test_abs_span(values):
+    """fastpaths.abs_span against Python's max / min over the magnitudes: min over the non-zero
+    ones (+Inf if none), NaN skipped there and returned as the max."""
+    mags = [abs(v) for v in values]
+    hi, lo = fast.abs_span(np.array(values, np.float32))
+    real = [v for v in mags if v == v]
+    assert (hi != hi) if len(real) < len(mags) else hi == max(real, default=0.0)
+    assert lo == min((v for v in real if v != 0), default=float("inf"))
+
+
 def test_lsb():
-    """fastpaths.lsb against frexp for float32 / float64 (zeros, subnormals, powers of two)."""
+    """fastpaths.lsb against frexp for float32 / float64 (zeros, subnormals, powers of two), arrays
+    on either side of the table's 4096 elements; float32 arrays whose low 16 bits are zero but one
+    bit (bit 0, or bit 15 with bit 16 clear everywhere) must not read the table."""
     rng = np.random.default_rng(17)
-    x = (rng.standard_normal(3000) * np.exp2(rng.integers(-150, 120, 3000))).astype(np.float32)
+    x = (rng.standard_normal(5000) * np.exp2(rng.integers(-150, 120, 5000))).astype(np.float32)
     x[::11], x[1::13] = 0.0, np.exp2(rng.integers(-149, 127, x[1::13].size))
-    bf16 = dt.to_fp32(dt.from_fp32(np.resize(x, 5000), "bf16", "mariana"), "bf16", "mariana")     # the table
-    for v in (x, x.astype(np.float64), bf16):
+    bf16 = dt.to_fp32(dt.from_fp32(x, "bf16", "mariana"), "bf16", "mariana")        # the table
+    odd = []
+    for bit, clear in ((0, 0), (15, 1 << 16)):
+        b = bf16.view(np.uint32) & ~np.uint32(clear)
+        b[7] |= np.uint32(1 << bit)
+        odd.append(b.view(np.float32))
+    short = np.ldexp(rng.integers(0, 16, 5000), rng.integers(-60, 60, 5000))     # float64 of 4-bit significands
+    for v in (x, x[:3000], x.astype(np.float64), x[:3000].astype(np.float64), bf16, short, *odd):
         ref = np.full(v.shape, np.inf)
         nz = v != 0
         mant, e = np.frexp(np.abs(v[nz]).astype(np.float64))
