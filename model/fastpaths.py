@@ -142,8 +142,6 @@ def multi_chain(w: np.ndarray, a: np.ndarray, scales, partials: bool):
     sw = sa = None
     if scales is not None:
         sw, sa = np.asarray(scales[0], np.float64), np.asarray(scales[1], np.float64)
-        if not (np.isfinite(sw).all() and np.isfinite(sa).all()):
-            return None
     (mw, lw), (ma, la) = _pack_stats(w32), _pack_stats(a32)
     if mw is None or ma is None or not _folded_in_range(mw, lw, sw, ma, la, sa, pack):
         return None
@@ -201,7 +199,8 @@ def _folded_in_range(mw, lw, sw, ma, la, sa, pack) -> bool:
     """With the scales 2^sw, 2^sa folded in, the operands are float32 values (lsb >= 2^-149, below
     2^128), every term of a row is a multiple of 2^-149 and every row sum stays below 2^128.
     mw, lw [rows, M] / ma, la [rows, N]: max |x| and min lsb over each row's pack (lsb +Inf where
-    all are zero); sw [rows, M], sa [rows, N]: scale exponents."""
+    all are zero); sw [rows, M], sa [rows, N]: scale exponents (a NaN one fails every comparison:
+    declined)."""
     def rows(top, low, s):
         if s is None:
             return low.min(axis=1, initial=np.inf).astype(np.float64), top.max(axis=1, initial=0).astype(np.float64)

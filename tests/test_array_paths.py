@@ -172,6 +172,36 @@ def test_mx_dirty_cells_and_small_scales(shift):
     assert np.array_equal(got.view(np.uint32), want)
 
 
+def test_mx_dirty_cell_at_the_candidate_limit():
+    """QUAD_ROW E5M2, scales 2^0: row 1's four products (three near 3, one 2^-17 of them) sum to a
+    value of 25+ bits although X Y = max|w| max|a| / (lsb lsb) is only 2^22.6, between the candidate
+    limit 2^24 / pack and 2^24: the cell is dirty (a float32 row sum rounds before psum's 2^-24-ish
+    value is added), found as a candidate and recomputed: the Fraction oracle's bits."""
+    wv, av = np.zeros((8, 4, 1)), np.zeros((8, 4, 1))
+    wv[0, 0, 0], av[0, 0, 0] = 2.0 ** -13 * 1.25, 2.0 ** -12 * 1.75
+    wv[1, :, 0], av[1, :, 0] = (1.5, 1.75, 1.75, -0.0546875), (1.75, 1.5, 1.75, 2.0 ** -12 * 1.25)
+    sw = sa = np.full((1, 1), 127)
+    scales = (np.zeros((8, 1)), np.zeros((8, 1)))
+    codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in (wv, av)]
+    got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
+                 stationary_scales=sw, moving_scales=sa)
+    assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av, scales))
+    assert (_naive_rows(wv, av).view(np.uint32) != fused_chain_oracle(wv, av)).any()
+
+def test_mx_nan_scale_makes_its_cells_nan():
+    """A NaN E8M0 scale (255) of one stationary block: multi_chain declines, and that column's cells
+    are NaN (canonical) while the others match the Fraction oracle."""
+    rng = np.random.default_rng(3)
+    wv, av = (dt.to_fp32(_e5m2(rng.standard_normal((64, c))), "fp8_e5m2", "maverick").astype(float) for c in (2, 3))
+    sw, sa = np.array([[127, 255], [127, 127]]), np.full((2, 3), 127)
+    blk = np.arange(16) * 4 // 32
+    scales = tuple(np.where(s == 255, np.nan, s - 127.0)[blk] for s in (sw, sa))
+    assert fast.multi_chain(wv.reshape(16, 4, 2), av.reshape(16, 4, 3), scales, False) is None
+    got = matmul(_e5m2(wv), _e5m2(av), in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
+                 stationary_scales=sw, moving_scales=sa)
+    want = fused_chain_oracle(wv.reshape(16, 4, 2), av.reshape(16, 4, 3), scales)
+    assert np.array_equal(got.view(np.uint32), want) and (want[1] == 0x7FC00000).all()
+
 def test_mx_folded_beyond_fp32_takes_the_float64_path():
     """Scales 2^+121 / 2^-121: the folded stationary values overflow fp32, so multi_chain declines and
     the float64 chain runs; its products are back in range."""
@@ -294,13 +324,16 @@ def test_lsb():
         b[7] |= np.uint32(1 << bit)
         odd.append(b.view(np.float32))
     short = np.ldexp(rng.integers(0, 16, 5000), rng.integers(-60, 60, 5000))     # float64 of 4-bit significands
-    for v in (x, x[:3000], x.astype(np.float64), x[:3000].astype(np.float64), bf16, short, *odd):
+    last = [np.float32(1 + 2.0 ** -23) * np.ones(5, np.float32), (1 + 2.0 ** -52) * np.ones(5)]    # fraction 1
+    for v in (x, x[:3000], x.astype(np.float64), x[:3000].astype(np.float64), bf16, short, *odd, *last,
+              rng.standard_normal(50)):
         ref = np.full(v.shape, np.inf)
         nz = v != 0
         mant, e = np.frexp(np.abs(v[nz]).astype(np.float64))
         mi = (mant * 2.0 ** 53).astype(np.int64)
         ref[nz] = np.ldexp((mi & -mi).astype(np.float64), e - 53)
-        assert np.array_equal(fast.lsb(v).astype(np.float64), ref)
+        got = fast.lsb(v)
+        assert got.dtype == v.dtype and np.array_equal(got.astype(np.float64), ref)
 
 
 @pytest.mark.parametrize("pack", [2, 4, 8])
