@@ -35,6 +35,8 @@ def chain1(w, a, p, steps):
     cells i, i + 1 share each load of a[r, j]."""
     rows, m = w.shape
     n = a.shape[1]
+    if m % 2 or p.shape[0] != m or p.shape[1] != n:
+        raise ValueError("chain1: w has an even number of columns, p is [M, N]")
     keep = steps.shape[0] > 0
     for i in range(0, m, 2):
         for r in range(rows):
@@ -54,6 +56,8 @@ def chain4(wh, wl, ah, al, p, steps):
     hi*hi, hi*lo, lo*hi, lo*lo; otherwise as chain1."""
     rows, m = wh.shape
     n = ah.shape[1]
+    if m % 2 or p.shape[0] != m or p.shape[1] != n:
+        raise ValueError("chain4: w has an even number of columns, p is [M, N]")
     keep = steps.shape[0] > 0
     for i in range(0, m, 2):
         for r in range(rows):

@@ -336,6 +336,80 @@ def test_lsb():
         assert got.dtype == v.dtype and np.array_equal(got.astype(np.float64), ref)
 
 
+def test_cell_chain_takes_float64_only_where_it_is_exact():
+    """cell_chain's row sums span 80 bits here (1.875 2^50 + 2^-30): float64 rounds them, so its
+    guard (2 B < 2^53 q with q the smallest lsb product, here 2^-30) sends the cell to fused_sum,
+    whose result (just above a midpoint: up) is the Fraction oracle's; a float64 sum would tie down."""
+    wg = np.array([[2.0 ** 38, 2.0 ** 10], [1.5 * 2.0 ** 50, 2.0 ** 10]], np.float32)[:, :, None]
+    ag = np.array([[2.0 ** -12, 2.0 ** -40], [1.25, 2.0 ** -40]], np.float32)[:, :, None]
+    p, steps = fast.cell_chain(wg, ag, True)
+    want = fused_chain_oracle(wg.astype(float), ag.astype(float))[0, 0]
+    assert p.view(np.uint32)[0] == want == np.float32(1.875 * 2.0 ** 50).view(np.uint32) + 1
+    assert steps.view(np.uint32)[1, 0] == want
+
+
+def test_cell_chain_keeps_float64_below_half_its_range():
+    """Integer terms (q = 1) whose total B = 2^53 - 2^29 + 1 is below 2^53 but not 2^52: three rows
+    whose sums land on fp32 ties that round up carry psum 2^30 above the exact running sum, so the
+    last add reaches 2^53 + 2^29 + 1, which float64 rounds onto the fp32 midpoint (a tie to 2^53)
+    while the exact value rounds up: cell_chain's 2 B < 2^53 q sends it to fused_sum."""
+    wg, ag = np.zeros((5, 3, 1), np.float32), np.zeros((5, 3, 1), np.float32)
+    wg[0, :2, 0], ag[0, :2, 0] = (2.0 ** 26, 3), (2.0 ** 26, 2.0 ** 28)          # 2^52 + 3 2^28: up
+    wg[1:4, 0, 0], ag[1:4, 0, 0] = 3, 2.0 ** 28                                    # + 3 2^28, three times: up
+    wg[4, :, 0], ag[4, :, 0] = (2.0 ** 20 - 1, 1, 1), (2.0 ** 32, 2.0 ** 29, 1)    # 2^52 - 2^32 + 2^29 + 1
+    p, _ = fast.cell_chain(wg, ag, False)
+    want = fused_chain_oracle(wg.astype(float), ag.astype(float))[0, 0]
+    assert p.view(np.uint32)[0] == want == np.float32(2.0 ** 53 + 2.0 ** 30).view(np.uint32)
+
+
+def test_mx_folded_at_fp32s_overflow_bound_is_declined():
+    """A folded operand of exactly 2^128 (2.0 with scale 2^127) is not an fp32 value: multi_chain
+    declines, and the products (2^128 x 2^-127 = 2) sum as the Fraction oracle says."""
+    for side in (0, 1):
+        vals, sc = [np.ones((8, 4, 1)), np.ones((8, 4, 1))], [np.full((1, 1), 0), np.full((1, 1), 0)]
+        vals[side][:], sc[side][:] = 2.0, 254
+        scales = tuple(np.full((8, 1), float(s[0, 0]) - 127) for s in sc)
+        assert fast.multi_chain(*vals, scales, False) is None
+        codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in vals]
+        got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
+                     stationary_scales=sc[0], moving_scales=sc[1])
+        assert np.array_equal(got.view(np.uint32), fused_chain_oracle(*vals, scales)), side
+        assert got[0, 0] == 64.0
+
+
+def test_mx_row_sums_beyond_fp32_are_declined():
+    """Folded operands in range (1.5 x 2^126, 1.75) whose four products (+-1.3125 x 2^127) could
+    pass 2^128 while summed: pack max|w| max|a| >= 2^128, so multi_chain declines (a float32 GEMM
+    overflows on the way); each row's exact sum is 0."""
+    wv, av = np.tile([1.5, 1.5, -1.5, -1.5], (8, 1))[:, :, None], np.full((8, 4, 1), 1.75)
+    sw, sa = np.full((1, 1), 253), np.full((1, 1), 127)
+    scales = (np.full((8, 1), 126.0), np.zeros((8, 1)))
+    assert fast.multi_chain(wv, av, scales, False) is None
+    codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in (wv, av)]
+    got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
+                 stationary_scales=sw, moving_scales=sa)
+    assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av, scales)) and got[0, 0] == 0
+
+def test_repair_ties_on_a_non_square_psum():
+    """repair_ties on psum^T [3, 2] (cells as flat F-order indices): where the float64 add was
+    inexact and landed on an fp32 tie (1 + 2^-24 + 2^-60; 2^53 + 2^29 + 1 and 2^53 + 2^30 + 2^29 - 1,
+    float64 errors exactly +1 and -1) the cell gets the one rounding; an exact add on a tie
+    (2 + 2^-23) keeps the cast's ties-to-even.  Each cell against the Fraction oracle."""
+    prev = np.array([[1.0, 2.0], [2.0 ** 53, 1.0], [1.0, 2.0 ** 53 + 2.0 ** 30]], np.float32, order="F")
+    term = np.zeros((3, 2), order="F")
+    term[2, 0], term[0, 1] = 2.0 ** -24 + 2.0 ** -60, 2.0 ** -23
+    term[1, 0], term[2, 1] = 2.0 ** 29 + 1, 2.0 ** 29 - 1
+    p32 = np.asfortranarray((prev.astype(np.float64) + term).astype(np.float32))
+    cells = np.array([1, 2, 3, 5])                                 # (1, 0), (2, 0), (0, 1), (2, 1) in F order
+    fast.repair_ties(p32, prev.ravel(order="F")[cells], cells, lambda jj, ii: term[jj, ii])
+    one = np.ones((1, 1, 1))
+    want = [[fused_chain_oracle(term[j, i] * one, one, psum0=np.full((1, 1), prev[j, i]))[0, 0] for i in range(2)]
+            for j in range(3)]
+    assert np.array_equal(p32.view(np.uint32), np.array(want, np.uint32))
+    assert p32[2, 0] == np.float32(1 + 2.0 ** -23) and p32[0, 1] == 2.0
+    assert p32[1, 0] == 2.0 ** 53 + 2.0 ** 30 and p32[2, 1] == 2.0 ** 53 + 2.0 ** 30
+
+
 @pytest.mark.parametrize("pack", [2, 4, 8])
 def test_dirty_cells_against_brute_force(pack):
     """_dirty_cells names exactly the cells where some row's terms fail sum |t_k| < 2^24 q (q: their

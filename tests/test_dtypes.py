@@ -415,6 +415,47 @@ _ALLOWS = {
 }
 
 
+def test_in_enum_and_one_byte_codes():
+    """is_in_enum against seed 004's enum per generation, for every byte; a gate takes one byte."""
+    for gen in ALL_GENS:
+        assert {c for c in range(256) if dt.is_in_enum(c, gen)} == _ENUM[gen], gen.name
+    for code in (0, 0xFF):
+        dt.is_valid_dtype(code, Gen.MAVERICK)
+    for code in (-1, 0x100):
+        with pytest.raises(ValueError, match=f"a dtype is one byte, got {code}"):
+            dt.is_valid_dtype(code, Gen.MAVERICK)
+
+
+def test_generations_and_their_neuroncore_versions():
+    """SUNDA..MAVERICK are 0..4, NC-v2, v3, v4, v4 (MARIANA_PLUS) and v5 (seed 004's generations)."""
+    assert {n: int(g) for n, g in Gen.__members__.items()} == \
+        {"SUNDA": 0, "CAYMAN": 1, "MARIANA": 2, "MARIANA_PLUS": 3, "MAVERICK": 4}
+    assert [g.nc_version for g in Gen] == [2, 3, 4, 4, 5]
+
+
+def test_dtype_pair_bounds():
+    """DTYPE_PAIR nibbles take codes 0x0..0xF; its byte 0x00..0xFF (low nibble first)."""
+    assert dt.pack_dtype_pair(0, 0xF) == 0xF0 and dt.pack_dtype_pair(0xF, 0) == 0x0F
+    for lo, hi in ((-1, 0), (0, 0x10), (0x10, 0)):
+        with pytest.raises(ValueError, match="does not fit a DTYPE_PAIR nibble"):
+            dt.pack_dtype_pair(lo, hi)
+    assert dt.unpack_dtype_pair(0) == (Dtype.INVALID, Dtype.INVALID)
+    assert dt.unpack_dtype_pair(0xFF) == (Dtype.FP8_EXP5, Dtype.FP8_EXP5)
+    for byte in (-1, 0x100):
+        with pytest.raises(ValueError, match=f"DTYPE_PAIR is one byte, got {byte}"):
+            dt.unpack_dtype_pair(byte)
+
+
+def test_unknown_dtype_names_the_closest_and_every_alias():
+    """Up to three close names (aliases too), the last joined by 'or'; then every dtype with its aliases."""
+    assert dt.unknown_dtype(" FP8_EXP ").startswith("unknown dtype ' FP8_EXP '; did you mean fp8_exp5, fp8_exp4 "
+                                                    "or fp8_exp3? dtypes (aliases): invalid, uint64 (u64), int8 (i8),")
+    assert "; did you mean e4m3? " in dt.unknown_dtype("e4m")
+    msg = dt.unknown_dtype("zzzz")
+    assert msg.startswith("unknown dtype 'zzzz'; dtypes (aliases): invalid, ")
+    assert ", fp32 (f32, float32), " in msg and ", sfp8_e7, " in msg and msg.endswith(", cptc7")
+
+
 @pytest.mark.parametrize("gen", ALL_GENS, ids=[g.name for g in ALL_GENS])
 @pytest.mark.parametrize("name", sorted(dt.GATES))
 def test_gate_truth_tables(name, gen):
