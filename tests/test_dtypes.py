@@ -72,6 +72,19 @@ def test_decode_every_code_like_ml_dtypes(dtype, gen, twin):
     np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
 
 
+@pytest.mark.parametrize("dtype,gen,twin", TWINS, ids=TWIN_IDS)
+def test_value_of_code_like_ml_dtypes(dtype, gen, twin):
+    """FloatFormat.value_of_code (the narrowing tests' exact values) for every code, signed ones
+    too: the twin's value as a Fraction, +-inf as floats, None for NaN."""
+    fmt = dt.format_of(dtype, gen)
+    width = np.dtype(twin).itemsize
+    ref = np.arange(1 << fmt.bits).astype(np.uint8 if width == 1 else np.uint16).view(twin).astype(np.float64)
+    for code, r in enumerate(ref.tolist()):
+        got = fmt.value_of_code(code)
+        assert (got is None) if r != r else (got == r and (isinstance(got, Fraction) or abs(r) == float("inf"))), \
+            (dtype.name, gen.name, code, got, r)
+
+
 @pytest.mark.parametrize("dtype", [Dtype.FP8_EXP2, Dtype.SFP8_E8, Dtype.SFP8_E7, Dtype.SFP8_E6,
                                    Dtype.SFP8_E5], ids=lambda d: d.name)
 def test_decode_against_fractions(dtype):
@@ -433,6 +446,13 @@ def test_generations_and_their_neuroncore_versions():
     assert [g.nc_version for g in Gen] == [2, 3, 4, 4, 5]
 
 
+def test_sign_bit_masks():
+    """The sign bit of a code: bit 15 of bf16 / fp16, bit 7 of the fp8 formats, none (0) for E8M0."""
+    masks = {Dtype.BFLOAT16: 0x8000, Dtype.FP16: 0x8000, Dtype.FP8_EXP4: 0x80, Dtype.FP8_EXP5: 0x80,
+             Dtype.FP4_EXP2: 0x8, Dtype.SFP8_E8: 0}
+    assert {d: dt.format_of(d, Gen.MAVERICK).sign_bit for d in masks} == masks
+
+
 def test_dtype_pair_bounds():
     """DTYPE_PAIR nibbles take codes 0x0..0xF; its byte 0x00..0xFF (low nibble first)."""
     assert dt.pack_dtype_pair(0, 0xF) == 0xF0 and dt.pack_dtype_pair(0xF, 0) == 0x0F
@@ -461,7 +481,8 @@ def test_unknown_dtype_names_the_closest_and_every_alias():
 def test_gate_truth_tables(name, gen):
     for allow in _ALLOWS.get(name, [{}]):
         table = dt.gate_table(name, gen, **allow)
-        assert set(np.nonzero(table)[0].tolist()) == _truth(name, gen, allow), (name, gen.name, allow)
+        assert table.shape == (256,) and set(np.nonzero(table)[0].tolist()) == _truth(name, gen, allow), \
+            (name, gen.name, allow)
 
 
 def test_cptc_codes():
