@@ -453,6 +453,16 @@ def test_sign_bit_masks():
     assert {d: dt.format_of(d, Gen.MAVERICK).sign_bit for d in masks} == masks
 
 
+def test_code_containers():
+    """Codes live in the smallest unsigned container of their memory width: FP32R's 22-bit values
+    take 4 bytes (seed 004), E8M0 one, bf16 two, int64 eight."""
+    widths = {Dtype.FP32R: (32, np.uint32), Dtype.SFP8_E8: (8, np.uint8), Dtype.BFLOAT16: (16, np.uint16),
+              Dtype.FP32: (32, np.uint32), Dtype.INT64: (64, np.uint64), Dtype.FP4_EXP2: (4, np.uint8)}
+    for d, (bits, container) in widths.items():
+        fmt = dt.format_of(d, Gen.MAVERICK)
+        assert (fmt.width, dt.code_dtype(fmt)) == (bits, np.dtype(container)), d.name
+
+
 def test_dtype_pair_bounds():
     """DTYPE_PAIR nibbles take codes 0x0..0xF; its byte 0x00..0xFF (low nibble first)."""
     assert dt.pack_dtype_pair(0, 0xF) == 0xF0 and dt.pack_dtype_pair(0xF, 0) == 0x0F
