@@ -455,12 +455,17 @@ def test_sign_bit_masks():
 
 def test_code_containers():
     """Codes live in the smallest unsigned container of their memory width: FP32R's 22-bit values
-    take 4 bytes (seed 004), E8M0 one, bf16 two, int64 eight."""
+    take 4 bytes (seed 004), E8M0 one, bf16 two, each integer dtype its named width (INT signed)."""
     widths = {Dtype.FP32R: (32, np.uint32), Dtype.SFP8_E8: (8, np.uint8), Dtype.BFLOAT16: (16, np.uint16),
-              Dtype.FP32: (32, np.uint32), Dtype.INT64: (64, np.uint64), Dtype.FP4_EXP2: (4, np.uint8)}
+              Dtype.FP32: (32, np.uint32), Dtype.FP4_EXP2: (4, np.uint8), Dtype.INT4: (4, np.uint8),
+              Dtype.INT8: (8, np.uint8), Dtype.UINT8: (8, np.uint8), Dtype.INT16: (16, np.uint16),
+              Dtype.UINT16: (16, np.uint16), Dtype.INT32: (32, np.uint32), Dtype.UINT32: (32, np.uint32),
+              Dtype.INT64: (64, np.uint64), Dtype.UINT64: (64, np.uint64)}
     for d, (bits, container) in widths.items():
         fmt = dt.format_of(d, Gen.MAVERICK)
         assert (fmt.width, dt.code_dtype(fmt)) == (bits, np.dtype(container)), d.name
+        if isinstance(fmt, dt.IntFormat):
+            assert fmt.signed == d.name.startswith("INT"), d.name
 
 
 def test_dtype_pair_bounds():
