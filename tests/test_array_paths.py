@@ -121,6 +121,14 @@ def _e5m2(x):
     return dt.from_fp32(np.asarray(x, np.float32), "fp8_e5m2", "mariana")
 
 
+def _quad_row(wv, av, sw, sa):
+    """The MAVERICK QUAD_ROW E5M2 matmul of values wv [rows, 4, M] and av [rows, 4, N] with E8M0
+    scale codes sw, sa."""
+    k = wv.shape[0] * wv.shape[1]
+    return matmul(_e5m2(wv.reshape(k, -1)), _e5m2(av.reshape(k, -1)), in_dtype="fp8_e5m2", gen="maverick",
+                  perf_mode="quad_row", stationary_scales=sw, moving_scales=sa)
+
+
 def _plant_midpoint_cells(wv, av, cells):
     """Rows 0-1 of cells (i, j): psum 2^-24 after row 0, then a row sum 1.875 + 2^-32 (not an fp32
     value): the exact sum lies just above the midpoint 1.875 + 2^-24, which a rounded row sum hits
@@ -182,9 +190,7 @@ def test_mx_dirty_cell_at_the_candidate_limit():
     wv[1, :, 0], av[1, :, 0] = (1.5, 1.75, 1.75, -0.0546875), (1.75, 1.5, 1.75, 2.0 ** -12 * 1.25)
     sw = sa = np.full((1, 1), 127)
     scales = (np.zeros((8, 1)), np.zeros((8, 1)))
-    codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in (wv, av)]
-    got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
-                 stationary_scales=sw, moving_scales=sa)
+    got = _quad_row(wv, av, sw, sa)
     assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av, scales))
     assert (_naive_rows(wv, av).view(np.uint32) != fused_chain_oracle(wv, av)).any()
 
@@ -192,14 +198,14 @@ def test_mx_nan_scale_makes_its_cells_nan():
     """A NaN E8M0 scale (255) of one stationary block: multi_chain declines, and that column's cells
     are NaN (canonical) while the others match the Fraction oracle."""
     rng = np.random.default_rng(3)
-    wv, av = (dt.to_fp32(_e5m2(rng.standard_normal((64, c))), "fp8_e5m2", "maverick").astype(float) for c in (2, 3))
+    wv, av = (dt.to_fp32(_e5m2(rng.standard_normal((64, c))), "fp8_e5m2", "maverick").astype(float).reshape(16, 4, c)
+              for c in (2, 3))
     sw, sa = np.array([[127, 255], [127, 127]]), np.full((2, 3), 127)
     blk = np.arange(16) * 4 // 32
     scales = tuple(np.where(s == 255, np.nan, s - 127.0)[blk] for s in (sw, sa))
-    assert fast.multi_chain(wv.reshape(16, 4, 2), av.reshape(16, 4, 3), scales, False) is None
-    got = matmul(_e5m2(wv), _e5m2(av), in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
-                 stationary_scales=sw, moving_scales=sa)
-    want = fused_chain_oracle(wv.reshape(16, 4, 2), av.reshape(16, 4, 3), scales)
+    assert fast.multi_chain(wv, av, scales, False) is None
+    got = _quad_row(wv, av, sw, sa)
+    want = fused_chain_oracle(wv, av, scales)
     assert np.array_equal(got.view(np.uint32), want) and (want[1] == 0x7FC00000).all()
 
 def test_mx_folded_beyond_fp32_takes_the_float64_path():
@@ -228,9 +234,7 @@ def test_mx_products_below_fp32s_range_round_once(w, scale, bits):
     sw = sa = np.array([[scale]])                                  # 2^(scale - 127) on both sides
     scales = ((sw - 127.0)[np.zeros(8, int)], (sa - 127.0)[np.zeros(8, int)])
     assert fast.multi_chain(wv, av, scales, False) is None
-    codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in (wv, av)]
-    got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
-                 stationary_scales=sw, moving_scales=sa)
+    got = _quad_row(wv, av, sw, sa)
     want = fused_chain_oracle(wv, av, scales)
     assert np.array_equal(got.view(np.uint32), want) and want[0, 0] == bits
 
@@ -370,9 +374,7 @@ def test_mx_folded_at_fp32s_overflow_bound_is_declined():
         vals[side][:], sc[side][:] = 2.0, 254
         scales = tuple(np.full((8, 1), float(s[0, 0]) - 127) for s in sc)
         assert fast.multi_chain(*vals, scales, False) is None
-        codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in vals]
-        got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
-                     stationary_scales=sc[0], moving_scales=sc[1])
+        got = _quad_row(*vals, *sc)
         assert np.array_equal(got.view(np.uint32), fused_chain_oracle(*vals, scales)), side
         assert got[0, 0] == 64.0
 
@@ -385,9 +387,7 @@ def test_mx_row_sums_beyond_fp32_are_declined():
     sw, sa = np.full((1, 1), 253), np.full((1, 1), 127)
     scales = (np.full((8, 1), 126.0), np.zeros((8, 1)))
     assert fast.multi_chain(wv, av, scales, False) is None
-    codes = [dt.from_fp32(x.reshape(32, 1).astype(np.float32), "fp8_e5m2", "maverick") for x in (wv, av)]
-    got = matmul(*codes, in_dtype="fp8_e5m2", gen="maverick", perf_mode="quad_row",
-                 stationary_scales=sw, moving_scales=sa)
+    got = _quad_row(wv, av, sw, sa)
     assert np.array_equal(got.view(np.uint32), fused_chain_oracle(wv, av, scales)) and got[0, 0] == 0
 
 def test_repair_ties_on_a_non_square_psum():
