@@ -28,6 +28,14 @@ def fmaf(typingctx, x, y, z):
 _MAT, _STEPS = "float32[:, ::1]", "float32[:, :, ::1]"
 
 
+@njit(cache=True)
+def _check_pairs(m, n, p):
+    """The chains read and write stationary columns in pairs: M even and p [M, N], else they would
+    run past the arrays."""
+    if m % 2 or p.shape[0] != m or p.shape[1] != n:
+        raise ValueError("fp32 chain: w has an even number of columns, p is [M, N]")
+
+
 @njit(f"void({_MAT}, {_MAT}, {_MAT}, {_STEPS})", cache=True)
 def chain1(w, a, p, steps):
     """p[i, j] = fmaf(w[r, i], a[r, j], p[i, j]) for r = 0, 1, ... in order (one product per row);
@@ -35,8 +43,7 @@ def chain1(w, a, p, steps):
     cells i, i + 1 share each load of a[r, j]."""
     rows, m = w.shape
     n = a.shape[1]
-    if m % 2 or p.shape[0] != m or p.shape[1] != n:
-        raise ValueError("chain1: w has an even number of columns, p is [M, N]")
+    _check_pairs(m, n, p)
     keep = steps.shape[0] > 0
     for i in range(0, m, 2):
         for r in range(rows):
@@ -56,8 +63,7 @@ def chain4(wh, wl, ah, al, p, steps):
     hi*hi, hi*lo, lo*hi, lo*lo; otherwise as chain1."""
     rows, m = wh.shape
     n = ah.shape[1]
-    if m % 2 or p.shape[0] != m or p.shape[1] != n:
-        raise ValueError("chain4: w has an even number of columns, p is [M, N]")
+    _check_pairs(m, n, p)
     keep = steps.shape[0] > 0
     for i in range(0, m, 2):
         for r in range(rows):
