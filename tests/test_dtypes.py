@@ -35,6 +35,12 @@ def twin_codes(x: np.ndarray, twin) -> np.ndarray:
     return codes & 0xF if twin is md.float4_e2m1fn else codes
 
 
+def twin_values(fmt, twin) -> np.ndarray:
+    """Every code of `fmt` (0 .. 2^bits - 1) read as the twin type."""
+    width = np.dtype(twin).itemsize
+    return np.arange(1 << fmt.bits).astype(np.uint8 if width == 1 else np.uint16).view(twin)
+
+
 def special_fp32() -> np.ndarray:
     """Signed zeros, subnormals, extremes, Inf, NaN payloads, and every power of two +- a little."""
     bits = [0, 1, 2, 0x3FFFFF, 0x400000, 0x7FFFFF, 0x800000, 0x7F7FFFFF, 0x7F800000, 0x7F800001,
@@ -64,10 +70,8 @@ def ties_for(fmt: dt.FloatFormat) -> np.ndarray:
 @pytest.mark.parametrize("dtype,gen,twin", TWINS, ids=TWIN_IDS)
 def test_decode_every_code_like_ml_dtypes(dtype, gen, twin):
     fmt = dt.format_of(dtype, gen)
-    codes = np.arange(1 << fmt.bits, dtype=np.uint64)
-    width = np.dtype(twin).itemsize
-    ref = codes.astype(np.uint8 if width == 1 else np.uint16).view(twin).astype(np.float32)
-    got = dt.to_fp32(codes, dtype, gen)
+    ref = twin_values(fmt, twin).astype(np.float32)
+    got = dt.to_fp32(np.arange(1 << fmt.bits, dtype=np.uint64), dtype, gen)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
 
@@ -77,9 +81,7 @@ def test_value_of_code_like_ml_dtypes(dtype, gen, twin):
     """FloatFormat.value_of_code (the narrowing tests' exact values) for every code, signed ones
     too: the twin's value as a Fraction, +-inf as floats, None for NaN."""
     fmt = dt.format_of(dtype, gen)
-    width = np.dtype(twin).itemsize
-    ref = np.arange(1 << fmt.bits).astype(np.uint8 if width == 1 else np.uint16).view(twin).astype(np.float64)
-    for code, r in enumerate(ref.tolist()):
+    for code, r in enumerate(twin_values(fmt, twin).astype(np.float64).tolist()):
         got = fmt.value_of_code(code)
         assert (got is None) if r != r else (got == r and (isinstance(got, Fraction) or abs(r) == float("inf"))), \
             (dtype.name, gen.name, code, got, r)
