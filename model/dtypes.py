@@ -630,7 +630,7 @@ def _as_codes(codes, fmt) -> np.ndarray:
     if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
         raise ValueError("codes are unsigned bit patterns; got a negative value")
     arr = arr.astype(np.uint64)
-    if arr.size and fmt.width < 64 and int(arr.max()) >> fmt.width:
+    if arr.size and int(arr.max()) >> fmt.width:
         raise ValueError(f"code 0x{int(arr.max()):X} does not fit {fmt.name} ({fmt.width} bits)")
     return arr
 
@@ -642,7 +642,7 @@ def _decode_float(codes: np.ndarray, fmt: FloatFormat) -> np.ndarray:
         return (codes & 0xFFFFFC00).astype(np.uint32)
     neg = (c & fmt.sign_bit) != 0 if fmt.signed else np.zeros(c.shape, bool)
     mag = c & ((1 << (fmt.exp_bits + fmt.man_bits)) - 1)
-    e, m = mag >> fmt.man_bits, mag & ((1 << fmt.man_bits) - 1)
+    e, m = np.divmod(mag, 1 << fmt.man_bits)
     if fmt.subnormals:
         sig = np.where(e == 0, m, m | (1 << fmt.man_bits))
         exp = np.where(e == 0, fmt.emin, e - fmt.bias) - fmt.man_bits
@@ -677,12 +677,8 @@ def to_fp32(codes, dtype, gen, *, e4m3: str | None = None) -> np.ndarray:
     arr = _as_codes(codes, fmt)
     if isinstance(fmt, IntFormat):
         if fmt.signed:
-            vals = arr.astype(np.int64)
-            if fmt.bits < 64:
-                vals = np.where(vals >> (fmt.bits - 1), vals - (1 << fmt.bits), vals)
-            else:
-                vals = arr.view(np.int64)
-            return _int_to_fp32(vals)
+            top = 64 - fmt.bits              # sign-extend: the code's top bit to bit 63 and back
+            return _int_to_fp32((arr << np.uint64(top)).view(np.int64) >> top)
         return _int_to_fp32(arr)
     if fmt.bits <= 16:
         bits = _decode_table(fmt)[arr.astype(np.intp)]
@@ -705,7 +701,7 @@ def _int_to_fp32(vals: np.ndarray) -> np.ndarray:
         v = vals[big]
         neg = v < 0 if v.dtype.kind == "i" else np.zeros(v.shape, bool)
         mag = np.where(neg, (-(v.astype(np.int64) + 1)).astype(np.uint64) + np.uint64(1), v.astype(np.uint64))
-        shift = (np.floor(np.log2(mag.astype(np.float64))).astype(np.int64) - 52).clip(0)
+        shift = np.floor(np.log2(mag.astype(np.float64))).astype(np.int64) - 52   # >= 1: mag >= 2^53
         kept = mag >> shift.astype(np.uint64)
         sticky = (kept << shift.astype(np.uint64)) != mag
         kept = kept | sticky.astype(np.uint64)      # round to odd keeps later RNE exact

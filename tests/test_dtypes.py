@@ -1,4 +1,5 @@
 """model.dtypes against things we did not write: ml_dtypes, numpy, exact Fractions, the seed text."""
+import re
 from fractions import Fraction
 
 import ml_dtypes as md
@@ -129,8 +130,11 @@ def test_int_and_int4_decode():
         codes = rng.integers(0, 2 ** 63, 4000, dtype=np.uint64) >> rng.integers(0, 63, 4000).astype(np.uint64)
         codes = np.concatenate([codes, codes | np.uint64(1 << 63)]) & np.uint64((1 << bits) - 1)
         # ties at 2^53+: 2^60 + 2^36 + 1 (just above a tie) and exact ties
+        # and 2^53 + 2^29 + 1, which float64 rounds to a tie (2^53 + 2^29); negated for the signed
         extra = np.array([(1 << 60) + (1 << 36), (1 << 60) + (1 << 36) + 1, (1 << 60) + (3 << 36),
-                          (1 << 25) + 1, (1 << 25) + 2, (1 << 25) + 3, 2 ** 64 - 1], dtype=np.uint64)
+                          (1 << 53) + (1 << 29) + 1, (1 << 25) + 1, (1 << 25) + 2, (1 << 25) + 3,
+                          2 ** 64 - 1], dtype=np.uint64)
+        extra = np.concatenate([extra, -extra if signed else extra[:0]])
         codes = np.concatenate([codes, extra & np.uint64((1 << bits) - 1)])
         got = dt.to_fp32(codes, dtype, g)
         for c, v in zip(codes.tolist(), got.tolist()):
@@ -289,6 +293,40 @@ def test_codes_of_twins_and_values():
     assert dt.from_fp32(np.float32([1.0]), Dtype.FP16, g).dtype == np.uint16
     with pytest.raises(ValueError, match="1 of 1 values are not"):
         dt.codes_of(np.array([1.0 + 2.0 ** -10]), Dtype.BFLOAT16, g)
+
+
+def test_codes_of_reads_every_element_type():
+    """codes_of: ml_dtypes floats are values (a bfloat16 / float8 array converts to FP32 codes),
+    ml_dtypes integers raise TypeError; big-endian codes come back native (their bytes as a little-
+    endian memory holds them); NaN into a format without one (FP4 / FP8 E2M1-style, INT8) raises;
+    the message names the first value that is not one, and signed codes may hold zero."""
+    g = Gen.MAVERICK
+    assert dt.codes_of(np.array([1.5, -2.0], md.bfloat16), Dtype.FP32, g).tolist() == [0x3FC00000, 0xC0000000]
+    assert dt.codes_of(np.array([0.5], md.float8_e4m3fn), Dtype.FP32, g).tolist() == [0x3F000000]
+    for t in (md.int4, md.uint4):
+        with pytest.raises(TypeError, match="neither codes"):
+            dt.codes_of(np.array([1, 2], t), Dtype.INT8, g)
+    native = dt.codes_of(np.array([0x3F80, 0x0001], np.uint16), Dtype.BFLOAT16, g)
+    swapped = dt.codes_of(np.array([0x3F80, 0x0001], ">u2"), Dtype.BFLOAT16, g)
+    assert swapped.tobytes() == native.tobytes() == bytes([0x80, 0x3F, 0x01, 0x00])
+    for dtype in (Dtype.FP4_EXP2, Dtype.FP8_EXP2, Dtype.INT8):
+        with pytest.raises(ValueError, match="1 of 2 values are not"):
+            dt.codes_of(np.array([1.0, np.nan], np.float32), dtype, g)
+    x = np.array([1.0, 1.0 + 2.0 ** -10, 3.0 + 2.0 ** -8], np.float32)
+    with pytest.raises(ValueError, match=re.escape("2 of 3 values are not bf16 values (the first is "
+                                                   "1.0009765625, which rounds to 1.0)")):
+        dt.codes_of(x, Dtype.BFLOAT16, g)
+    with pytest.raises(ValueError, match=re.escape("2 of 2 values are not bf16 values (the first is "
+                                                   "1.0000000000009095)")):
+        dt.codes_of(np.array([1.0 + 2.0 ** -40, 3.0 + 2.0 ** -40]), Dtype.BFLOAT16, g)
+    assert dt.to_fp32(np.array([0, 5, 0xFF], np.int64), Dtype.INT8, g).tolist() == [0, 5, -1]
+
+
+def test_fp32r_decode_ignores_the_low_ten_bits():
+    """An FP32R code is the top 22 bits of its 4 bytes: the low 10 are not part of the value."""
+    codes = np.array([0x3F8003FF, 0xBF800001, 0x7F8003FF], np.uint32)
+    assert dt.to_fp32(codes, Dtype.FP32R, Gen.CAYMAN).view(np.uint32).tolist() == \
+        [0x3F800000, 0xBF800000, 0x7F800000]
 
 
 def test_float_to_int_truncates_and_saturates():
