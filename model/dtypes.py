@@ -722,15 +722,15 @@ def _narrow_float(x: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray
     is_zero = (E == 0) & (frac == 0)
     sig = np.where(E == 0, frac, frac | (1 << 23))
     lsb = np.maximum(E, 1) - 150                                  # exponent of sig's lsb
-    with np.errstate(invalid="ignore"):
-        finite = np.where(is_zero | (E == 0xFF), 1.0, np.abs(x.astype(np.float64)))
-    ex = np.where(is_zero, fmt.emin - 1, np.frexp(finite)[1].astype(np.int64) - 1)  # floor(log2|x|)
+    with np.errstate(invalid="ignore"):  # a signalling NaN; Inf and NaN codes are replaced below
+        log2 = np.frexp(x.astype(np.float64))[1].astype(np.int64) - 1        # floor(log2|x|)
+    ex = np.where(is_zero, fmt.emin - 1, log2)
     q = np.maximum(ex, fmt.emin) - fmt.man_bits                   # exponent of the result lsb
     sh = np.minimum(q - lsb, 40)
     kept = sig >> sh
     rem = sig - (kept << sh)
     half = (1 << sh) >> 1
-    up = (sh > 0) & ((rem > half) | ((rem == half) & ((kept & 1) == 1)))
+    up = (rem > half) | ((rem == half) & ((kept & 1) == 1))         # sh >= 23 - 13: never 0
     mant = kept + up
     mag = ((np.maximum(ex, fmt.emin) + fmt.bias - 1) << fmt.man_bits) + mant
     if not fmt.subnormals:
@@ -761,7 +761,7 @@ def _narrow_float(x: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray
         nan = 0
     code = np.where(is_nan, nan, code)
     if fmt.fp32_subnormal_e8m0:
-        code = np.where((E == 0) & (frac != 0), (frac > 0x400000).astype(np.int64), code)
+        code = np.where(E == 0, (frac > 0x400000).astype(np.int64), code)   # zero: NaN code below
     if not fmt.signed:   # unsigned scales: zero, negatives, NaN and Inf have no code but NaN
         code = np.where(is_zero | neg | is_nan | is_inf, fmt.nan_code, code)
     return code.astype(code_dtype(fmt))
@@ -777,12 +777,7 @@ def _narrow_int(x: np.ndarray, fmt: IntFormat) -> np.ndarray:
     mid = ~(below | above)
     out = np.zeros(v.shape, np.uint64)
     vm = v[mid]
-    if fmt.signed:
-        out[mid] = vm.astype(np.int64).view(np.uint64)
-    else:
-        top = vm >= 2.0 ** 63
-        out[mid] = np.where(top, (np.where(top, vm, 2.0 ** 63) - 2.0 ** 63).astype(np.uint64)
-                            + np.uint64(1 << 63), np.where(top, 0.0, vm).astype(np.uint64))
+    out[mid] = vm.astype(np.int64).view(np.uint64) if fmt.signed else vm.astype(np.uint64)
     out[below] = lo & mask
     out[above] = hi & mask
     return (out & np.uint64(mask)).astype(code_dtype(fmt))
@@ -807,8 +802,7 @@ def from_fp32(x, dtype, gen, *, rounding: str = "rne", saturate: bool = False, r
             raise ValueError("rounding='sr' needs 16-bit random words in rand=")
         out = sr_bf16(arr.view(np.uint32), rand)
         if saturate:
-            mag = out & 0x7FFF
-            out = np.where((mag == 0x7F80), (out & 0x8000) | 0x7F7F, out).astype(np.uint16)
+            out = np.where((out & 0x7FFF) == 0x7F80, out - 1, out).astype(np.uint16)   # +-Inf -> +-max
         return out
     if rounding != "rne":
         raise ValueError(f"rounding must be 'rne' or 'sr', got {rounding!r}")
@@ -818,7 +812,7 @@ def from_fp32(x, dtype, gen, *, rounding: str = "rne", saturate: bool = False, r
         out = arr.view(np.uint32).copy()
         if saturate:
             inf = (out & 0x7FFFFFFF) == 0x7F800000
-            out[inf] = (out[inf] & 0x80000000) | 0x7F7FFFFF
+            out[inf] -= 1                               # the pattern below +-Inf is +-max
         return out
     if fmt is BF16 and not saturate:
         codes = _narrow_bf16(arr)
@@ -853,10 +847,9 @@ def _narrow_table(fmt: FloatFormat, saturate: bool) -> np.ndarray:
 
 
 def _fp32r_bits(codes: np.ndarray) -> np.ndarray:
-    """FP32R codes are fp32 patterns whose low 10 mantissa bits are zero (decision D-T02)."""
-    neg = (codes >> 21) & 1
-    mag = codes & ((1 << 21) - 1)
-    return ((neg.astype(np.uint32) << 31) | (mag.astype(np.uint32) << 10)).astype(np.uint32)
+    """FP32R codes are fp32 patterns whose low 10 mantissa bits are zero (decision D-T02): the
+    22-bit sign | exponent | mantissa of the rounding, 10 bits up."""
+    return codes.astype(np.uint32) << np.uint32(10)
 
 
 def cast(codes, in_dtype, out_dtype, gen, **options) -> np.ndarray:
@@ -880,11 +873,8 @@ def sr_bf16(x_bits_u32, rand_u16) -> np.ndarray:
     if r.size and int(r.max()) > 0xFFFF:
         raise ValueError("random words for SR are 16 bits wide")
     u, r = np.broadcast_arrays(u, r)
-    exp_all = (u & 0x7F800000) == 0x7F800000
-    is_nan = exp_all & ((u & 0x7FFFFF) != 0)
-    is_inf = exp_all & ~is_nan
-    out = (u + r) >> 16
-    out = np.where(is_inf, u >> 16, out)
+    is_nan = (u & 0x7FFFFFFF) > 0x7F800000
+    out = (u + r) >> 16                      # +-Inf's low 16 bits are zero: r never carries out of it
     out = np.where(is_nan, ((u >> 16) & 0x8000) | 0x7FC0, out)
     return out.astype(np.uint16)
 
@@ -930,8 +920,7 @@ def pack_nibbles(codes) -> np.ndarray:
 def unpack_nibbles(data, count: int | None = None) -> np.ndarray:
     """The inverse of pack_nibbles: 4-bit codes, low nibble first, optionally the first `count`."""
     b = np.asarray(data, dtype=np.uint8).ravel()
-    out = np.empty(b.size * 2, np.uint8)
-    out[0::2], out[1::2] = b & 0xF, b >> 4
+    out = np.stack([b & 0xF, b >> 4], axis=1).ravel()
     if count is not None:
         if count > out.size:
             raise ValueError(f"{count} nibbles asked for, {out.size} present")

@@ -26,6 +26,8 @@ TWINS = [
     (Dtype.SFP8_E8, Gen.MAVERICK, md.float8_e8m0fnu),
 ]
 TWIN_IDS = [f"{d.name}-{g.name}" for d, g, _ in TWINS]
+# A RuntimeWarning out of the model (an invalid cast, an overflow) is a fault a user sees.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 
 def twin_codes(x: np.ndarray, twin) -> np.ndarray:
@@ -82,7 +84,9 @@ def test_value_of_code_like_ml_dtypes(dtype, gen, twin):
     """FloatFormat.value_of_code (the narrowing tests' exact values) for every code, signed ones
     too: the twin's value as a Fraction, +-inf as floats, None for NaN."""
     fmt = dt.format_of(dtype, gen)
-    for code, r in enumerate(twin_values(fmt, twin).astype(np.float64).tolist()):
+    with np.errstate(invalid="ignore"):                 # the twin's signalling NaNs
+        values = twin_values(fmt, twin).astype(np.float64).tolist()
+    for code, r in enumerate(values):
         got = fmt.value_of_code(code)
         assert (got is None) if r != r else (got == r and (isinstance(got, Fraction) or abs(r) == float("inf"))), \
             (dtype.name, gen.name, code, got, r)
@@ -265,6 +269,19 @@ def test_fp32r_is_rne_to_13_bits():
         ["0x7f7ffc00", "0xff7ffc00", "0x7fc00000", "0x7f7ffc00"]
 
 
+def test_fp32r_rounds_fp32_subnormals_to_its_own():
+    """An fp32 subnormal f * 2^-149 narrows to FP32R's subnormal n * 2^-139, n = f / 2^10 rounded to
+    nearest even (Fractions), ties and the carry into the smallest normal included."""
+    rng = np.random.default_rng(SEED)
+    f = np.concatenate([rng.integers(1, 1 << 23, 3000), [1 << 9, 3 << 9, 5 << 9, (1 << 23) - 1, 1]])
+    bits = np.concatenate([f, f | (1 << 31)]).astype(np.uint32)
+    back = dt.to_fp32(dt.from_fp32(bits.view(np.float32), Dtype.FP32R, Gen.CAYMAN), Dtype.FP32R, Gen.CAYMAN)
+    for b, v in zip(bits.tolist(), back.tolist()):
+        n, r = divmod(b & 0x7FFFFF, 1 << 10)
+        n += 1 if (r > 1 << 9 or (r == 1 << 9 and n % 2)) else 0
+        assert Fraction(v) == (-1 if b >> 31 else 1) * n * Fraction(2) ** -139, hex(b)
+
+
 def test_saturate_option():
     x = np.array([1e6, -np.inf, np.nan], np.float32)
     assert dt.from_fp32(x, Dtype.FP8_EXP4, Gen.MAVERICK, saturate=True).tolist() == [0x7E, 0xFE, 0x7F]
@@ -273,8 +290,41 @@ def test_saturate_option():
     # FP32 keeps every finite value and NaN; only +-Inf becomes +-max (0x7F7FFFFF)
     assert [hex(c) for c in dt.from_fp32(x, Dtype.FP32, Gen.MAVERICK, saturate=True)] == \
         ["0x49742400", "0xff7fffff", "0x7fc00000"]
-    assert [hex(c) for c in dt.from_fp32(np.float32([np.inf]), Dtype.FP32, Gen.MAVERICK, saturate=True)] == \
-        ["0x7f7fffff"]
+    nan_inf = np.array([0x7F800000, 0x7F800001, 0xFF800001, 0xFF800000], np.uint32).view(np.float32)
+    assert [hex(c) for c in dt.from_fp32(nan_inf, Dtype.FP32, Gen.MAVERICK, saturate=True)] == \
+        ["0x7f7fffff", "0x7f800001", "0xff800001", "0xff7fffff"]
+
+
+def test_sr_saturate_clamps_what_rounds_to_inf():
+    """rounding='sr' with saturate: +-Inf, and a finite value SR rounds up past bf16's max, become
+    +-max (0x7F7F / 0xFF7F); NaN stays NaN; the rest as without saturate."""
+    u = np.array([0x7F800000, 0xFF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7FC00000, 0xFFC00000, 0x3F808000], np.uint32)
+    rand = np.full(u.size, 0xFFFF, np.uint16)
+    got = dt.from_fp32(u.view(np.float32), Dtype.BFLOAT16, Gen.MARIANA, rounding="sr", rand=rand, saturate=True)
+    assert got.dtype == np.uint16
+    assert [hex(c) for c in got] == ["0x7f7f", "0xff7f", "0x7f7f", "0xff7f", "0x7fc0", "0xffc0", "0x3f81"]
+
+
+def test_from_fp32_takes_numpy_numbers_only():
+    """float64 and integer inputs narrow like their float32 values; bool and complex raise TypeError."""
+    g = Gen.MAVERICK
+    x = [1.0, -2.5, 3.0e38, 2.0 ** -130]
+    want = dt.from_fp32(np.array(x, np.float32), Dtype.BFLOAT16, g).tolist()
+    assert dt.from_fp32(np.array(x, np.float64), Dtype.BFLOAT16, g).tolist() == want
+    assert dt.from_fp32(np.array([3, -7], np.int64), Dtype.FP16, g).tolist() == [0x4200, 0xC700]
+    assert dt.from_fp32(np.array([3, 7], np.uint8), Dtype.FP16, g).tolist() == [0x4200, 0x4700]
+    for bad in (np.array([True]), np.array([1 + 1j])):
+        with pytest.raises(TypeError, match="takes float32 values"):
+            dt.from_fp32(bad, Dtype.BFLOAT16, g)
+
+
+def test_e8m0_reads_fp32_subnormals_like_ml_dtypes():
+    """SFP8_E8 (ml_dtypes float8_e8m0fnu): an fp32 subnormal is code 1 above 2^-127 (frac 0x400000),
+    else 0; the normals of the lowest exponents round as the other values do."""
+    frac = np.array([1, 0x3FFFFF, 0x400000, 0x400001, 0x7FFFFF], np.uint32)
+    bits = np.concatenate([frac, frac | (1 << 23), frac | (2 << 23)])
+    x = bits.view(np.float32)
+    assert dt.from_fp32(x, Dtype.SFP8_E8, Gen.MAVERICK).tolist() == twin_codes(x, md.float8_e8m0fnu).tolist()
 
 
 def test_codes_of_twins_and_values():
@@ -378,6 +428,8 @@ def test_sr_special_cases():
         dt.from_fp32(np.ones(1, np.float32), Dtype.FP16, Gen.MARIANA, rounding="sr", rand=[1])
     with pytest.raises(ValueError, match="16 bits"):
         dt.sr_bf16(np.ones(1, np.uint32), np.array([70000]))
+    with pytest.raises(ValueError, match="16 bits"):
+        dt.sr_bf16(np.ones(1, np.uint32), np.array([0x10000]))
 
 
 def _xorshift_ref(s: int) -> int:
@@ -414,6 +466,16 @@ def test_nibble_packing_low_first():
     assert dt.unpack_nibbles(np.array([0x21, 0xF3], np.uint8), 3).tolist() == [1, 2, 3]
     with pytest.raises(ValueError):
         dt.pack_nibbles(np.array([16]))
+    with pytest.raises(ValueError, match="0..15"):
+        dt.pack_nibbles(np.array([3, -1]))
+    assert dt.pack_nibbles(np.array([1, 2, 3], np.uint8)).tolist() == [0x21, 0x03]   # padded with 0
+    codes = np.random.default_rng(SEED).integers(0, 16, 1001).astype(np.uint8)
+    packed = dt.pack_nibbles(codes)
+    assert packed.size == 501 and packed[-1] == codes[-1]
+    assert dt.unpack_nibbles(packed).tolist() == codes.tolist() + [0]
+    assert dt.unpack_nibbles(packed, 1002).tolist() == codes.tolist() + [0]
+    with pytest.raises(ValueError, match="1003 nibbles asked for, 1002 present"):
+        dt.unpack_nibbles(packed, 1003)
 
 
 # --- the enum, gates and roles -----------------------------------------------------------------
