@@ -85,7 +85,7 @@ class Ops:
         return self.any_(*(x == int(v) for v in values))
 
     def nonzero(self, x):
-        """Some bit of `x` is set (Ints: also some byte of a reserved `bytes` field)."""
+        """Some bit of `x` is set (Ints: some byte of a reserved `bytes` field)."""
         return x != 0
 
     def given(self, cond, then):
@@ -204,7 +204,7 @@ class Ints(dict, Ops):
         self.answers.clear()
 
     def nonzero(self, x):
-        return any(x) if isinstance(x, bytes) else x != 0
+        return any(x)                       # a reserved `bytes` field (the only caller, _field_rules)
 
     def kind_is(self, name, kind):
         """The pattern `name` is a `kind` (a pattern with no union is a tensor3d)."""
