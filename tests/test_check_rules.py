@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from tensore.model import addrmap
 from tensore.model.addrmap import psum_addr, sbuf_addr
 from tensore.model.dtypes import Dtype
 from tests.fixtures import valid
@@ -340,6 +341,38 @@ def test_rule_boundary(rule):
 @pytest.mark.parametrize("rule,gen,op,outside", EXTRA_OUTSIDE)
 def test_more_outside(rule, gen, op, outside):
     assert rule in fired(valid(op, gen, **outside), gen)
+
+
+def _seed_source(addr) -> dict:
+    return {**SEED_LOAD, "src_seed_mem_pattern": dict(start_addr=addr, step_elem=[1, 0], num_elem=[128, 1])}
+
+
+# Descriptors at an edge, with everything they fire: a one-entry LUT is clean, an empty one refused
+# alone; a LoadSeed source at the
+# last SBUF byte (partition 127), at PSUM's first byte (partition 0: a memory the window refuses, but
+# partition 0), at its last and one past it (no memory: the partition rule stays quiet); a SaveSeed's
+# unread source is not walked.
+EDGES = [
+    ("mariana", "conv_lut_load", dict(num_entries=1, src_mem_pattern=dict(start_addr=0, step_elem=[1], num_elem=[1])),
+     set()),
+    ("mariana", "conv_lut_load", dict(num_entries=0, src_mem_pattern=dict(start_addr=0, step_elem=[1], num_elem=[0])),
+     {"conv_lut_load:BAD_LUT:num_entries"}),
+    ("mariana", "pe_manage_seed", _seed_source(addrmap.SBUF_END - 1),
+     {"pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern.start_addr", "window:BAD_ADDRESS:bytes",
+      "window:BAD_ADDRESS:partitions"}),
+    ("mariana", "pe_manage_seed", _seed_source(addrmap.PSUM_BASE), {"window:BAD_ADDRESS:memory"}),
+    ("mariana", "pe_manage_seed", _seed_source(addrmap.PSUM_END - 1),
+     {"pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern.start_addr", "window:BAD_ADDRESS:memory"}),
+    ("mariana", "pe_manage_seed", _seed_source(addrmap.PSUM_END), {"window:BAD_ADDRESS:memory"}),
+    ("mariana", "pe_manage_seed", dict(mode="save_seed", src_seed_mem_pattern=_seed_source(addrmap.SBUF_END)[
+        "src_seed_mem_pattern"]),
+     {"pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern"}),
+]
+
+
+@pytest.mark.parametrize("gen,op,fields,want", EDGES, ids=range(len(EDGES)))
+def test_edges_fire_what_they_should(gen, op, fields, want):
+    assert fired(valid(op, gen, **fields), gen) == want
 
 
 @pytest.mark.parametrize("rule", sorted(RAW))
