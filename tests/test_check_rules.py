@@ -10,14 +10,19 @@ sites a descriptor reaches is recorded by wrapping check.py's Violation, so a fi
 site (or table row) it names fired; a rule added to check.py or to the table without a fixture here
 fails test_every_rule_has_a_fixture."""
 import ast
+import dataclasses
 import importlib
 import sys
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 from tensore.model import addrmap
+from tensore.model import dtypes as dt
 from tensore.model.addrmap import psum_addr, sbuf_addr
-from tensore.model.dtypes import Dtype
+from tensore.model.dtypes import Dtype, Gen
+from tensore.model.isa import decode
 from tests.fixtures import valid
 
 CHECK = importlib.import_module("tensore.model.isa.check")
@@ -367,6 +372,53 @@ EDGES = [
     ("mariana", "pe_manage_seed", dict(mode="save_seed", src_seed_mem_pattern=_seed_source(addrmap.SBUF_END)[
         "src_seed_mem_pattern"]),
      {"pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern"}),
+    # MatmulSparse never transposes: INT8 is refused as no matmul input, not passed as transposable data
+    ("mariana", "matmul_sparse", dict(in_dtype="int8"), {"compute_dtype:BAD_DTYPE:in_dtype#2"}),
+    # no fmaps: no moving vector, so the destination's count is not compared
+    ("maverick", "matmul_sparse", dict(src_mem_pattern=dict(start_addr=0, step_elem=[1, 0, 0, 16], num_elem=[16, 1, 1, 0])),
+     {"matmul_sparse:BAD_SPARSE:src_mem_pattern.num_elem[3]", "tensor:BAD_PATTERN:num_elem"}),
+    # an empty source: no weight tile and no moving vector to compare with
+    ("mariana", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0), 0)), {"tensor:BAD_PATTERN:num_elem"}),
+    ("mariana", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 0x100), 0)), {"tensor:BAD_PATTERN:num_elem"}),
+    # a MARIANA Matmul's seed flag is refused alone: its destination stays a plain one
+    ("mariana", "matmul", dict(flags=dict(seed_mode="load_seed")), {"seed_mode:BAD_SEED_OP:flags.seed_mode"}),
+    # a transpose of no element writes one partition (127 is the last), of two elements two
+    ("maverick", "matmul", {**XPOSE, "src_mem_pattern": t3(sbuf_addr(0, 0x100), 0), "dst_mem_pattern": t3(psum_addr(127, 1), 128)},
+     {"tensor:BAD_PATTERN:num_elem"}),
+    ("maverick", "matmul", {**XPOSE, "src_mem_pattern": t3(sbuf_addr(0, 0x100), 1), "dst_mem_pattern": t3(psum_addr(127, 1), 128)},
+     set()),
+    ("maverick", "matmul", {**XPOSE, "src_mem_pattern": t3(sbuf_addr(0, 0x100), 2), "dst_mem_pattern": t3(psum_addr(127, 1), 128)},
+     {"window:BAD_ADDRESS:partitions"}),
+    # LUT mode on a byte that is no dtype: the byte's rule alone
+    ("maverick", "matmul", dict(in_dtype=0xEE, flags=dict(scalar_mode="lut")), {"structure:BAD_DTYPE:byte"}),
+    # group 4 starts past the array even with no rows (or columns) in it
+    ("mariana", "matmul", dict(row_grp=4, num_active_rows=0),
+     {"rows_cols:BAD_ACTIVE_RANGE:num_active_rows", "rows_cols:BAD_TILE:row_grp#1"}),
+    ("mariana", "matmul", dict(col_grp=4, num_active_cols=0),
+     {"rows_cols:BAD_ACTIVE_RANGE:num_active_cols", "rows_cols:BAD_TILE:col_grp#1"}),
+    ("mariana", "matmul", dict(num_active_cols=1), set()),
+    # a c256 tile with one slot's columns (128 of 256) writes one slot: no upper dim of 2
+    ("maverick", "matmul", dict(tile_size=C256, num_active_cols=128), set()),
+    # a destination of one element is compared with the moving count; an empty one is refused alone
+    ("mariana", "matmul", dict(dst_mem_pattern=t3(psum_addr(0, 1), 1)), {"destination:BAD_PATTERN:dst_mem_pattern#2"}),
+    ("mariana", "matmul", dict(dst_mem_pattern=t3(psum_addr(0, 1), 0)), {"tensor:BAD_PATTERN:num_elem"}),
+    # one fmap: 16 moving vectors, which the 8-element destination does not hold
+    ("maverick", "matmul_sparse", dict(src_mem_pattern=dict(start_addr=0, step_elem=[1, 0, 0, 16], num_elem=[16, 1, 1, 1]),
+                                       dst_mem_pattern=t3(psum_addr(0, 0), 8)),
+     {"matmul_sparse:BAD_SPARSE:src_mem_pattern.num_elem[3]", "destination:BAD_PATTERN:dst_mem_pattern#2"}),
+    # a refused MARIANA seed flag leaves a plain destination: 64 bf16 results (not 4-byte seed states)
+    # end at the PSUM partition's last byte
+    ("mariana", "matmul", dict(out_dtype="bf16", flags=dict(seed_mode="load_seed"), dst_mem_pattern=t3(psum_addr(0, 7, 0x780), 64)),
+     {"seed_mode:BAD_SEED_OP:flags.seed_mode"}),
+    # a LoadSeed source past PSUM (in no memory) or in PSUM at partition 0 with an offset: the window's
+    # rule alone, the partition rule stays quiet
+    ("mariana", "pe_manage_seed", _seed_source(addrmap.PSUM_END + addrmap.PSUM_PARTITION_BYTES),
+     {"window:BAD_ADDRESS:memory"}),
+    ("mariana", "pe_manage_seed", _seed_source(psum_addr(0, 0, 4)), {"window:BAD_ADDRESS:memory"}),
+    # 65 MX elements are 16 quad-row steps and one element
+    ("mariana", "matmul_mx", dict(src_mem_pattern=dict(data_addr=sbuf_addr(0), scale_addr=sbuf_addr(0, 0x8000), step_elem=1,
+                                                        num_elem=65)),
+     {"mx_op:BAD_PATTERN:src_mem_pattern.num_elem#2"}),
 ]
 
 
@@ -421,3 +473,109 @@ def test_window_message_names_the_last_byte():
     assert [str(v) for v in violations] == [
         "BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes 0x3ff82..0x40001 leave the SBUF partition "
         "(0..0x3ffff on MARIANA)"]
+
+
+def _seed_dst(offset) -> dict:
+    return {**SEED_MM, "dst_mem_pattern": dict(start_addr=psum_addr(0, 7, offset), step_elem=[1, 0, 1], num_elem=[1, 1, 2])}
+
+
+def _sparse_dst(offset, out="fp32") -> dict:
+    return dict(out_dtype=out, dst_mem_pattern=t3(psum_addr(0, 7, offset), 16))
+
+
+# (gen, op, fields, the messages check() gives, in order): what a user reads names the values they wrote
+MESSAGES = [
+    ("maverick", "matmul", dict(events=dict(wait_event=64)),
+     ["BAD_EVENT (0x12) events.wait_event: 64 is not an event (0..63, or 0xff for none)"]),
+    ("maverick", "ldweights", dict(num_active_rows=65, tile_size=R64),
+     ["BAD_TILE (0x0a) num_active_rows: 65 rows do not fit a r64 tile"]),
+    ("maverick", "ldweights", dict(num_active_cols=129, src_mem_pattern=t3(sbuf_addr(0), 129)),
+     ["BAD_TILE (0x0a) num_active_cols: 129 columns do not fit a c128 tile"]),
+    ("cayman", "ldweights", dict(row_grp=1, num_active_rows=97),
+     ["BAD_TILE (0x0a) row_grp: row group 1 (rows 32..) with 97 rows leaves the array"]),
+    ("mariana", "ldweights", dict(col_grp=1, num_active_cols=97, src_mem_pattern=t3(sbuf_addr(0), 97)),
+     ["BAD_TILE (0x0a) col_grp: column group 1 (columns 32..) with 97 columns leaves the array"]),
+    ("maverick", "matmul_sparse", dict(src_mem_pattern=dict(start_addr=0, step_elem=[1, 0, 0, 16], num_elem=[16, 1, 1, 5])),
+     ["BAD_SPARSE (0x0f) src_mem_pattern.num_elem[3]: 5 fmaps; MatmulSparse sends 2, 3 or 4 per partition"]),
+    ("cayman", "matmul", dict(out_dtype="bf16"),
+     ["BAD_OUT_DTYPE (0x08) out_dtype: BFLOAT16 is not an output dtype on CAYMAN (FP32, INVALID)"]),
+    ("cayman", "matmul", dict(out_dtype=0x77),
+     ["BAD_DTYPE (0x05) out_dtype: 0x77 is not a dtype of CAYMAN",
+      "BAD_OUT_DTYPE (0x08) out_dtype: 0x77 is not an output dtype on CAYMAN (FP32, INVALID)"]),
+    # 16 fp32 (64 bytes) or bf16 (32 bytes) results end at the PSUM partition's last byte, or one past it
+    ("mariana", "matmul_sparse", _sparse_dst(0x7C0), []),
+    ("mariana", "matmul_sparse", _sparse_dst(0x7C1),
+     ["BAD_ADDRESS (0x0b) dst_mem_pattern: pattern bytes 0x3fc1..0x4000 leave the PSUM partition (0..0x3fff on MARIANA)"]),
+    ("mariana", "matmul_sparse", _sparse_dst(0x7E0, "bf16"), []),
+    ("mariana", "matmul_sparse", _sparse_dst(0x7E1, "bf16"),
+     ["BAD_ADDRESS (0x0b) dst_mem_pattern: pattern bytes 0x3fe1..0x4000 leave the PSUM partition (0..0x3fff on MARIANA)"]),
+    # a seed bank's two 4-byte states
+    ("maverick", "matmul", _seed_dst(0x7F8), []),
+    ("maverick", "matmul", _seed_dst(0x7FC),
+     ["BAD_ADDRESS (0x0b) dst_mem_pattern: pattern bytes 0x3ffc..0x4003 leave the PSUM partition (0..0x3fff on MAVERICK)"]),
+]
+
+
+@pytest.mark.parametrize("gen,op,fields,want", MESSAGES, ids=range(len(MESSAGES)))
+def test_messages_name_the_values(gen, op, fields, want):
+    assert [str(v) for v in CHECK.check(valid(op, gen, **fields), gen)] == want
+
+
+# bytes per element by numpy / ml_dtypes' itemsize (4-bit types take a byte there too); the 8-bit codes
+# with no numpy type (FP8_EXP2, the scale and CPTC formats) as uint8, INVALID (no format) as one byte
+ITEMSIZE = {Dtype.INVALID: np.uint8, Dtype.UINT64: np.uint64, Dtype.INT8: np.int8, Dtype.UINT8: np.uint8,
+            Dtype.INT16: np.int16, Dtype.UINT16: np.uint16, Dtype.BFLOAT16: ml_dtypes.bfloat16,
+            Dtype.FP16: np.float16, Dtype.INT32: np.int32, Dtype.UINT32: np.uint32, Dtype.FP32: np.float32,
+            Dtype.FP32R: np.float32, Dtype.INT64: np.int64, Dtype.FP8_EXP3: ml_dtypes.float8_e3m4,
+            Dtype.FP8_EXP4: ml_dtypes.float8_e4m3, Dtype.FP8_EXP5: ml_dtypes.float8_e5m2,
+            Dtype.FP4_EXP2: ml_dtypes.float4_e2m1fn, Dtype.FP8_EXP2: np.uint8, Dtype.INT4: ml_dtypes.int4,
+            Dtype.SFP8_E8: ml_dtypes.float8_e8m0fnu, Dtype.SFP8_E7: np.uint8, Dtype.SFP8_E6: np.uint8,
+            Dtype.SFP8_E5: np.uint8, **{d: np.uint8 for d in Dtype if d.name.startswith("CPTC")}}
+
+
+def test_element_bytes_are_numpy_itemsizes():
+    """elem_bytes (uncached: every call runs it) is numpy's itemsize; a byte that is no dtype takes one."""
+    assert set(ITEMSIZE) == set(Dtype)
+    assert {d: RULES.elem_bytes.__wrapped__(d) for d in Dtype} == {d: np.dtype(t).itemsize for d, t in ITEMSIZE.items()}
+    assert RULES.elem_bytes.__wrapped__(0xEE) == 1
+
+
+@pytest.mark.parametrize("gen", list(Gen))
+def test_dtype_code_tables(gen):
+    """dtype_codes' size tables by the itemsizes above: 2- and 4-byte elements (any generation's),
+    32-bit dtypes of `gen`, and the transposable ones: `gen`'s valid dtypes of at most 4 bytes, no CPTC."""
+    size = {int(d): np.dtype(t).itemsize for d, t in ITEMSIZE.items()}
+    codes = lambda which: set(RULES.dtype_codes.__wrapped__(gen, which))   # noqa: E731
+    assert codes("bytes2") == {c for c, n in size.items() if n == 2}
+    assert codes("bytes4") == {c for c, n in size.items() if n == 4}
+    assert codes("wide") == {c for c, n in size.items() if n == 4 and dt.is_in_enum(c, gen)}
+    assert codes("xpose") == {c for c, n in size.items() if n <= 4 and dt.is_valid_dtype(c, gen)
+                              and not Dtype(c).name.startswith("CPTC")}
+
+
+def test_bf16_output_from_mariana():
+    """Matmul outputs: FP32 (or 0 for it) on every generation, BFLOAT16 from MARIANA on (seed 000 section 8)."""
+    bf16 = {g for g in Gen if Dtype.BFLOAT16 in RULES.out_dtypes.__wrapped__(g)}
+    assert bf16 == {Gen.MARIANA, Gen.MARIANA_PLUS, Gen.MAVERICK}
+    assert all({Dtype.INVALID, Dtype.FP32} <= RULES.out_dtypes.__wrapped__(g) for g in Gen)
+
+
+def test_a_union_reads_as_any_member():
+    """Ints reads a union's bytes as the member a path names, as the hardware reads every member: a
+    tensor3d destination read as an indirect16b gives the bytes at that member's offsets."""
+    desc = decode(valid("matmul", "maverick", dst_mem_pattern=dict(start_addr=psum_addr(3, 1, 0x40), step_elem=[1, 7, 9],
+                                                                   num_elem=[64, 5, 2])), "maverick")
+    v = RULES.Ints(desc, None, None)
+    at = desc.layout.field("dst_mem_pattern").offset
+    word = lambda o, n: int.from_bytes(desc.raw[at + o:at + o + n], "little")   # noqa: E731
+    assert v["dst_mem_pattern.tensor3d.num_elem"] == [64, 5, 2]
+    for _ in range(2):                  # the second read is the kept view's
+        assert v["dst_mem_pattern.indirect16b.start_addr"] == psum_addr(3, 1, 0x40)
+        assert v["dst_mem_pattern.indirect16b.index_addr"] == word(4, 4)
+        assert list(v["dst_mem_pattern.indirect16b.num_elem"]) == [word(12, 2), word(14, 2)]
+
+
+def test_rules_are_frozen():
+    """The table is shared by every check() and the decoder: a row cannot be changed in place."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RULES.RULES[0].code = RULES.RULES[1].code
