@@ -329,6 +329,290 @@ RAW = {  # rules of the opcode byte (rules.OPCODE), on bytes: (gen, inside bytes
                                               "cayman"),
 }
 
+# what each rule's outside fixture reads as (check()'s messages, in order): each names the values the
+# fixture wrote (count, address, dtype, register), the limit it breaks and the generation
+OUTSIDE_MESSAGES = {
+    "accumulate:BAD_ACCUMULATE:flags.accumulate_flag": [
+        "BAD_ACCUMULATE (0x13) flags.accumulate_flag: MARIANA accumulates by psum_accumulate_flags; "
+        "accumulate_flag must be 0",
+    ],
+    "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#1": [
+        "BAD_ACCUMULATE (0x13) psum_accumulate_flags: 0x8 has bits beyond the three flags",
+    ],
+    "accumulate:BAD_ACCUMULATE:psum_accumulate_flags#2": [
+        "BAD_ACCUMULATE (0x13) psum_accumulate_flags: BEGIN and BEGIN_ACCUM together",
+    ],
+    "array_op:BAD_MX:perf_mode": [
+        "BAD_MX (0x0e) perf_mode: QUAD_ROW / OCT_ROW pumps need an MXTensorV2 source",
+    ],
+    "compute_dtype:BAD_DTYPE:in_dtype#1": [
+        "BAD_DTYPE (0x05) in_dtype: INT64 cannot be transposed (8/16/32-bit data only)",
+    ],
+    "compute_dtype:BAD_DTYPE:in_dtype#2": [
+        "BAD_DTYPE (0x05) in_dtype: INT8 is not a matmul input (BFLOAT16, FP16, FP32, FP8_EXP2, FP8_EXP3, "
+        "FP8_EXP4, FP8_EXP5)",
+    ],
+    "compute_dtype:BAD_LUT:in_dtype": [
+        "BAD_LUT (0x11) in_dtype: LUT mode operands are UINT8 table indices",
+    ],
+    "compute_dtype:DTYPE_MIX:in_dtype": [
+        "DTYPE_MIX (0x06) in_dtype: moving BFLOAT16 with stationary FP32: FP32 (tf32) operands cannot mix with low "
+        "precision",
+    ],
+    "conv_lut_load:BAD_LUT:in_dtype": [
+        "BAD_LUT (0x11) in_dtype: LUT entries are BFLOAT16, FP16 or FP32",
+    ],
+    "conv_lut_load:BAD_LUT:num_entries": [
+        "BAD_LUT (0x11) num_entries: 257 is not in 1..256",
+    ],
+    "conv_lut_load:BAD_LUT:src_mem_pattern.num_elem": [
+        "BAD_LUT (0x11) src_mem_pattern.num_elem: the pattern must hold num_entries elements",
+    ],
+    "destination:BAD_PATTERN:dst_mem_pattern#1": [
+        "BAD_PATTERN (0x0c) dst_mem_pattern: dst holds 63 elements per half, moving has 64",
+    ],
+    "destination:BAD_PATTERN:dst_mem_pattern#2": [
+        "BAD_PATTERN (0x0c) dst_mem_pattern: dst has 63 elements per partition, moving has 64",
+    ],
+    "destination:BAD_PATTERN:dst_mem_pattern.num_elem": [
+        "BAD_PATTERN (0x0c) dst_mem_pattern.num_elem: with c256 the upper dim of dst must have size 2 (PE columns "
+        "0-127 and 128-255)",
+    ],
+    "destination:BAD_PATTERN:src_mem_pattern": [
+        "BAD_PATTERN (0x0c) src_mem_pattern: 513 moving vectors; one matmul on CAYMAN streams at most 512 (D-T97)",
+    ],
+    "events:BAD_EVENT:events.set_event": [
+        "BAD_EVENT (0x12) events.set_event: 254 is not an event (0..63, or 0xff for none)",
+    ],
+    "events:BAD_EVENT:events.wait_event": [
+        "BAD_EVENT (0x12) events.wait_event: 64 is not an event (0..63, or 0xff for none)",
+    ],
+    "fp32_mode:BAD_FP32_MODE:fp32_mode#1": [
+        "BAD_FP32_MODE (0x07) fp32_mode: FP32 input needs LOW, HIGH or LOW_HIGH",
+    ],
+    "fp32_mode:BAD_FP32_MODE:fp32_mode#2": [
+        "BAD_FP32_MODE (0x07) fp32_mode: only FP32 input takes an fp32_mode",
+    ],
+    "ldtags:BAD_SPARSE:force_tag_bits": [
+        "BAD_SPARSE (0x0f) force_tag_bits: 0xd is not 0x0/0x4/0x8/0xC",
+    ],
+    "ldtags:BAD_SPARSE:in_dtype": [
+        "BAD_SPARSE (0x0f) in_dtype: tags are packed 4 per UINT16",
+    ],
+    "ldweights:BAD_ENUM:bg_xpose_mode": [
+        "BAD_ENUM (0x04) bg_xpose_mode: background transpose is not modelled; must be 0 (D-T14)",
+    ],
+    "ldweights:BAD_PATTERN:src_mem_pattern": [
+        "BAD_PATTERN (0x0c) src_mem_pattern: 127 elements per partition; the weight tile needs 128 (columns x "
+        "elements per PE)",
+    ],
+    "ldweights:BAD_SPARSE:tag_weight_mode": [
+        "BAD_SPARSE (0x0f) tag_weight_mode: TAG_WEIGHT elements are {u16 weight, u16 tag}: in_dtype must be "
+        "BFLOAT16 or FP16",
+    ],
+    "matmul:BAD_PATTERN:src_mem_pattern": [
+        "BAD_PATTERN (0x0c) src_mem_pattern: 63 elements per partition is not a whole number of 2-element PE steps",
+    ],
+    "matmul_sparse:BAD_SPARSE:flags": [
+        "BAD_SPARSE (0x0f) flags: MatmulSparse does not transpose or move seeds",
+    ],
+    "matmul_sparse:BAD_SPARSE:src_mem_pattern.num_elem[3]": [
+        "BAD_SPARSE (0x0f) src_mem_pattern.num_elem[3]: 5 fmaps; MatmulSparse sends 2, 3 or 4 per partition",
+    ],
+    "mx_dtype:BAD_MX:in_dtype": [
+        "BAD_MX (0x0e) in_dtype: BFLOAT16 is not an MX element dtype (FP8_EXP2/3/4/5, FP4_EXP2, INT4)",
+    ],
+    "mx_op:BAD_MX:flags": [
+        "BAD_MX (0x0e) flags: MX micro-ops do not transpose, move seeds or use the LUT",
+    ],
+    "mx_op:BAD_PATTERN:src_mem_pattern.num_elem#1": [
+        "BAD_PATTERN (0x0c) src_mem_pattern.num_elem: count must be >= 1",
+    ],
+    "mx_op:BAD_PATTERN:src_mem_pattern.num_elem#2": [
+        "BAD_PATTERN (0x0c) src_mem_pattern.num_elem: 62 is not a whole number of 4-element PE steps",
+    ],
+    "mx_op:BAD_PATTERN:src_mem_pattern.num_elem#3": [
+        "BAD_PATTERN (0x0c) src_mem_pattern.num_elem: the weight tile needs columns x 4 = 512 elements per partition",
+    ],
+    "mx_op:UNSUPPORTED_PATTERN:src_mem_pattern.index_addr": [
+        "UNSUPPORTED_PATTERN (0x14) src_mem_pattern.index_addr: indirect MX indexing is not executed (D-T18)",
+    ],
+    "mx_pattern:BAD_MX:p_f_dim": [
+        "BAD_MX (0x0e) src_mem_pattern.p_f_dim: the scale block is 8 partitions x 4 elements (p_f_dim 0x23, D-21), "
+        "got 0x22",
+    ],
+    "mx_pattern:BAD_MX:scale_dtype": [
+        "BAD_MX (0x0e) src_mem_pattern.scale_dtype: MX scales are SFP8_E8 (E8M0), or 0 for none",
+    ],
+    "mx_pattern:BAD_PATTERN:num_elem": [
+        "BAD_PATTERN (0x0c) src_mem_pattern.num_elem: every count must be >= 1, got [64, 0]",
+    ],
+    "out_dtype:BAD_OUT_DTYPE:out_dtype": [
+        "BAD_OUT_DTYPE (0x08) out_dtype: BFLOAT16 is not an output dtype on CAYMAN (FP32, INVALID)",
+    ],
+    "pattern:UNSUPPORTED_PATTERN:indirect16b": [
+        "UNSUPPORTED_PATTERN (0x14) src_mem_pattern: INDIRECT16B patterns are not executed by the PE (D-T18)",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:dst_seed_mem_pattern#1": [
+        "BAD_SEED_OP (0x0d) dst_seed_mem_pattern: LoadSeed has no destination pattern (must be 0)",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:dst_seed_mem_pattern#2": [
+        "BAD_SEED_OP (0x0d) dst_seed_mem_pattern: SaveSeed writes num_elem [2, 8], step_elem [1, 512] from "
+        "0x02000000 (seed 000 section 5.2)",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:identity_dtype": [
+        "BAD_SEED_OP (0x0d) identity_dtype: the identity is BF16, FP16, FP32R or FP8",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:identity_mem_pattern.num_elem": [
+        "BAD_SEED_OP (0x0d) identity_mem_pattern.num_elem: the identity diagonal has 16 elements",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:mode": [
+        "BAD_SEED_OP (0x0d) mode: PE_MANAGE_SEED needs LOAD_SEED (1) or SAVE_SEED (2)",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:num_active_rows": [
+        "BAD_SEED_OP (0x0d) num_active_rows: PE_MANAGE_SEED runs on 16 rows x 128 columns",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern": [
+        "BAD_SEED_OP (0x0d) src_seed_mem_pattern: SaveSeed has no source pattern (must be 0)",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern.num_elem": [
+        "BAD_SEED_OP (0x0d) src_seed_mem_pattern.num_elem: LoadSeed reads 128 INT32 per partition",
+    ],
+    "pe_manage_seed:BAD_SEED_OP:src_seed_mem_pattern.start_addr": [
+        "BAD_SEED_OP (0x0d) src_seed_mem_pattern.start_addr: seeds sit in SBUF partitions 0-15",
+    ],
+    "pe_reg_write:BAD_PATTERN:src_mem_pattern.num_elem": [
+        "BAD_PATTERN (0x0c) src_mem_pattern.num_elem: PeRegWrite fetches one UINT32 from SBUF",
+    ],
+    "pe_reg_write:BAD_REGISTER:reg": [
+        "BAD_ENUM (0x04) reg: 1 is not a PeReg",
+        "BAD_REGISTER (0x10) reg: 0x1 is not a PE register",
+    ],
+    "pe_reg_write:BAD_REGISTER:value": [
+        "BAD_REGISTER (0x10) value: PSUM_ROUND takes 0 (RNE) or 1 (SR), got 0x2",
+    ],
+    "perf:BAD_DTYPE:perf_opt": [
+        "BAD_DTYPE (0x05) perf_opt: DOUBLE_ROW needs FP8 input",
+    ],
+    "perf:BAD_ENUM:perf_opt": [
+        "BAD_ENUM (0x04) perf_opt: DOUBLE_ROW does not exist on SUNDA (NeuronCore-v3 and later)",
+    ],
+    "perf:BAD_TILE:col_grp": [
+        "BAD_TILE (0x0a) col_grp: DOUBLE_ROW cannot be combined with column tiling; col_grp must be 0",
+    ],
+    "rows_cols:BAD_ACTIVE_RANGE:num_active_cols": [
+        "BAD_ACTIVE_RANGE (0x09) num_active_cols: 129 is not in 1..128",
+        "BAD_TILE (0x0a) col_grp: column group 0 (columns 0..) with 129 columns leaves the array",
+    ],
+    "rows_cols:BAD_ACTIVE_RANGE:num_active_rows": [
+        "BAD_ACTIVE_RANGE (0x09) num_active_rows: 129 is not in 1..128",
+        "BAD_TILE (0x0a) row_grp: row group 0 (rows 0..) with 129 rows leaves the array",
+        "BAD_ADDRESS (0x0b) src_mem_pattern.start_addr: partitions 0..128 run past partition 127",
+    ],
+    "rows_cols:BAD_TILE:col_grp#1": [
+        "BAD_TILE (0x0a) col_grp: column group 1 (columns 32..) with 97 columns leaves the array",
+    ],
+    "rows_cols:BAD_TILE:col_grp#2": [
+        "BAD_TILE (0x0a) col_grp: column group 3 starts a 32-column tile; SUNDA has 64- and 128-column tiles only "
+        "(col_grp 0 or 2)",
+    ],
+    "rows_cols:BAD_TILE:num_active_cols": [
+        "BAD_TILE (0x0a) num_active_cols: 129 columns do not fit a c128 tile",
+    ],
+    "rows_cols:BAD_TILE:num_active_rows": [
+        "BAD_TILE (0x0a) num_active_rows: 65 rows do not fit a r64 tile",
+    ],
+    "rows_cols:BAD_TILE:row_grp#1": [
+        "BAD_TILE (0x0a) row_grp: row group 1 (rows 32..) with 97 rows leaves the array",
+    ],
+    "rows_cols:BAD_TILE:row_grp#2": [
+        "BAD_TILE (0x0a) row_grp: row group 1 starts a 32-row tile; SUNDA has 64- and 128-row tiles only (row_grp "
+        "0 or 2)",
+    ],
+    "rows_cols:BAD_TILE:tile_sel": [
+        "BAD_TILE (0x0a) tile_sel: selectors must be <= 1, got {'row_sel': 2, 'col_sel': 0}",
+    ],
+    "rows_cols:BAD_TILE:tile_sel.col_sel": [
+        "BAD_TILE (0x0a) tile_sel.col_sel: col_sel 1 needs a c128 tile",
+    ],
+    "rows_cols:BAD_TILE:tile_sel.row_sel": [
+        "BAD_TILE (0x0a) tile_sel.row_sel: row_sel 1 needs a r64 tile",
+    ],
+    "seed_mode:BAD_SEED_OP:dst_mem_pattern": [
+        "BAD_SEED_OP (0x0d) dst_mem_pattern: SaveSeed writes a 1x1x2 PSUM tensor",
+    ],
+    "seed_mode:BAD_SEED_OP:flags.seed_mode": [
+        "BAD_SEED_OP (0x0d) flags.seed_mode: on MARIANA seeds move through PE_MANAGE_SEED",
+    ],
+    "seed_mode:BAD_SEED_OP:flags.xpose_mode": [
+        "BAD_SEED_OP (0x0d) flags.xpose_mode: a seed SAVE_SEED micro-op needs flags.xpose_mode = ENABLED",
+    ],
+    "seed_mode:BAD_SEED_OP:fp32_mode": [
+        "BAD_SEED_OP (0x0d) fp32_mode: a seed LOAD_SEED micro-op needs fp32_mode = HIGH",
+    ],
+    "seed_mode:BAD_SEED_OP:in_dtype": [
+        "BAD_FP32_MODE (0x07) fp32_mode: only FP32 input takes an fp32_mode",
+        "BAD_SEED_OP (0x0d) in_dtype: a seed LOAD_SEED micro-op needs in_dtype = FP32",
+    ],
+    "seed_mode:BAD_SEED_OP:num_active_cols": [
+        "BAD_SEED_OP (0x0d) num_active_cols: a seed LOAD_SEED micro-op needs num_active_cols = 0 (256)",
+    ],
+    "seed_mode:BAD_SEED_OP:num_active_rows": [
+        "BAD_SEED_OP (0x0d) num_active_rows: a seed LOAD_SEED micro-op needs num_active_rows = 1",
+    ],
+    "seed_mode:BAD_SEED_OP:out_dtype": [
+        "BAD_SEED_OP (0x0d) out_dtype: a seed LOAD_SEED micro-op needs out_dtype = FP32",
+    ],
+    "seed_mode:BAD_SEED_OP:tile_size.col_size_log2": [
+        "BAD_TILE (0x0a) num_active_cols: 256 columns do not fit a c128 tile",
+        "BAD_SEED_OP (0x0d) tile_size.col_size_log2: a seed LOAD_SEED micro-op needs tile_size.col_size_log2 = c256",
+    ],
+    "seed_mode:BAD_SEED_OP:tile_size.row_size_log2": [
+        "BAD_SEED_OP (0x0d) tile_size.row_size_log2: a seed LOAD_SEED micro-op needs tile_size.row_size_log2 = r64",
+    ],
+    "seed_patterns:BAD_SEED_OP:src_mem_pattern": [
+        "BAD_SEED_OP (0x0d) src_mem_pattern: LoadSeed reads 256 INT32 seeds (one per column), the pattern has 255",
+    ],
+    "structure:BAD_DTYPE:byte": [
+        "BAD_DTYPE (0x05) in_dtype: 0x11 is not a dtype of MARIANA",
+    ],
+    "structure:BAD_ENUM:bits": [
+        "BAD_ENUM (0x04) tile_size.row_size_log2: 5 is not a TileRowSize",
+    ],
+    "structure:BAD_ENUM:byte": [
+        "BAD_ENUM (0x04) psum_zero_region: 4 is not a ZeroRegion",
+    ],
+    "structure:RESERVED_NONZERO:bits": [
+        "RESERVED_NONZERO (0x03) flags.reserved: reserved bits must be zero",
+    ],
+    "structure:RESERVED_NONZERO:bytes": [
+        "RESERVED_NONZERO (0x03) reserved1: reserved bytes must be zero, got 01000000000000",
+    ],
+    "tensor:BAD_PATTERN:num_elem": [
+        "BAD_PATTERN (0x0c) src_mem_pattern.num_elem: every count must be >= 1, got [64, 0, 1]",
+    ],
+    "transpose_destination:BAD_OUT_DTYPE:out_dtype": [
+        "BAD_OUT_DTYPE (0x08) out_dtype: 32-bit data cannot be transposed into 2-byte BF16 cells",
+    ],
+    "transpose_destination:BAD_PATTERN:dst_mem_pattern": [
+        "BAD_PATTERN (0x0c) dst_mem_pattern: a transpose writes 128 elements (one per row) per partition; dst has 127",
+    ],
+    "transpose_destination:BAD_PATTERN:src_mem_pattern": [
+        "BAD_PATTERN (0x0c) src_mem_pattern: a transpose writes one PSUM partition per moving element, all in one "
+        "write slot: 129 elements need 129 active columns of one slot (at most 128)",
+    ],
+    "window:BAD_ADDRESS:bytes": [
+        "BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes 0x3ff82..0x40001 leave the SBUF partition (0..0x3ffff "
+        "on MARIANA)",
+    ],
+    "window:BAD_ADDRESS:memory": [
+        "BAD_ADDRESS (0x0b) src_mem_pattern.start_addr: 0x02000000 is in PSUM; must be in SBUF",
+    ],
+    "window:BAD_ADDRESS:partitions": [
+        "BAD_ADDRESS (0x0b) src_mem_pattern.start_addr: partitions 1..128 run past partition 127",
+    ],
+}
+
 
 @pytest.mark.parametrize("rule", sorted(FIXTURES))
 def test_rule_boundary(rule):
@@ -341,6 +625,13 @@ def test_rule_boundary(rule):
     hits_out = fired(valid(op, gen, **outside), gen, **kw_out)
     assert rule in hits_out, f"outside does not fire {rule}"
     assert hits_out - {rule} == OUTSIDE_ALSO.get(rule, (set(),))[0], f"outside fires more: {sorted(hits_out)}"
+
+
+@pytest.mark.parametrize("rule", sorted(FIXTURES))
+def test_outside_messages(rule):
+    gen, op, inside, outside, *kw = FIXTURES[rule]
+    kw_out = kw[0][1] if kw else {}
+    assert [str(v) for v in CHECK.check(valid(op, gen, **outside), gen, **kw_out)] == OUTSIDE_MESSAGES[rule]
 
 
 @pytest.mark.parametrize("rule,gen,op,outside", EXTRA_OUTSIDE)
@@ -440,6 +731,7 @@ def test_every_rule_has_a_fixture():
     assert len(SITES) > 70
     assert set(SITES) == set(FIXTURES) | set(RAW), (sorted(set(SITES) - set(FIXTURES) - set(RAW)),
                                                     sorted(set(FIXTURES) | set(RAW) - set(SITES)))
+    assert set(OUTSIDE_MESSAGES) == set(FIXTURES)
 
 
 def test_tile_sel_refuses_col_sel_2():
@@ -483,22 +775,9 @@ def _sparse_dst(offset, out="fp32") -> dict:
     return dict(out_dtype=out, dst_mem_pattern=t3(psum_addr(0, 7, offset), 16))
 
 
-# (gen, op, fields, the messages check() gives, in order): what a user reads names the values they wrote
+# (gen, op, fields, the messages check() gives, in order) besides OUTSIDE_MESSAGES: a byte that is no
+# dtype named in hex, PSUM windows by element size
 MESSAGES = [
-    ("maverick", "matmul", dict(events=dict(wait_event=64)),
-     ["BAD_EVENT (0x12) events.wait_event: 64 is not an event (0..63, or 0xff for none)"]),
-    ("maverick", "ldweights", dict(num_active_rows=65, tile_size=R64),
-     ["BAD_TILE (0x0a) num_active_rows: 65 rows do not fit a r64 tile"]),
-    ("maverick", "ldweights", dict(num_active_cols=129, src_mem_pattern=t3(sbuf_addr(0), 129)),
-     ["BAD_TILE (0x0a) num_active_cols: 129 columns do not fit a c128 tile"]),
-    ("cayman", "ldweights", dict(row_grp=1, num_active_rows=97),
-     ["BAD_TILE (0x0a) row_grp: row group 1 (rows 32..) with 97 rows leaves the array"]),
-    ("mariana", "ldweights", dict(col_grp=1, num_active_cols=97, src_mem_pattern=t3(sbuf_addr(0), 97)),
-     ["BAD_TILE (0x0a) col_grp: column group 1 (columns 32..) with 97 columns leaves the array"]),
-    ("maverick", "matmul_sparse", dict(src_mem_pattern=dict(start_addr=0, step_elem=[1, 0, 0, 16], num_elem=[16, 1, 1, 5])),
-     ["BAD_SPARSE (0x0f) src_mem_pattern.num_elem[3]: 5 fmaps; MatmulSparse sends 2, 3 or 4 per partition"]),
-    ("cayman", "matmul", dict(out_dtype="bf16"),
-     ["BAD_OUT_DTYPE (0x08) out_dtype: BFLOAT16 is not an output dtype on CAYMAN (FP32, INVALID)"]),
     ("cayman", "matmul", dict(out_dtype=0x77),
      ["BAD_DTYPE (0x05) out_dtype: 0x77 is not a dtype of CAYMAN",
       "BAD_OUT_DTYPE (0x08) out_dtype: 0x77 is not an output dtype on CAYMAN (FP32, INVALID)"]),
