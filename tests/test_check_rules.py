@@ -784,6 +784,37 @@ def _seed_dst(offset) -> dict:
     return {**SEED_MM, "dst_mem_pattern": dict(start_addr=psum_addr(0, 7, offset), step_elem=[1, 0, 1], num_elem=[1, 1, 2])}
 
 
+_SBUF_END = 0x40000             # MARIANA's SBUF partition bytes
+
+
+def _edge(gen, op, fields, nbytes, name="src_mem_pattern") -> list:
+    """MESSAGES cases of a pattern of `nbytes` bytes (`fields(address)`) ending at the SBUF partition's
+    last byte (clean) and one byte past it (refused, its bytes named)."""
+    end = _SBUF_END - nbytes
+    return [(gen, op, fields(sbuf_addr(0, end)), []),
+            (gen, op, fields(sbuf_addr(0, end + 1)),
+             [f"BAD_ADDRESS (0x0b) {name}: pattern bytes {end + 1:#x}..0x40000 leave the SBUF partition "
+              f"(0..0x3ffff on {gen.upper()})"])]
+
+
+def _mx_source(**kw) -> dict:
+    """A MARIANA MatmulMX source (MXMEM_PATTERN1D) of 64 elements, 16 scale bytes, with `kw` over it."""
+    return dict(src_mem_pattern={**dict(data_addr=sbuf_addr(0), scale_addr=sbuf_addr(0, 0x8000), step_elem=1, num_elem=64),
+                                 **kw})
+
+
+def _lut_at(offset, **kw) -> dict:
+    return dict(src_mem_pattern=dict(start_addr=sbuf_addr(0, offset), step_elem=[1], num_elem=[16]), **kw)
+
+
+_NO_LUT_DTYPE = ["BAD_DTYPE (0x05) in_dtype: 0xEE is not a dtype of MARIANA",
+                 "BAD_LUT (0x11) in_dtype: LUT entries are BFLOAT16, FP16 or FP32"]
+
+
+def _mav_mx(**kw) -> dict:
+    return {**MAV_MX, "src_mem_pattern": {**MAV_MX["src_mem_pattern"], **kw}}
+
+
 def _sparse_dst(offset, out="fp32") -> dict:
     return dict(out_dtype=out, dst_mem_pattern=t3(psum_addr(0, 7, offset), 16))
 
@@ -834,6 +865,64 @@ MESSAGES = [
     ("cayman", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 0x100), 513), dst_mem_pattern=t3(psum_addr(0, 7, 0x7FC), 513)),
      ["BAD_PATTERN (0x0c) src_mem_pattern: 513 moving vectors; one matmul on CAYMAN streams at most 512 (D-T97)",
       "BAD_ADDRESS (0x0b) dst_mem_pattern: pattern bytes 0x3ffc..0x47ff leave the PSUM partition (0..0x3fff on CAYMAN)"]),
+    # each walk's element size and partitions at the SBUF partition's end (MARIANA's is 0x40000 bytes): the
+    # last byte, or one past it
+    *_edge("mariana", "matmul", lambda a: dict(in_dtype="fp32", fp32_mode="high", src_mem_pattern=t3(a, 64)), 256),
+    *_edge("mariana", "matmul", lambda a: dict(in_dtype="fp8_exp4", src_mem_pattern=t3(a, 64)), 64),
+    *_edge("mariana", "ldtags", lambda a: dict(src_mem_pattern=t3(a, 32)), 64),
+    *_edge("mariana", "pe_reg_write", lambda a: dict(src_mem_pattern=dict(start_addr=a, step_elem=[1], num_elem=[1])), 4),
+    *_edge("mariana", "conv_lut_load", lambda a: dict(src_mem_pattern=dict(start_addr=a, step_elem=[1], num_elem=[16])), 64),
+    *_edge("mariana", "pe_manage_seed", lambda a: dict(identity_mem_pattern=dict(start_addr=a, step_elem=[1], num_elem=[16])),
+           32, "identity_mem_pattern"),
+    *_edge("mariana", "ldweights", lambda a: dict(tag_weight_mode="tag_weight", src_mem_pattern=t3(a, 128)), 512),
+    *_edge("mariana", "matmul_mx", lambda a: _mx_source(data_addr=a), 64),
+    *_edge("mariana", "matmul_mx", lambda a: _mx_source(scale_addr=a), 16, "src_mem_pattern.scale"),
+    ("mariana", "pe_manage_seed", _seed_source(sbuf_addr(0, _SBUF_END - 512)), []),
+    ("mariana", "pe_manage_seed", _seed_source(sbuf_addr(0, _SBUF_END - 508)),
+     ["BAD_ADDRESS (0x0b) src_seed_mem_pattern: pattern bytes 0x3fe04..0x40003 leave the SBUF partition (0..0x3ffff on MARIANA)"]),
+    # a tags-only dtype still walks 2-byte tags; a LUT of a byte that is no dtype walks 1-byte entries
+    ("mariana", "ldtags", dict(in_dtype="uint8", src_mem_pattern=t3(sbuf_addr(0, _SBUF_END - 63), 32)),
+     ["BAD_SPARSE (0x0f) in_dtype: tags are packed 4 per UINT16",
+      "BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes 0x3ffc1..0x40000 leave the SBUF partition (0..0x3ffff on MARIANA)"]),
+    ("mariana", "conv_lut_load", _lut_at(_SBUF_END - 16, in_dtype=0xEE), _NO_LUT_DTYPE),
+    ("mariana", "conv_lut_load", _lut_at(_SBUF_END - 15, in_dtype=0xEE),
+     [*_NO_LUT_DTYPE,
+      "BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes 0x3fff1..0x40000 leave the SBUF partition (0..0x3ffff on MARIANA)"]),
+    # one-element sources take one partition: the last one is 127
+    ("mariana", "pe_reg_write", dict(src_mem_pattern=dict(start_addr=sbuf_addr(127), step_elem=[1], num_elem=[1])), []),
+    ("mariana", "conv_lut_load", dict(src_mem_pattern=dict(start_addr=sbuf_addr(127), step_elem=[1], num_elem=[16])), []),
+    # fewer MX elements than a PE step still have one scale byte: at SBUF's first or last byte
+    ("mariana", "matmul_mx", _mx_source(num_elem=2, scale_addr=sbuf_addr(0)),
+     ["BAD_PATTERN (0x0c) src_mem_pattern.num_elem: 2 is not a whole number of 4-element PE steps"]),
+    ("mariana", "matmul_mx", _mx_source(num_elem=2, scale_addr=sbuf_addr(0, _SBUF_END - 1)),
+     ["BAD_PATTERN (0x0c) src_mem_pattern.num_elem: 2 is not a whole number of 4-element PE steps"]),
+    ("maverick", "matmul", _mav_mx(num_elem=[2, 1], scale_addr=sbuf_addr(0)),
+     ["BAD_PATTERN (0x0c) src_mem_pattern: 2 elements per partition is not a whole number of 4-element PE steps"]),
+    ("maverick", "matmul", _mav_mx(num_elem=[2, 1], scale_addr=sbuf_addr(0, _SBUF_END - 1)),
+     ["BAD_PATTERN (0x0c) src_mem_pattern: 2 elements per partition is not a whole number of 4-element PE steps"]),
+    # an MXTensorV2 with no scales has no scale rules; an empty one walks no window
+    ("maverick", "matmul", _mav_mx(scale_dtype=0, p_f_dim=0x22), []),
+    ("maverick", "matmul", _mav_mx(num_elem=[0, 64]),
+     ["BAD_PATTERN (0x0c) src_mem_pattern.num_elem: every count must be >= 1, got [0, 64]"]),
+    ("maverick", "matmul", _mav_mx(num_elem=[64, 0], scale_addr=psum_addr(0)),
+     ["BAD_PATTERN (0x0c) src_mem_pattern.num_elem: every count must be >= 1, got [64, 0]"]),
+    # an MX source's moving count is its elements per PE step
+    ("maverick", "matmul", {**MAV_MX, "dst_mem_pattern": t3(psum_addr(0, 1), 15)},
+     ["BAD_PATTERN (0x0c) dst_mem_pattern: dst has 15 elements per partition, moving has 16"]),
+    # negative steps reach below the start: 64 bf16 down from byte 126 end at byte 0; 2 fp8 from byte 0 at -1
+    ("mariana", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 126), 64, steps=(-1, 0, 0))), []),
+    ("mariana", "matmul", dict(src_mem_pattern=t3(sbuf_addr(0, 125), 64, steps=(-1, 0, 0))),
+     ["BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes -0x1..0x7e leave the SBUF partition (0..0x3ffff on MARIANA)"]),
+    ("mariana", "matmul", dict(in_dtype="fp8_exp4", src_mem_pattern=t3(sbuf_addr(0), 2, steps=(-1, 0, 0)),
+                               dst_mem_pattern=t3(psum_addr(0, 1), 2)),
+     ["BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes -0x1..0x0 leave the SBUF partition (0..0x3ffff on MARIANA)"]),
+    # a count is the product of every dim: 64 x 2 is the 128-column weight tile
+    ("mariana", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0), 64, steps=(1, 64, 0), dims=(2, 1))), []),
+    # a destination in SBUF, or at PSUM's end
+    ("mariana", "matmul", dict(dst_mem_pattern=t3(sbuf_addr(0), 64)),
+     ["BAD_ADDRESS (0x0b) dst_mem_pattern.start_addr: 0x00000000 is in SBUF; must be in PSUM"]),
+    ("mariana", "matmul", dict(dst_mem_pattern=t3(addrmap.PSUM_END, 64)),
+     ["BAD_ADDRESS (0x0b) dst_mem_pattern.start_addr: 0x02200000 is in no memory; must be in PSUM"]),
     # a seed bank's two 4-byte states
     ("maverick", "matmul", _seed_dst(0x7F8), []),
     ("maverick", "matmul", _seed_dst(0x7FC),
