@@ -845,6 +845,12 @@ MESSAGES = [
     ("mariana", "pe_manage_seed", _seed_source(sbuf_addr(1, 0x3FF00)),
      ["BAD_ADDRESS (0x0b) src_seed_mem_pattern: pattern bytes 0x3ff00..0x400ff leave the SBUF partition (0..0x3ffff on MARIANA)",
       "BAD_SEED_OP (0x0d) src_seed_mem_pattern.start_addr: seeds sit in SBUF partitions 0-15"]),
+    ("mariana", "pe_manage_seed", {**SEED_LOAD, "src_seed_mem_pattern": dict(start_addr=sbuf_addr(0, 0x800), step_elem=[1, 0],
+                                                                              num_elem=[127, 1]),
+                                   "identity_mem_pattern": dict(start_addr=sbuf_addr(0, _SBUF_END - 31), step_elem=[1],
+                                                                num_elem=[16])},
+     ["BAD_ADDRESS (0x0b) identity_mem_pattern: pattern bytes 0x3ffe1..0x40000 leave the SBUF partition (0..0x3ffff on MARIANA)",
+      "BAD_SEED_OP (0x0d) src_seed_mem_pattern.num_elem: LoadSeed reads 128 INT32 per partition"]),
     ("mariana", "pe_manage_seed", {**_seed_source(sbuf_addr(0, 0x3FF00)), "dst_seed_mem_pattern": dict(start_addr=4)},
      ["BAD_ADDRESS (0x0b) src_seed_mem_pattern: pattern bytes 0x3ff00..0x400ff leave the SBUF partition (0..0x3ffff on MARIANA)",
       "BAD_SEED_OP (0x0d) dst_seed_mem_pattern: LoadSeed has no destination pattern (must be 0)"]),
@@ -916,6 +922,9 @@ MESSAGES = [
     ("mariana", "matmul", dict(in_dtype="fp8_exp4", src_mem_pattern=t3(sbuf_addr(0), 2, steps=(-1, 0, 0)),
                                dst_mem_pattern=t3(psum_addr(0, 1), 2)),
      ["BAD_ADDRESS (0x0b) src_mem_pattern: pattern bytes -0x1..0x0 leave the SBUF partition (0..0x3ffff on MARIANA)"]),
+    # two fp8 elements with step 1 span one byte past the first
+    *_edge("mariana", "matmul",
+           lambda a: dict(in_dtype="fp8_exp4", src_mem_pattern=t3(a, 2), dst_mem_pattern=t3(psum_addr(0, 1), 2)), 2),
     # a count is the product of every dim: 64 x 2 is the 128-column weight tile
     ("mariana", "ldweights", dict(src_mem_pattern=t3(sbuf_addr(0), 64, steps=(1, 64, 0), dims=(2, 1))), []),
     # a destination in SBUF, or at PSUM's end
@@ -993,3 +1002,33 @@ def test_rules_are_frozen():
     """The table is shared by every check() and the decoder: a row cannot be changed in place."""
     with pytest.raises(dataclasses.FrozenInstanceError):
         RULES.RULES[0].code = RULES.RULES[1].code
+
+
+# (gen, op, rows, cols, fields, what rules.array_fits says as Engine.fits does): a block on a scaled-down
+# array, inside its tile and the array or one row / column past them
+FITS = [
+    ("maverick", "ldweights", 16, 32, dict(num_active_rows=8, num_active_cols=16, tile_size=R64), []),
+    ("maverick", "ldweights", 16, 32,
+     dict(num_active_rows=8, num_active_cols=16, tile_size=R64, tile_sel=dict(row_sel=1, col_sel=1)), []),
+    ("maverick", "ldweights", 16, 32, dict(num_active_rows=9, num_active_cols=16, tile_size=R64),
+     ["fits:BAD_TILE:num_active_rows: 9 rows do not fit a 8-row tile of this 16-row array"]),
+    ("maverick", "ldweights", 16, 32, dict(num_active_rows=8, num_active_cols=17, tile_size=R64),
+     ["fits:BAD_TILE:num_active_cols: 17 columns do not fit a 16-column tile of this 32-column array"]),
+    ("maverick", "ldweights", 16, 32, dict(num_active_rows=16, num_active_cols=32, tile_size=C256), []),
+    ("maverick", "ldweights", 16, 32, dict(num_active_rows=17, num_active_cols=33, tile_size=C256),
+     ["fits:BAD_TILE:num_active_rows: 17 rows do not fit a 16-row tile of this 16-row array",
+      "fits:BAD_TILE:num_active_cols: 33 columns do not fit a 32-column tile of this 32-column array",
+      "fits:BAD_ACTIVE_RANGE:num_active_rows: rows 0..16 do not fit this 16-row array",
+      "fits:BAD_ACTIVE_RANGE:num_active_cols: columns 0..32 do not fit this 32-column array"]),
+    ("mariana", "ldweights", 64, 64, dict(row_grp=1, num_active_rows=48, col_grp=1, num_active_cols=48), []),
+    ("mariana", "ldweights", 64, 64, dict(row_grp=1, num_active_rows=49, col_grp=1, num_active_cols=49),
+     ["fits:BAD_ACTIVE_RANGE:num_active_rows: rows 16..64 do not fit this 64-row array",
+      "fits:BAD_ACTIVE_RANGE:num_active_cols: columns 16..64 do not fit this 64-column array"]),
+    ("mariana", "pe_reg_write", 8, 8, {}, []),          # no block of PEs
+]
+
+
+@pytest.mark.parametrize("gen,op,rows,cols,fields,want", FITS, ids=range(len(FITS)))
+def test_array_fits(gen, op, rows, cols, fields, want):
+    v = RULES.Ints(decode(valid(op, gen, **fields), gen), cols)
+    assert [f"{r.name}: {r.message(v)}" for r in RULES.array_fits(v, rows, cols)] == want

@@ -792,7 +792,7 @@ _TABLE = [
          lambda v: v.not_(v.in_(v["reg"], PeReg)),
          lambda v: f"{v['reg']:#x} is not a PE register"),
     Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_REGISTER, "value",
-         lambda v: v.in_(v["reg"], PeReg) & (v["reg"] == PeReg.PSUM_ROUND) & v.not_(v.in_(v["value"], PsumRound)),
+         lambda v: (v["reg"] == PeReg.PSUM_ROUND) & v.not_(v.in_(v["value"], PsumRound)),
          lambda v: f"PSUM_ROUND takes 0 (RNE) or 1 (SR), got {v['value']:#x}"),
     Rule("pe_reg_write", frozenset({Opcode.PE_REG_WRITE}), E.BAD_PATTERN, "src_mem_pattern.num_elem",
          lambda v: v.not_(reg_source_ok(v)),
