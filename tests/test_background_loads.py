@@ -322,3 +322,18 @@ def test_library_on_verilator_under_contract():
         results = hdl.run_many(progs, pack=8 if gen == "mariana" else None)
         failed = [(p.name, r.mismatch) for p, r in zip(progs, results) if r.mismatch is not None]
         assert not failed, f"{[n for n, _ in failed]} mismatch; {failed[0][0]}: {failed[0][1]}"
+
+
+def test_a_load_completes_with_its_last_shadow_write():
+    """A weight load's completion is the cycle of its last PE's shadow write, read from its events:
+    row-serial and column-serial (public), on the library programs and the race pair."""
+    progs = [replace(p, timing=name) for p in P.library("mariana") for name in ("public", "contract")] + [_race_program()]
+    loads = columns = 0
+    for p in progs:
+        trace = p.golden()[1]
+        for o in trace.ops:
+            if o.uop is not None and o.t_issue is not None and o.uop.kind == Kind.LOAD and o.desc.op != Opcode.LDTAGS:
+                assert o.t_complete == _writes(trace, o, 2).max(), (p.name, o.index)
+                loads += 1
+                columns += any(e.kind == "shadow_write" and e.op == o.index and "groups" in e.data for e in trace.events)
+    assert loads >= 10 and columns >= 5

@@ -305,3 +305,70 @@ def test_psum_is_its_writes_in_cycle_order(trace_mode):
             assert np.array_equal(trace.replay_psum().mem, eng.psum.mem), (gen.name, seed)
             checked += sum(o.psum_writes for o in trace.ops)
     assert checked > 1000
+
+
+def test_maverick_seed_save_writes_each_state_once_where_its_pattern_says():
+    """A MAVERICK LoadSeed then SaveSeed (seed 000 section 5.1): column c's state is slot c // half of
+    partition c % half; SaveSeed writes slot j to the destination's j-th element (step_elem [1, 0, 5]:
+    20 bytes apart, 4-byte states), one PSUM write per state, on the load's write schedule."""
+    p, *_ = _seed_setup("maverick")
+    eng = Engine("maverick", rows=8, cols=16, sbuf=p.sbuf_model())
+    seeds = (0x1234_0000 + 0x0101 * np.arange(16)).astype(np.uint32)
+    eng.sbuf.write(0, 0x3800, seeds)
+    op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
+          "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
+          "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[{n},1,1]) "
+          "dst=(start_addr=psum(0,6,0x100), step_elem=[1,0,5], num_elem=[1,1,2])")
+    load = eng.run(assemble(op.format(mode="load_seed", n=16), "maverick"))
+    save = eng.run(assemble(op.format(mode="save_seed", n=16), "maverick"))
+    assert not [o for o in load.ops + save.ops if o.error], save.summary()
+    base = (6 * addrmap.PSUM_BANK_BYTES + 0x100) // 4
+    cells = eng.psum.cells(4)[:8]
+    assert np.array_equal(cells[:, base], seeds[:8]) and np.array_equal(cells[:, base + 5], seeds[8:])
+    assert not cells[:, base + 1:base + 5].any()                      # nothing between the two elements
+    writes = save.of_kind("psum_write")
+    assert save.ops[0].psum_writes == len(writes) == 16
+    assert sorted((e.data["partition"], e.data["offset"]) for e in writes) == sorted(
+        (c % 8, 6 * addrmap.PSUM_BANK_BYTES + 0x100 + 20 * (c // 8)) for c in range(16))
+    states = load.of_kind("state_write")
+    assert [e.cycle - load.ops[0].t_issue for e in states] == [e.cycle - save.ops[0].t_issue for e in writes]
+
+
+@pytest.mark.parametrize("col_grp,want", [(0, ErrorCode.DTYPE_MIX), (1, ErrorCode.BAD_ACTIVE_RANGE)])
+def test_stationary_dtype_is_the_blocks_loaded_weights(col_grp, want):
+    """The fp32 / tf32 no-mix rule reads the dtype of the weights under the matmul's block (D-T31): bf16
+    moving over fp32 weights is refused as DTYPE_MIX; a block past the array (columns 16..79 of 64) is
+    refused for its size, with no weights to compare."""
+    from tests.fixtures import valid
+    t3 = dict(start_addr=addrmap.sbuf_addr(0), step_elem=[1, 0, 0], num_elem=[64, 1, 1])
+    lw = valid("ldweights", "mariana", in_dtype="fp32", fp32_mode="high", num_active_rows=64, num_active_cols=64,
+               src_mem_pattern=t3)
+    mm = valid("matmul", "mariana", num_active_rows=64, num_active_cols=64, col_grp=col_grp)
+    trace = Engine("mariana", rows=64, cols=64).run(lw + mm)
+    assert [o.error for o in trace.ops] == [ErrorCode.NONE, want]
+
+
+def test_tiny_bf16_products_are_exact_until_each_add_rounds():
+    """Products are exact and each add down the column rounds to fp32 (D-10), also below fp32's normal
+    range: 2^-149 (row 0) plus 1.25 x 2^-148 (row 1) is 3.5 units of 2^-149, a tie that rounds to even,
+    4 units, as Fractions say (rounding the second product first, 2.5 -> 2 units, would give 3)."""
+    from fractions import Fraction
+
+    import ml_dtypes
+    b = programs._Builder("tiny", "mariana", 4, 4, 0)
+    bf16 = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)   # noqa: E731
+    w = np.zeros((4, 4), np.float32)
+    w[0, 0], w[1, 0] = 2.0 ** -75, 1.25 * 2.0 ** -74
+    a = np.array([[2.0 ** -74], [2.0 ** -74], [0], [0]], np.float32)
+    ow, oa = b.put(0, bf16(w), 2), b.put(0, bf16(a), 2)
+    b.line(f"ldweights in_dtype=bf16 rows=4 cols=4 flags=(load_order=first_col_first) src={programs._t3(f'sbuf(0,{ow:#x})', 4)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=4 acc=single src={programs._t3(f'sbuf(0,{oa:#x})', 1)} "
+           f"dst={programs._t3('psum(0,0,0)', 1)}")
+    p = b.done()
+    eng = Engine("mariana", rows=4, cols=4, sbuf=p.sbuf_model())
+    eng.run(assemble(p.text, "mariana"))
+    unit, acc = Fraction(1, 2 ** 149), Fraction(0)
+    for r in range(4):                                  # subnormal range: one grid, ties to even (round)
+        acc = round((acc + Fraction(float(w[r, 0])) * Fraction(float(a[r, 0]))) / unit) * unit
+    assert acc / unit == 4
+    assert int(eng.psum.cells(4)[0, 0]) == acc / unit

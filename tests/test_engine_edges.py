@@ -56,3 +56,7 @@ def test_bad_mx_reads_the_matmuls_own_block():
     assert [o.error for o in trace.ops] == [0, 0, 0, ErrorCode.BAD_MX, ErrorCode.BAD_MX, 0, 0]
     refused = [e.op for e in trace.events if e.kind == "refuse"]
     assert refused == [3, 4]
+    assert [str(v) for v in trace.ops[3].violations] == [
+        "BAD_MX (0x0e) perf_mode: weights were loaded 2 per PE, the matmul streams 1"]
+    assert [str(v) for v in trace.ops[4].violations] == [
+        "BAD_MX (0x0e) perf_mode: weights were loaded 1 and 2 per PE, the matmul streams 1"]

@@ -237,6 +237,7 @@ class Engine(IssueRules, Execution, Seeds, Operands, PsumOrder):
             blk = (slice(row0, row0 + rows), slice(col0, col0 + cols))
             packs = _distinct(self._current("pack")[blk][self._current("dtype")[blk] != 0])
             if packs.size and (packs.size > 1 or int(packs[0]) != pack_of(d)):
-                out.append(Violation(E.BAD_MX, "perf_mode", f"weights were loaded {int(packs[0])} per PE, "
+                loaded = " and ".join(str(int(p)) for p in packs)         # a block of mixed loads names each
+                out.append(Violation(E.BAD_MX, "perf_mode", f"weights were loaded {loaded} per PE, "
                                      f"the matmul streams {pack_of(d)}"))
         return out
