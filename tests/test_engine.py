@@ -311,16 +311,15 @@ def test_maverick_seed_save_writes_each_state_once_where_its_pattern_says():
     """A MAVERICK LoadSeed then SaveSeed (seed 000 section 5.1): column c's state is slot c // half of
     partition c % half; SaveSeed writes slot j to the destination's j-th element (step_elem [1, 0, 5]:
     20 bytes apart, 4-byte states), one PSUM write per state, on the load's write schedule."""
-    p, *_ = _seed_setup("maverick")
-    eng = Engine("maverick", rows=8, cols=16, sbuf=p.sbuf_model())
+    eng = Engine("maverick", rows=8, cols=16)
     seeds = (0x1234_0000 + 0x0101 * np.arange(16)).astype(np.uint32)
     eng.sbuf.write(0, 0x3800, seeds)
     op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
           "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
-          "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[{n},1,1]) "
+          "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[16,1,1]) "
           "dst=(start_addr=psum(0,6,0x100), step_elem=[1,0,5], num_elem=[1,1,2])")
-    load = eng.run(assemble(op.format(mode="load_seed", n=16), "maverick"))
-    save = eng.run(assemble(op.format(mode="save_seed", n=16), "maverick"))
+    load = eng.run(assemble(op.format(mode="load_seed"), "maverick"))
+    save = eng.run(assemble(op.format(mode="save_seed"), "maverick"))
     assert not [o for o in load.ops + save.ops if o.error], save.summary()
     base = (6 * addrmap.PSUM_BANK_BYTES + 0x100) // 4
     cells = eng.psum.cells(4)[:8]
