@@ -620,6 +620,8 @@ if _cover:                                      # the unmutated run's line cover
 
     _cov = _coverage.Coverage(data_file=_cover, data_suffix=True, config_file=False,
                               include=_os.environ["TENSORE_MUTATE_INCLUDE"].split(_os.pathsep))
+    # silent: a test reads a child's stderr, and a child that imports no unit collects no data
+    _cov.set_option("run:disable_warnings", ["no-data-collected", "module-not-imported", "module-not-measured"])
     _cov.start()
     _cov.switch_context(_os.environ.get("TENSORE_MUTATE_CONTEXT", ""))  # a child: the test that started it
 

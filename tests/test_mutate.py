@@ -374,6 +374,23 @@ def test_overlay_puts_the_rtl_mutant_in_front():
         runner.close()
 
 
+def test_a_measured_child_that_imports_no_unit_is_silent(tmp_path):
+    """The unmutated run measures line coverage in every process a test starts: a child that imports
+    none of the measured files (a CLI test of an rtl unit's set reading its child's stderr) gets
+    nothing from coverage on stderr, and one that imports a unit gets its lines recorded."""
+    runner = M.Runner(M.Config(targets=[PE], tests=["unit"]))
+    try:
+        env = {**runner._env(), M.COVER_ENV: str(tmp_path / "cover"), M.INCLUDE_ENV: str(M.ROOT / PE)}
+        out = subprocess.run([sys.executable, "-c", "import json"], env=env, cwd=M.ROOT, capture_output=True, text=True)
+        assert (out.returncode, out.stderr) == (0, "")
+        out = subprocess.run([sys.executable, "-c", "import tensore.rtl.pe"], env=env, cwd=M.ROOT,
+                             capture_output=True, text=True)
+        assert (out.returncode, out.stderr) == (0, "")
+        assert M.read_cover(tmp_path, {PE: M.ROOT / PE})[PE]
+    finally:
+        runner.close()
+
+
 def _result(status_of: dict) -> dict:
     mutants = []
     for k, (file, status) in enumerate(status_of.items()):
