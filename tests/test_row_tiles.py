@@ -318,3 +318,45 @@ def test_a_higher_tap_waits_for_the_cells_it_shares():
     assert sum(w[older.index] != w[younger.index] for w in shared.values()) > 40
     kept = eng.psum.cells(4)
     assert all(int(kept[p, off // 4]) == w[younger.index] for (p, off), w in shared.items())
+
+
+def seed_save_program(n: int = 4):
+    """MAVERICK's r64 tiles of a 4 x 16 array: weights on the upper tile, a SaveSeed (a transposing
+    seed move over the whole array: its writes leave at the bottom tap) into PSUM bank 6, a one-vector
+    transpose into bank 2, then a matmul on the upper tile overwriting the SaveSeed's cells."""
+    b = P._Builder("seed_save_tap", "maverick", 4, 8, 17)
+    s = b.put(0, (0x1234_0000 + np.arange(16, dtype=np.uint32))[None], 4)
+    a = b.put(0, b.values("bf16", (2, n)), 2)
+    w = b.put(0, b.values("bf16", (2, 16)), 2)
+    x = b.put(0, b.rng.integers(0, 1 << 16, (1, 1), dtype=np.uint64), 2)
+    t = "tile_size=(row_size_log2=r64, col_size_log2=c256) "
+    b.line(f"ldweights in_dtype=bf16 rows=2 cols=0 {t}tile_sel=(row_sel=0, col_sel=0) "
+           f"flags=(load_order=first_col_first) src={P._t3(f'sbuf(0,{w:#x})', 16)}")
+    b.line(f"matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 {t}"
+           f"flags=(xpose_mode=enabled, seed_mode=save_seed) src=(start_addr=sbuf(0,{s:#x}), step_elem=[1,0,0], "
+           "num_elem=[16,1,1]) dst=(start_addr=psum(0,6,0), step_elem=[1,0,1], num_elem=[1,1,2])")
+    b.line("matmul in_dtype=bf16 out_dtype=fp32 rows=1 cols=1 tile_size=(row_size_log2=r128, col_size_log2=c128) "
+           f"flags=(xpose_mode=enabled, accumulate_flag=overwrite) src={P._t3(f'sbuf(0,{x:#x})', 1)} "
+           f"dst={P._t3('psum(0,2,0)', 1)}")
+    b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=2 cols=0 {t}tile_sel=(row_sel=0, col_sel=0) "
+           f"flags=(accumulate_flag=overwrite) src={P._t3(f'sbuf(0,{a:#x})', n)} "
+           f"dst=(start_addr=psum(0,6,0), step_elem=[1,0,512], num_elem=[{n},1,2])")
+    return replace(b.done(), timing="public")
+
+
+def test_nothing_overtakes_a_seed_save():
+    """A seed move waits for everything and nothing issues before its last write (D-T30): in
+    seed_save_program the transpose (of its kind and passes) and the matmul on the upper tile, whose
+    sums leave above the SaveSeed's tap, issue after the SaveSeed completes, and the shared cells keep
+    the matmul's sums.  So no tap rule (D-T100) ever reads a seed move's writes."""
+    eng, trace, _ = seed_save_program().golden(shared=False)
+    assert not any(o.error for o in trace.ops), [o.violations for o in trace.ops]
+    save, xpose, mm = trace.ops[1:]
+    assert xpose.t_issue == save.t_complete + 1 and mm.t_issue > xpose.t_complete
+    writes = {}
+    for e in (e for e in trace.events if e.kind == "psum_write"):
+        writes.setdefault((e.data["partition"], e.data["offset"]), []).append((e.op, e.data["bits"]))
+    shared = {cell: dict(w) for cell, w in writes.items() if len(w) == 2}
+    assert len(shared) == 16 and overtakes(trace) == []
+    kept = eng.psum.cells(4)
+    assert all(int(kept[p, off // 4]) == w[mm.index] != w[save.index] for (p, off), w in shared.items())

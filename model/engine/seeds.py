@@ -15,7 +15,9 @@ from tensore.model.engine.records import OpRecord
 
 
 class Seeds:
-    """The seed micro-ops of an Engine: PSUM's SR states from or to SBUF, through the array."""
+    """The seed micro-ops of an Engine: PSUM's SR states from or to SBUF, through the array.  A seed
+    micro-op is a barrier (D-T30): nothing issues before its last PSUM write, so the row tiles' write
+    order rule (D-T100) never reads its writes and it records none."""
 
     def _pe_manage_seed(self, op: OpRecord):
         """MARIANA: a Ldweights of the identity (rows 0-15) then a transposing seed Matmul."""
@@ -53,7 +55,6 @@ class Seeds:
             self._write_seed_cells(op, timing, raw, offs, parts)
         self._last_mm((0, self.rows), timing.t_data, mm_port_free(t_mm, SEED_STATES, 1), t_data=timing.t_data,
                       passes=1, t_complete=op.t_complete, kind=MmKind.XPOSE, t_issue=t_mm)
-        self._tap_writes(op, (0, self.rows), op.t_complete)
 
     def _write_seed_cells(self, op, timing, raw, offs, parts):
         last = 0
@@ -98,5 +99,4 @@ class Seeds:
         op.t_complete = last
         self._last_mm((0, self.rows), timing.t_data, mm_port_free(op.t_issue, 1, 1), t_data=timing.t_data,
                       passes=1, t_complete=last, kind=MmKind.XPOSE, t_issue=op.t_issue)
-        self._tap_writes(op, (0, self.rows), last)
         self._set_floor(op, 1, 1)
