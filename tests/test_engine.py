@@ -347,18 +347,11 @@ def test_stationary_dtype_is_the_blocks_loaded_weights(col_grp, want):
     assert [o.error for o in trace.ops] == [ErrorCode.NONE, want]
 
 
-def test_tiny_bf16_products_are_exact_until_each_add_rounds():
-    """Products are exact and each add down the column rounds to fp32 (D-10), also below fp32's normal
-    range: 2^-149 (row 0) plus 1.25 x 2^-148 (row 1) is 3.5 units of 2^-149, a tie that rounds to even,
-    4 units, as Fractions say (rounding the second product first, 2.5 -> 2 units, would give 3)."""
-    from fractions import Fraction
-
+def _tiny_bf16_run(w, a):
+    """A 4 x 4 MARIANA engine after a bf16 matmul of the column vector `a` over weights `w` into bank 0."""
     import ml_dtypes
     b = programs._Builder("tiny", "mariana", 4, 4, 0)
     bf16 = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)   # noqa: E731
-    w = np.zeros((4, 4), np.float32)
-    w[0, 0], w[1, 0] = 2.0 ** -75, 1.25 * 2.0 ** -74
-    a = np.array([[2.0 ** -74], [2.0 ** -74], [0], [0]], np.float32)
     ow, oa = b.put(0, bf16(w), 2), b.put(0, bf16(a), 2)
     b.line(f"ldweights in_dtype=bf16 rows=4 cols=4 flags=(load_order=first_col_first) src={programs._t3(f'sbuf(0,{ow:#x})', 4)}")
     b.line(f"matmul in_dtype=bf16 out_dtype=fp32 rows=4 cols=4 acc=single src={programs._t3(f'sbuf(0,{oa:#x})', 1)} "
@@ -366,8 +359,45 @@ def test_tiny_bf16_products_are_exact_until_each_add_rounds():
     p = b.done()
     eng = Engine("mariana", rows=4, cols=4, sbuf=p.sbuf_model())
     eng.run(assemble(p.text, "mariana"))
+    return eng
+
+
+def test_tiny_bf16_products_are_exact_until_each_add_rounds():
+    """Products are exact and each add down the column rounds to fp32 (D-10), also below fp32's normal
+    range: 2^-149 (row 0) plus 1.25 x 2^-148 (row 1) is 3.5 units of 2^-149, a tie that rounds to even,
+    4 units, as Fractions say (rounding the second product first, 2.5 -> 2 units, would give 3)."""
+    from fractions import Fraction
+    w = np.zeros((4, 4), np.float32)
+    w[0, 0], w[1, 0] = 2.0 ** -75, 1.25 * 2.0 ** -74
+    a = np.array([[2.0 ** -74], [2.0 ** -74], [0], [0]], np.float32)
+    eng = _tiny_bf16_run(w, a)
     unit, acc = Fraction(1, 2 ** 149), Fraction(0)
     for r in range(4):                                  # subnormal range: one grid, ties to even (round)
         acc = round((acc + Fraction(float(w[r, 0])) * Fraction(float(a[r, 0]))) / unit) * unit
     assert acc / unit == 4
     assert int(eng.psum.cells(4)[0, 0]) == acc / unit
+
+
+def test_the_float32_fast_path_gets_exact_products_only(monkeypatch):
+    """fastpaths.rank1_chain adds float32 products (BLAS sger, fused or not, D-T53): it is exact only
+    where every product of its operands is an fp32 value.  A matmul of fp32 values (48-bit products)
+    never reaches it; one of fp16 or bf16 values does, with products checked against float64's exact ones,
+    but not one of bf16 values whose products fall between fp32's subnormals."""
+    from tensore.model import fastpaths
+    real, calls = fastpaths.rank1_chain, []
+
+    def checked(w, a, partials):
+        prod = w.astype(np.float64)[:, :, None] * a.astype(np.float64)[:, None, :]
+        assert np.array_equal(prod, prod.astype(np.float32)), "a product float32 rounds"
+        calls.append(w.shape)
+        return real(w, a, partials)
+    monkeypatch.setattr(fastpaths, "rank1_chain", checked)
+    for dtype, mode in (("fp32", "high"), ("fp32", "low_high"), ("fp16", None), ("bf16", None)):
+        p = programs.single("mariana", dtype, fp32_mode=mode)
+        trace = Engine("mariana", rows=8, cols=8, sbuf=p.sbuf_model()).run(assemble(p.text, "mariana"))
+        assert not [o for o in trace.ops if o.error], trace.summary()
+        assert bool(calls) == (dtype != "fp32"), (dtype, mode, calls)
+        calls.clear()
+    w, a = np.zeros((4, 4), np.float32), np.zeros((4, 1), np.float32)
+    w[0, 0], a[0, 0] = 1.5 * 2.0 ** -75, 1.5 * 2.0 ** -74                # 2.25 units of 2^-149: rounds in fp32
+    assert int(_tiny_bf16_run(w, a).psum.cells(4)[0, 0]) == 2 and not calls
