@@ -116,13 +116,14 @@ def test_loop_array_equals_amaranth_array(gen, rows, cols, pack, sparse32, dtype
 
 class _Rotate(wiring.Component):
     """Two registers that load each other (a <-> b), one whose next value is a mux holding it, shared
-    with another register's logic (as the PE's active weights are), and two that load the halves of
-    one such mux (a register Yosys split out of a wider signal)."""
+    with another register's logic (as the PE's active weights are), one holding on the mux's other arm
+    (an enable of low polarity), and two that load the halves of one such mux (a register Yosys split
+    out of a wider signal)."""
 
     def __init__(self):
         super().__init__({"en": wiring.In(1), "x": wiring.In(8), "a": wiring.Out(8), "b": wiring.Out(8),
                           "c": wiring.Out(8), "d": wiring.Out(8), "f": wiring.Out(8), "g": wiring.Out(8),
-                          "s": wiring.Out(8)})
+                          "s": wiring.Out(8), "k": wiring.Out(8)})
 
     def elaborate(self, platform):
         m = Module()
@@ -136,14 +137,16 @@ class _Rotate(wiring.Component):
         h = Signal(8)
         g = Mux(self.x[1], a, Cat(lo, hi))
         m.d.sync += [lo.eq(g[:4]), hi.eq(g[4:]), h.eq(g ^ self.x)]
+        k = Signal(8)
+        m.d.sync += k.eq(Mux(self.x[2], k, self.x ^ a))          # holds while x[2]: loads on its low level
         m.d.comb += [self.a.eq(a), self.b.eq(b), self.c.eq(c), self.d.eq(d), self.f.eq(f), self.g.eq(h),
-                     self.s.eq(Cat(lo, hi))]
+                     self.s.eq(Cat(lo, hi)), self.k.eq(k)]
         return m
 
 
 def test_loop_form_writes_in_place_through_read_cycles():
     """rtl/loopform.py updates registers in place: a register read by another's load is written after
-    it, a read cycle goes through a temporary, a hold mux becomes an enable; the block in loop form
+    it, a read cycle goes through a temporary, a hold mux becomes an enable (of either polarity); the block in loop form
     runs as the Amaranth block does, cycle by cycle, through reset."""
     from tensore.rtl.blackbox import prototype
     net = Netlist(yosys_netlist(_Rotate(), "rot"), "n_")
@@ -152,11 +155,12 @@ def test_loop_form_writes_in_place_through_read_cycles():
     assert any(r.en and "EN" not in r.cell["connections"] for r in net.regs)     # the hold mux, an enable
     halves = [r for r in net.regs if r.width == 4]                                 # lo and hi
     assert len(halves) == 2 and all(r.en and "EN" not in r.cell["connections"] for r in halves)
+    assert any(r.en and r.en[1] == 0 for r in net.regs)                           # k: loads when x[2] is 0
     ins = ["en", "x"]
     state = [f"q{k}" for k in range(len(net.regs))]
-    outs = ["a", "b", "c", "d", "f", "g", "s"]
-    text = ["module rot_loop(clk, rst, en, x, a, b, c, d, f, g, s);", "  input clk, rst, en;", "  input [7:0] x;",
-            "  output [7:0] a, b, c, d, f, g, s;",
+    outs = ["a", "b", "c", "d", "f", "g", "s", "k"]
+    text = ["module rot_loop(clk, rst, en, x, a, b, c, d, f, g, s, k);", "  input clk, rst, en;", "  input [7:0] x;",
+            "  output [7:0] a, b, c, d, f, g, s, k;",
             *(f"  logic [{r.width - 1}:0] {q};" for r, q in zip(net.regs, state)), *net.declarations(),
             "  always_ff @(posedge clk) begin", *net.step({n: n for n in ins}, state, "rst", "    "), "  end",
             *(f"  assign {o} = {net.output(o, state)};" for o in outs), "endmodule", ""]
