@@ -667,7 +667,8 @@ def test_files(root, tests: list, unit: str | None = None, writer: bool = False)
 _TIMES_PLUGIN = '''\
 """tensore mutate's pytest plugin (cosim/mutate.py): each test's file (absolute), name and seconds,
 as JSON to $TENSORE_MUTATE_TIMES at the end of the session; under line coverage (the overlay's),
-each test's lines under its name (a coverage context, inherited by the processes it starts)."""
+each test's lines under its name (a coverage context, inherited by the processes it starts), its
+caches emptied first (a test reusing an engine an earlier test elaborated still needs its lines)."""
 import json as _json
 import os as _os
 import time as _time
@@ -681,6 +682,18 @@ def _name(item):
     return f"{item.path}::{item.nodeid.partition('::')[2]}"
 
 
+def _forget():
+    """Each test runs the code a cache would spare it, so the lines it needs are its own: the
+    functools caches of tensore's and the tests' modules, the lockstep's elaborated engines."""
+    import functools
+    import sys
+    mods = [m for n, m in list(sys.modules.items()) if n.startswith(("tensore.", "tests.")) and m is not None]
+    for value in (v for m in mods for v in list(vars(m).values())):
+        if isinstance(value, functools._lru_cache_wrapper):
+            value.cache_clear()
+    getattr(sys.modules.get("tensore.cosim.lockstep"), "_ENGINES", {}).clear()
+
+
 @_pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     cov = None
@@ -688,6 +701,7 @@ def pytest_runtest_protocol(item, nextitem):
         import coverage
         cov = coverage.Coverage.current()
     if cov is not None:
+        _forget()
         cov.switch_context(_name(item))
         _os.environ["TENSORE_MUTATE_CONTEXT"] = _name(item)
     t0 = _time.perf_counter()

@@ -239,12 +239,15 @@ def test_a_matmul_of_other_passes_waits_for_the_load():
     assert hazards(prog) == []
 
 
-def _skews_program():
-    """A 4-pass matmul, then (by an event, after its end) a load skewed by 4, then a 1-pass matmul."""
+def _skews_program(lead: int = 0):
+    """A 4-pass matmul, then (by an event, after its end) a load skewed by 4, then a 1-pass matmul;
+    `lead` two-column loads first move the 4-pass matmul's issue (its rhythm's phase) on by 2 each."""
     b = P._Builder("skews", "mariana", 4, 8, 7)
     a32, a16 = b.put(0, b.values("fp32", (4, 4)), 4), b.put(0, b.values("bf16", (4, 4)), 2)
     w32, w16 = b.put(0, b.values("fp32", (4, 8)), 4), b.put(0, b.values("bf16", (4, 8)), 2)
     order = "flags=(load_order=first_col_first)"
+    for _ in range(lead):
+        b.line(f"ldweights in_dtype=bf16 rows=4 cols=2 {order} src={P._t3(f'sbuf(0,{w16:#x})', 2)}")
     b.line(f"ldweights in_dtype=fp32 fp32_mode=high rows=4 cols=8 {order} src={P._t3(f'sbuf(0,{w32:#x})', 8)}")
     b.line(f"matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=4 cols=8 acc=single set=1 "
            f"src={P._t3(f'sbuf(0,{a32:#x})', 4)} dst={P._t3('psum(0,0,0)', 4)}")
@@ -291,12 +294,17 @@ def _pairs(fp32: bool = False, loads: int = 3, per_load: int = 1):
 def test_rtl_in_lockstep(fp32):
     """Load + matmul pairs on 4 x 8, the loads behind the fronts: golden and RTL (Amaranth) agree
     every cycle; with the mixed-skews program (a 4-pass matmul, then a load skewed by 4, then a
-    1-pass matmul)."""
-    progs = [_pairs(fp32), _pairs(fp32, loads=2, per_load=2)] if not fp32 else [_pairs(fp32), _skews_program()]
+    1-pass matmul), once with its 4-pass rhythm starting at a cycle of each phase bit (9 and 11 mod 4:
+    the launch unit's phase counts from the rhythm's first issue)."""
+    progs = [_pairs(fp32), _pairs(fp32, loads=2, per_load=2)] if not fp32 else \
+        [_pairs(fp32), _skews_program(), _skews_program(1)]
     issues = [o.t_issue for o in progs[0].golden()[1].ops if o.name == "ldweights"]
     mms = [o.t_issue for o in progs[0].golden()[1].ops if o.name == "matmul"]
     assert all(lw < mm for lw, mm in zip(issues, mms)) and issues[1] < mms[0] + 6 * (4 if fp32 else 1)
-    assert lockstep.run_many(progs, psum_partitions=16) == [None, None]
+    if fp32:
+        starts = [next(o.t_issue for o in p.golden()[1].ops if o.name == "matmul") for p in progs[1:]]
+        assert [t % 4 for t in starts] == [1, 3]
+    assert lockstep.run_many(progs, psum_partitions=16) == [None] * len(progs)
 
 
 def test_a_load_a_cycle_earlier_breaks_the_rtl(monkeypatch):

@@ -207,6 +207,24 @@ def test_a_mutant_runs_the_tests_of_its_line_first(tmp_path):
         runner.close()
 
 
+def test_each_test_runs_the_lines_a_cache_would_spare_it(tmp_path):
+    """Under line coverage every test starts with tensore's caches empty: two tests calling a cached
+    layout (rtl/isa.py's uop_layout) both run its body, as two tests of one lockstep engine both run its
+    elaboration, so a mutant of those lines runs either test."""
+    toy = tmp_path / "test_cached.py"
+    toy.write_text("from tensore.rtl.isa import uop_layout\n\n\ndef test_first():\n    assert uop_layout().size\n\n\n"
+                   "def test_second():\n    assert uop_layout().size\n")
+    unit = "rtl/isa.py"
+    runner = M.Runner(M.Config(targets=[unit], tests=[str(toy)], timeout=120))
+    try:
+        runner.baseline()
+        body = next(n.body[-1].lineno for n in ast.parse(runner.sources[unit]).body
+                    if isinstance(n, ast.FunctionDef) and n.name == "uop_layout")
+        assert runner.cover[unit][body] == {f"{toy}::test_first", f"{toy}::test_second"}
+    finally:
+        runner.close()
+
+
 def test_the_lines_a_mutant_needs_run():
     """A node's lines: its statement's whole span; a compound statement's header only; a decorator's
     from its own line.  A decorator, a default, module and class code run at import, not in a call."""

@@ -101,6 +101,40 @@ def test_psum_partition_matches_model(ports):
     assert got_states == [int(x) for x in model.sr_state[PART].reshape(-1)]
 
 
+# (cell, addend): the sum's exact value just off a tie, its deciding bits shifted out of the alignment
+# (or of the subtraction's head); ties to even; a far smaller addend, all of it shifted out
+NEAR_TIES = [(1.0, 2.0 ** -24 + 2.0 ** -26), (1.0, 2.0 ** -24), (1.0 + 2.0 ** -23, 2.0 ** -24),
+             (-1.0, -(2.0 ** -24 + 2.0 ** -40)), (1.0, -(2.0 ** -25 + 2.0 ** -27)), (1.0, -(2.0 ** -25 + 2.0 ** -48)),
+             (1.0, 2.0 ** -60), (1.0, -2.0 ** -60), (3.0, 2.0 ** -23 + 2.0 ** -45),
+             (2.0 ** 100, -(2.0 ** 76 + 2.0 ** 54))]
+
+
+def test_accumulate_rounds_with_the_bits_shifted_out():
+    """fp32 accumulation rounds to nearest even on the sum's exact value (D-10), the bits the alignment
+    or the cancellation shifts out deciding between a tie and above it: each NEAR_TIES pair written,
+    then added, into its own word, against numpy's float32 add."""
+    dut = PsumPartition(PART, 1)
+    ops = [(4 * k, a, acc) for k, pair in enumerate(NEAR_TIES) for acc, a in enumerate(pair)]
+    words = list(range(len(NEAR_TIES)))
+    got = []
+
+    async def bench(ctx):
+        wr = dut.wr[0]
+        for off, x, acc in ops:
+            ctx.set(wr.valid, 1)
+            for f, v in (("offset", off), ("value", int(np.float32(x).view(np.uint32))), ("bf16", 0),
+                         ("accumulate", acc), ("raw", 0), ("sr", 0)):
+                ctx.set(wr[f], v)
+            await ctx.tick()
+        ctx.set(wr.valid, 0)
+        await ctx.tick()
+        got.extend(await _host_read(ctx, dut, words))
+
+    simulate(dut, bench)
+    want = [int((np.float32(c) + np.float32(a)).view(np.uint32)) for c, a in NEAR_TIES]
+    assert [hex(g) for g in got] == [hex(w) for w in want]
+
+
 def test_host_port_writes_words():
     """The host writes words (valid in both halves), the engine accumulates onto them, the host reads
     them back: the same as model.psum with the raw writes."""
