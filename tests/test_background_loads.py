@@ -294,7 +294,7 @@ def _pairs(fp32: bool = False, loads: int = 3, per_load: int = 1):
 def test_rtl_in_lockstep(fp32):
     """Load + matmul pairs on 4 x 8, the loads behind the fronts: golden and RTL (Amaranth) agree
     every cycle; with the mixed-skews program (a 4-pass matmul, then a load skewed by 4, then a
-    1-pass matmul), once with its 4-pass rhythm starting at a cycle of each phase bit (9 and 11 mod 4:
+    1-pass matmul), its 4-pass rhythm starting at cycle 9 and, after one more load, 11 (1 and 3 mod 4:
     the launch unit's phase counts from the rhythm's first issue)."""
     progs = [_pairs(fp32), _pairs(fp32, loads=2, per_load=2)] if not fp32 else \
         [_pairs(fp32), _skews_program(), _skews_program(1)]

@@ -146,8 +146,8 @@ class _Rotate(wiring.Component):
 
 def test_loop_form_writes_in_place_through_read_cycles():
     """rtl/loopform.py updates registers in place: a register read by another's load is written after
-    it, a read cycle goes through a temporary, a hold mux becomes an enable (of either polarity); the block in loop form
-    runs as the Amaranth block does, cycle by cycle, through reset."""
+    it, a read cycle goes through a temporary, a hold mux becomes an enable (of either polarity); the
+    block in loop form runs as the Amaranth block does, cycle by cycle, through reset."""
     from tensore.rtl.blackbox import prototype
     net = Netlist(yosys_netlist(_Rotate(), "rot"), "n_")
     order, staged = net.writes, net.staged

@@ -27,6 +27,13 @@ def _random_ops(rng, n, offs):
     return ops
 
 
+def _set_write(ctx, wr, op):
+    """A write port's fields from an op of _random_ops' form."""
+    for f, key in (("offset", "offset"), ("value", "value"), ("bf16", "bf16"), ("accumulate", "acc"),
+                   ("raw", "raw"), ("sr", "sr")):
+        ctx.set(wr[f], op[key])
+
+
 async def _host_read(ctx, dut, words) -> list:
     """The words through the host port (data one cycle after the address)."""
     out = []
@@ -81,9 +88,7 @@ def test_psum_partition_matches_model(ports):
                 wr = dut.wr[k]
                 ctx.set(wr.valid, op["valid"])
                 if op["valid"]:
-                    for f, key in (("offset", "offset"), ("value", "value"), ("bf16", "bf16"),
-                                   ("accumulate", "acc"), ("raw", "raw"), ("sr", "sr")):
-                        ctx.set(wr[f], op[key])
+                    _set_write(ctx, wr, op)
             z = zeros[t] if t < n else {"zero": False}
             ctx.set(dut.zero_hits, bank_mask(z["zbank"], z["zlog2"]) if z["zero"] else 0)
             await ctx.tick()
@@ -122,9 +127,8 @@ def test_accumulate_rounds_with_the_bits_shifted_out():
         wr = dut.wr[0]
         for off, x, acc in ops:
             ctx.set(wr.valid, 1)
-            for f, v in (("offset", off), ("value", int(np.float32(x).view(np.uint32))), ("bf16", 0),
-                         ("accumulate", acc), ("raw", 0), ("sr", 0)):
-                ctx.set(wr[f], v)
+            _set_write(ctx, wr, {"offset": off, "value": int(np.float32(x).view(np.uint32)), "bf16": False,
+                                 "acc": bool(acc), "raw": False, "sr": False})
             await ctx.tick()
         ctx.set(wr.valid, 0)
         await ctx.tick()
