@@ -273,6 +273,24 @@ def test_pe_reg_write_value_is_checked_when_fetched():
     eng = _reg_write_engine([7])
     trace = eng.run(assemble(_reg_write(0x100), "mariana"))
     assert eng.psum.round_mode == PsumRound.RNE and (eng.read_reg("err_status") >> 8) & 0xFF == ErrorCode.BAD_REGISTER
+    assert (eng.read_reg("err_status") >> 16) & 0xFF == assemble(_reg_write(0x100), "mariana")[0]     # its opcode
+
+
+def test_a_refusal_and_an_error_of_one_cycle_capture_the_refusal():
+    """With a one-cycle SBUF latency a PeRegWrite's bad word is reported (BAD_REGISTER) in the cycle the
+    next descriptor is refused at decode (BAD_ENUM): err_status captures the refusal, the error is
+    counted after it (SPEC section 9: a refusal before an error reported in the same cycle)."""
+    sbuf = np.zeros((addrmap.PARTITIONS, 0x200), np.uint8)
+    sbuf[0, 0x100:0x104] = np.array([7], "<u4").view(np.uint8)
+    eng = Engine("mariana", rows=8, cols=8, sbuf=sbuf, sbuf_latency=1)
+    program = assemble(_reg_write(0x100) + _reg_write(0x100, reg=7), "mariana")
+    trace = eng.run(program)
+    bad, refused = trace.ops
+    assert bad.fault == ErrorCode.BAD_REGISTER and refused.error == ErrorCode.BAD_ENUM
+    assert refused.t_decode == bad.t_complete
+    status = eng.read_reg("err_status")
+    assert status & 1 and (status >> 8) & 0xFF == ErrorCode.BAD_ENUM and (status >> 16) & 0xFF == program[64]
+    assert eng.read_reg("err_count") == 2
 
 
 def test_pe_reg_write_bypass_takes_the_immediate():

@@ -1,6 +1,7 @@
 """Edges of the golden engine's host interface and runtime refusals (model/engine/core.py): the
 host may set every event flag 0..63 (D-T20), and BAD_MX compares a matmul's pump with the weights
 of its own block, never a transposing matmul's (D-T31)."""
+import numpy as np
 import pytest
 
 from tensore.model.dtypes import Gen
@@ -60,3 +61,146 @@ def test_bad_mx_reads_the_matmuls_own_block():
         "BAD_MX (0x0e) perf_mode: weights were loaded 2 per PE, the matmul streams 1"]
     assert [str(v) for v in trace.ops[4].violations] == [
         "BAD_MX (0x0e) perf_mode: weights were loaded 1 and 2 per PE, the matmul streams 1"]
+
+
+@pytest.mark.parametrize("cols", [12, 20])
+def test_maverick_columns_fill_both_halves_with_whole_groups(cols):
+    """A MAVERICK array's columns split into two halves of whole 4-column groups (D-T90): 12 or 20
+    columns (halves of 6 or 10) are refused, 8 and 16 taken; CAYMAN takes 12 (one half)."""
+    with pytest.raises(ValueError, match="columns a multiple of 8"):
+        Engine(Gen.MAVERICK, rows=8, cols=cols)
+    assert Engine(Gen.MAVERICK, rows=8, cols=cols - 4).cols == cols - 4
+    assert Engine(Gen.CAYMAN, rows=8, cols=cols).cols == cols
+
+
+@pytest.mark.parametrize("cycle", [-2, -100])
+def test_a_host_set_before_the_run_is_seen_by_the_first_wait(cycle):
+    """A host set at any cycle before the run (below -1) is a set before cycle 0: a load waiting for it
+    issues at its earliest cycle, as with no wait."""
+    load = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}"
+    eng = Engine(G, rows=8, cols=8)
+    eng.schedule_event(5, cycle)
+    trace = eng.run(assemble(load + " wait=5\n", G))
+    assert trace.stalled is None
+    assert trace.ops[0].t_issue == Engine(G, rows=8, cols=8).run(assemble(load + "\n", G)).ops[0].t_issue
+
+
+def test_a_stalled_run_ends_its_trace_at_the_waiting_descriptor():
+    """A wait nothing satisfies stops the run there: the trace holds the descriptors up to and with the
+    waiting one (not issued), none after it."""
+    load = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
+    eng = Engine(G, rows=8, cols=8)
+    trace = eng.run(assemble(load + load.replace("\n", " wait=9\n") + load + load, G))
+    assert "descriptor 1" in trace.stalled
+    assert [o.index for o in trace.ops] == [0, 1]
+    assert trace.ops[0].t_issue is not None and trace.ops[1].t_issue is None
+
+
+def test_a_refusal_names_its_first_violations_field():
+    """A descriptor breaking three rules is refused with the lowest code (SPEC D-23); its refuse event
+    names that rule's field (perf_opt), not another violation's."""
+    text = f"ldweights in_dtype=fp32 perf_opt=double_row rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
+    trace = Engine(G, rows=8, cols=8).run(assemble(text, G))
+    assert [v.field for v in trace.ops[0].violations] == ["perf_opt", "fp32_mode", "src_mem_pattern"]
+    assert [(e.data["code"], e.data["field"]) for e in trace.of_kind("refuse")] == [(ErrorCode.BAD_DTYPE, "perf_opt")]
+
+
+def test_a_default_engine_keeps_no_pe_log():
+    """The PE log is kept only for an engine built with record_pe=True (one record per micro-op)."""
+    text = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
+    assert Engine(G, rows=8, cols=8).run(assemble(text, G)).pe_log == []
+    assert [r["kind"] for r in Engine(G, rows=8, cols=8, record_pe=True).run(assemble(text, G)).pe_log] == ["lw"]
+
+
+def test_a_zeroing_precedes_an_older_matmuls_write_of_its_cycle():
+    """MARIANA 16 x 8, every SBUF byte 0x38 (fp8_exp3 1.5): a double-row matmul on 2 rows writes
+    1.5 * 1.5 * 4 = 9.0 twice into one cell of partitions 0 and 1 (the second accumulating), one
+    cycle apart; a later matmul zeroes 8 banks from bank 1 (wrapping to bank 0) in the cycle of
+    partition 1's second write.  In one cycle the zeroing comes first (D-T40 (6)): partition 1 keeps
+    9.0 (the write after the zero), partition 0's 18.0 (written the cycle before) is zeroed."""
+    text = ("matmul in_dtype=fp8_exp3 rows=1 cols=1 set=0 src=(start_addr=sbuf(0,0), step_elem=[0,0,0], "
+            "num_elem=[1,1,1]) dst=(start_addr=psum(0,0,0), step_elem=[0,0,0], num_elem=[1,1,1])\n"
+            f"ldweights in_dtype=fp8_exp3 perf_opt=double_row rows=2 cols=6 {LO} src={_t3('sbuf(0,0x1000)', 12)}\n"
+            "matmul in_dtype=fp8_exp3 perf_opt=double_row rows=2 cols=2 src=(start_addr=sbuf(0,0), "
+            "step_elem=[0,0,0], num_elem=[4,1,1]) dst=(start_addr=psum(0,0,0), step_elem=[0,0,0], num_elem=[2,1,1])\n"
+            "matmul in_dtype=fp8_exp3 perf_opt=double_row rows=1 cols=2 acc=single zero=banks_8 "
+            "src=(start_addr=sbuf(0,0), step_elem=[0,0,0], num_elem=[24,1,1]) "
+            "dst=(start_addr=psum(0,1,0), step_elem=[0,0,0], num_elem=[12,1,1])\n")
+    eng = Engine(G, rows=16, cols=8, sbuf=np.full((128, 0x2000), 0x38, np.uint8))
+    trace = eng.run(assemble(text, G))
+    zero = trace.of_kind("psum_zero")[0]
+    last = max((e for e in trace.of_kind("psum_write") if e.op == 2), key=lambda e: e.cycle)
+    assert (zero.cycle, last.cycle, last.data["partition"], last.data["offset"]) == (zero.cycle, zero.cycle, 1, 0)
+    assert eng.psum.cells(4)[:2, 0].view(np.float32).tolist() == [0.0, 9.0]
+
+
+def test_a_seed_save_after_a_zeroing_matmul_is_the_same_at_every_sbuf_latency():
+    """An MX matmul that zeroes its PSUM cell (multi_start), then a SaveSeed of the RNG seeds into
+    that cell's bank: the SaveSeed is a barrier (D-T30), so its seeds overwrite the zeroed cells
+    whatever the SBUF latency (2, 4, 6, 8: only the cycles move)."""
+    text = ("matmul_mx in_dtype=fp8_exp5 rows=1 cols=1 perf_mode=quad_row_interleave acc=multi_start "
+            "src=(data_addr=sbuf(0,0), scale_addr=sbuf(0,0), step_elem=0, num_elem=12) "
+            "dst=(start_addr=psum(0,0,0), step_elem=[0,0,0], num_elem=[3,1,1])\n"
+            "pe_manage_seed mode=save_seed rows=16 cols=128 identity_dtype=bf16 "
+            "identity_mem_pattern=(start_addr=sbuf(0,0), step_elem=[0], num_elem=[16]) "
+            "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])\n")
+    cells = []
+    for latency in (2, 4, 6, 8):
+        eng = Engine(G, rows=8, cols=8, sbuf_latency=latency)
+        eng.run(assemble(text, G))
+        cells.append(eng.psum.cells(4)[:8, :2].copy())
+    assert cells[0].all()
+    assert all(np.array_equal(c, cells[0]) for c in cells[1:])
+
+
+def _load(dtype: str, rows: int = 8, grp: int = 0) -> str:
+    fp32 = "fp32_mode=low " if dtype == "fp32" else ""
+    return f"ldweights in_dtype={dtype} {fp32}rows={rows} cols=8 row_grp={grp} {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
+
+
+def _mm(dtype: str, rows: int = 8, grp: int = 0, flags: str = "", n_dst: int = 4) -> str:
+    fp32 = "fp32_mode=low " if dtype == "fp32" else ""
+    return (f"matmul in_dtype={dtype} {fp32}out_dtype=fp32 rows={rows} cols=8 row_grp={grp} acc=single {flags}"
+            f"src={_t3('sbuf(0,0x200)', 4)} dst={_t3('psum(0,3,0)', n_dst)}\n")
+
+
+_MIX = "DTYPE_MIX (0x06) in_dtype: moving {} with stationary {}: FP32 (tf32) operands cannot mix with low precision"
+_MX = ("matmul_mx in_dtype=fp8_exp5 rows=8 cols=8 perf_mode=quad_row_interleave acc=single "
+       "src=(data_addr=sbuf(0,0), scale_addr=sbuf(0,0x400), step_elem=0, num_elem=4) "
+       "dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[1,1,1])\n")
+
+
+@pytest.mark.parametrize("text,want", [
+    (_load("fp32") + _mm("fp32"), []),
+    (_load("bf16") + _mm("fp32"), [_MIX.format("FP32", "BFLOAT16")]),
+    (_load("fp32") + _mm("bf16"), [_MIX.format("BFLOAT16", "FP32")]),
+    (_load("fp32", 4, 0) + _load("bf16", 4, 2) + _mm("fp32"), [_MIX.format("FP32", "BFLOAT16")]),
+    (_load("fp32", 4, 0) + _load("bf16", 4, 2) + _mm("bf16"), [_MIX.format("BFLOAT16", "FP32")]),
+    (_load("fp8_e5m2", 4, 0) + _load("bf16", 4, 2) + _mm("fp32"), [_MIX.format("FP32", "BFLOAT16")]),
+    (_load("bf16") + _mm("fp32", flags="flags=(xpose_mode=enabled) ", n_dst=8), []),
+    (_load("fp32") + _MX, ["BAD_MX (0x0e) perf_mode: weights were loaded 1 per PE, the matmul streams 4"]),
+    (_load("bf16", 4, 0) + _mm("fp32", 8, 1), ["BAD_ACTIVE_RANGE (0x09) num_active_rows: rows 2..9 do not fit this "
+                                               "8-row array"]),
+], ids=["fp32_on_fp32", "fp32_on_bf16", "bf16_on_fp32", "fp32_on_mixed", "bf16_on_mixed", "fp32_on_fp8_bf16",
+        "transpose", "mx_on_fp32", "past_the_rows"])
+def test_the_fp32_no_mix_rule_reads_the_matmuls_own_weights(text, want):
+    """FP32 (tf32) moving data and FP32 weights go together only (the no-mix rule, D-T31): the weights
+    of the matmul's own block decide (a block mixing FP32 with others mixes; its first low-precision
+    dtype by code is named); a transposing matmul reads no weights, an MX matmul has its own rule
+    (BAD_MX), and a block past the array is refused for that alone."""
+    trace = Engine(G, rows=8, cols=8).run(assemble(text, G))
+    assert all(o.error == 0 for o in trace.ops[:-1])
+    assert [str(v) for v in trace.ops[-1].violations] == want
+
+
+def test_bad_mx_reads_only_the_pes_a_load_wrote():
+    """bf16 weights (1 per PE) on rows 0..3 of an 8 x 8 array, nothing loaded on rows 4..7: a bf16
+    matmul on all 8 rows runs (PEs no load wrote hold no pump mode, D-T31); so does an fp8 one after
+    fp8 weights on rows 4..7, one per PE too; and an FP8 double-row matmul on all 8 rows after
+    double-row weights (2 per PE) on rows 0..3 alone."""
+    trace = Engine(G, rows=8, cols=8).run(assemble(_load("bf16", 4, 0) + _mm("bf16") + _load("fp8_e5m2", 4, 2)
+                                                   + _mm("fp8_e5m2"), G))
+    assert [o.error for o in trace.ops] == [0, 0, 0, 0] and all(o.t_issue is not None for o in trace.ops)
+    double = f"ldweights in_dtype=fp8_e5m2 perf_opt=double_row rows=4 cols=8 row_grp=0 {LO} src={_t3('sbuf(0,0x0)', 16)}\n"
+    trace = Engine(G, rows=8, cols=8).run(assemble(double + _matmul("fp8_e5m2", 8, 0, 4, 1, pump=2), G))
+    assert [o.error for o in trace.ops] == [0, 0]
