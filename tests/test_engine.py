@@ -168,6 +168,58 @@ def test_pe_manage_seed_save_perturb_load_replay():
     assert np.array_equal(_bank_bf16(eng, 6), first)
 
 
+def test_a_seed_micro_op_leaves_its_identity_in_the_weights():
+    """MARIANA 8 x 8: a SaveSeed loads its identity (bf16 1.0 codes from SBUF, row k's on the columns of
+    state k, D-T30) into the weights; a bf16 matmul after it, with no load, copies its moving data
+    (the sum of column c is row c's value: partition c holds x[c])."""
+    import ml_dtypes
+    eng = Engine("mariana", rows=8, cols=8)
+    eng.sbuf.write(0, 0x3000, np.full(16, 0x3F80, np.uint16))
+    x = (np.arange(32).reshape(8, 4) + 1).astype(np.float32)                  # [rows, vectors]
+    for p in range(8):
+        eng.sbuf.write(p, 0x200, x[p].astype(ml_dtypes.bfloat16).view(np.uint16))
+    text = ("pe_manage_seed mode=save_seed rows=16 cols=128 identity_dtype=bf16 "
+            "identity_mem_pattern=(start_addr=sbuf(0,0x3000), step_elem=[1], num_elem=[16]) "
+            "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])\n"
+            "matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single "
+            "src=(start_addr=sbuf(0,0x200), step_elem=[1,0,0], num_elem=[4,1,1]) "
+            "dst=(start_addr=psum(0,3,0), step_elem=[1,0,0], num_elem=[4,1,1])\n")
+    trace = eng.run(assemble(text, "mariana"))
+    assert [o.error for o in trace.ops] == [0, 0]
+    assert np.array_equal(eng.psum.cells(4)[:8, 3 * 512:3 * 512 + 4].view(np.float32), x)
+
+
+@pytest.mark.parametrize("fp32_mode", ["low", "low_high"])
+def test_an_ldtags_leaves_no_column_skew(fp32_mode):
+    """A row-serial Ldweights (fp32), an LdTags, then a dense fp32 matmul: the LdTags is row-serial (no
+    column-serial skew, D-T99), so the matmul issues at the same cycle with 1 pass (low) or 3
+    (low_high): the LdTags's cycle + 2."""
+    t3 = "step_elem=[1,0,0], num_elem=[{}, 1, 1]"
+    text = (f"ldweights in_dtype=fp32 fp32_mode={fp32_mode} rows=8 cols=8 flags=(load_order=first_col_first) "
+            f"src=(start_addr=sbuf(0,0x0), {t3.format(8)})\n"
+            f"ldtags in_dtype=uint16 force_tag_bits=0 rows=8 cols=8 src=(start_addr=sbuf(0,0x400), {t3.format(2)})\n"
+            f"matmul in_dtype=fp32 fp32_mode={fp32_mode} out_dtype=fp32 rows=8 cols=8 acc=single "
+            f"src=(start_addr=sbuf(0,0x200), {t3.format(4)}) dst=(start_addr=psum(0,3,0), {t3.format(4)})\n")
+    _, tags, mm = Engine("mariana", rows=8, cols=8).run(assemble(text, "mariana")).ops
+    assert mm.error == 0 and mm.t_issue == tags.t_issue + 2
+
+
+@pytest.mark.parametrize("rows", [8, 4])
+def test_a_transpose_writes_on_the_full_arrays_wavefront(rows):
+    """A transposing matmul on an 8 x 8 array writes element k of partition n at t + L + (8 + n + k) + 1,
+    the wavefront of a plain matmul's column n, vector k through all 8 rows (D-15, D-T32), whatever
+    rows the transpose has."""
+    eng = Engine("mariana", rows=8, cols=8)
+    text = (f"matmul in_dtype=bf16 out_dtype=fp32 rows={rows} cols=8 acc=single flags=(xpose_mode=enabled) "
+            "src=(start_addr=sbuf(0,0x200), step_elem=[1,0,0], num_elem=[4,1,1]) "
+            f"dst=(start_addr=psum(0,3,0), step_elem=[1,0,0], num_elem=[{rows},1,1])\n")
+    trace = eng.run(assemble(text, "mariana"))
+    t, base = trace.ops[0].t_issue, 3 * addrmap.PSUM_BANK_BYTES
+    writes = [(e.cycle, e.data["partition"], (e.data["offset"] - base) // 4) for e in trace.of_kind("psum_write")]
+    assert len(writes) == rows * 4
+    assert all(cycle == t + eng.sbuf_latency + 8 + n + k + 1 for cycle, n, k in writes)
+
+
 def test_maverick_seed_micro_ops():
     """MAVERICK: seed_mode SAVE / LOAD matmuls move one bank's 2 x half states."""
     from tensore.model.psum import sr_reset_states
@@ -291,6 +343,21 @@ def test_a_refusal_and_an_error_of_one_cycle_capture_the_refusal():
     status = eng.read_reg("err_status")
     assert status & 1 and (status >> 8) & 0xFF == ErrorCode.BAD_ENUM and (status >> 16) & 0xFF == program[64]
     assert eng.read_reg("err_count") == 2
+
+
+@pytest.mark.parametrize("words,mode", [([1, 0xFF], "SR"), ([0x0100_0001], None), ([0, 0xFFFF_FFFF], "RNE")])
+def test_pe_reg_write_fetches_one_32_bit_word(words, mode):
+    """The SBUF value of a PeRegWrite is the little-endian 32-bit word at its address, no byte more or
+    less (seed 000 section 10): 1 followed by 0xFF sets SR, 0x01000001 is no PSUM_ROUND mode
+    (BAD_REGISTER, the mode stays RNE), 0 followed by ones sets RNE."""
+    from tensore.model.isa.enums import PsumRound
+    eng = _reg_write_engine(words)
+    if mode == "RNE":
+        eng.psum.round_mode = PsumRound.SR
+    trace = eng.run(assemble(_reg_write(0x100), "mariana"))
+    want = PsumRound[mode] if mode else PsumRound.RNE
+    assert eng.psum.round_mode == want
+    assert trace.ops[0].fault == (ErrorCode.NONE if mode else ErrorCode.BAD_REGISTER)
 
 
 def test_pe_reg_write_bypass_takes_the_immediate():
