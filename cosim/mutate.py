@@ -107,9 +107,10 @@ UNIT_TESTS = {
                              "tests/test_model_corners.py"],
     "model/engine/issue.py": ["tests/test_issue_rules.py", "tests/test_engine.py", "tests/test_public_cost.py",
                               "tests/test_row_tiles.py"],
-    "model/engine/execute.py": ["tests/test_engine.py", "tests/test_model_corners.py", "tests/test_oracle.py",
-                                "tests/test_background_loads.py",
-                                # the tag loads' PE log drives the RTL array (cosim/array_lockstep.py)
+    "model/engine/execute.py": ["tests/test_engine_edges.py", "tests/test_engine.py", "tests/test_model_corners.py",
+                                "tests/test_oracle.py", "tests/test_background_loads.py",
+                                # the tag loads' and a sparse matmul's PE log drive the RTL array
+                                # (cosim/array_lockstep.py)
                                 "tests/test_rtl_array.py::test_array_lockstep[mariana-16]",
                                 "tests/test_rtl_array.py::test_array_lockstep[cayman-18]"],
     "model/engine/seeds.py": ["tests/test_engine.py", "tests/test_oracle.py"],

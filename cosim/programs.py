@@ -392,11 +392,12 @@ def _tag_words(tags: np.ndarray, cols: int) -> np.ndarray:
     return words
 
 
-def sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=3, seed=7):
-    """LdTags (force_tag_bits 0x4) + Ldweights + MatmulSparse with 3 fmaps per partition."""
+def sparse(gen="mariana", rows=8, cols=8, n=6, fmaps=3, seed=7, tags_below=None):
+    """LdTags (force_tag_bits 0x4) + Ldweights + MatmulSparse with 3 fmaps per partition; tags drawn
+    below `tags_below` (default: the fmaps sent; up to 4: a tag beyond them contributes nothing, D-T26)."""
     b = _Builder("sparse", gen, rows, cols, seed)
     w, a = b.values("fp16", (rows, cols)), b.values("fp16", (rows, fmaps, n))
-    tags = b.rng.integers(0, fmaps, (rows, cols))
+    tags = b.rng.integers(0, tags_below or fmaps, (rows, cols))
     words = _tag_words(tags, cols)
     ot, ow = b.put(0, words, 2), b.put(0, w, 2)
     oa = b.put(0, a.reshape(rows, fmaps * n), 2)

@@ -220,6 +220,16 @@ def test_a_transpose_writes_on_the_full_arrays_wavefront(rows):
     assert all(cycle == t + eng.sbuf_latency + 8 + n + k + 1 for cycle, n, k in writes)
 
 
+@pytest.mark.parametrize("fmaps", [2, 3])
+def test_sparse_tags_beyond_the_fmaps_sent_contribute_nothing(fmaps):
+    """MatmulSparse with tags 0..3 and fewer fmaps sent: a PE whose tag names no fmap sent adds nothing
+    to its column (D-T26); the PSUM equals cosim/oracle.py's sparse chain."""
+    p = programs.sparse("mariana", rows=8, cols=8, n=4, fmaps=fmaps, seed=3, tags_below=4)
+    eng = Engine(p.gen, rows=p.rows, cols=p.cols, sbuf=p.sbuf_model())
+    trace = eng.run(assemble(p.text, p.gen))
+    assert_expectations(p, eng, trace)
+
+
 def test_maverick_seed_micro_ops():
     """MAVERICK: seed_mode SAVE / LOAD matmuls move one bank's 2 x half states."""
     from tensore.model.psum import sr_reset_states

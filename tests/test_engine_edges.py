@@ -204,3 +204,13 @@ def test_bad_mx_reads_only_the_pes_a_load_wrote():
     double = f"ldweights in_dtype=fp8_e5m2 perf_opt=double_row rows=4 cols=8 row_grp=0 {LO} src={_t3('sbuf(0,0x0)', 16)}\n"
     trace = Engine(G, rows=8, cols=8).run(assemble(double + _matmul("fp8_e5m2", 8, 0, 4, 1, pump=2), G))
     assert [o.error for o in trace.ops] == [0, 0]
+
+
+def test_a_matmul_swaps_only_the_pending_weights_of_its_block():
+    """bf16 weights loaded on rows 0..3: the first matmul on rows 0..3 swaps them in (one swap event,
+    D-14); a second on the same rows finds nothing pending, nor does one on rows 4..7 (no load
+    wrote them): no swap event more."""
+    trace = Engine(G, rows=8, cols=8).run(assemble(_load("bf16", 4, 0) + _mm("bf16", 4, 0) + _mm("bf16", 4, 0)
+                                                   + _mm("bf16", 4, 2), G))
+    assert [o.error for o in trace.ops] == [0, 0, 0, 0]
+    assert [(e.op, e.data["rows"]) for e in trace.of_kind("swap")] == [(1, (0, 4))]
