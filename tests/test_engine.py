@@ -100,6 +100,7 @@ def test_dependency_check_and_delay_only_change_timing():
     assert_expectations(p, eng, delayed)
     issues = [o.t_issue for o in delayed.ops]
     assert all(b - a >= 21 for a, b in zip(issues, issues[1:]))
+    assert issues[0] == fast.ops[0].t_issue                 # the delay follows an issue: none before the first
 
 
 def test_events_wait_and_set():

@@ -208,9 +208,10 @@ def test_bad_mx_reads_only_the_pes_a_load_wrote():
 
 def test_a_matmul_swaps_only_the_pending_weights_of_its_block():
     """bf16 weights loaded on rows 0..3: the first matmul on rows 0..3 swaps them in (one swap event,
-    D-14); a second on the same rows finds nothing pending, nor does one on rows 4..7 (no load
-    wrote them): no swap event more."""
-    trace = Engine(G, rows=8, cols=8).run(assemble(_load("bf16", 4, 0) + _mm("bf16", 4, 0) + _mm("bf16", 4, 0)
-                                                   + _mm("bf16", 4, 2), G))
+    D-14) when its first vector reaches the block's first PE, at t + L; a second on the same rows
+    finds nothing pending, nor does one on rows 4..7 (no load wrote them): no swap event more."""
+    eng = Engine(G, rows=8, cols=8)
+    trace = eng.run(assemble(_load("bf16", 4, 0) + _mm("bf16", 4, 0) + _mm("bf16", 4, 0) + _mm("bf16", 4, 2), G))
     assert [o.error for o in trace.ops] == [0, 0, 0, 0]
-    assert [(e.op, e.data["rows"]) for e in trace.of_kind("swap")] == [(1, (0, 4))]
+    assert [(e.op, e.cycle, e.data["rows"], e.data["cols"]) for e in trace.of_kind("swap")] == [
+        (1, trace.ops[1].t_issue + eng.sbuf_latency, (0, 4), (0, 8))]
