@@ -219,6 +219,16 @@ def test_a_transpose_writes_on_the_full_arrays_wavefront(rows):
     writes = [(e.cycle, e.data["partition"], (e.data["offset"] - base) // 4) for e in trace.of_kind("psum_write")]
     assert len(writes) == rows * 4
     assert all(cycle == t + eng.sbuf_latency + 8 + n + k + 1 for cycle, n, k in writes)
+    assert t == 2                       # the run's first micro-op (decoded in cycle 1) waits for no load
+
+
+def test_a_runs_first_ldtags_waits_for_nothing():
+    """An LdTags opening a run issues in cycle 2, the cycle after its decode: no sparse matmul, load
+    or LdTags came before it (each rule's "none yet" lies before the run)."""
+    text = "ldtags in_dtype=uint16 force_tag_bits=0 rows=8 cols=8 src=(start_addr=sbuf(0,0x400), step_elem=[1,0,0], " \
+           "num_elem=[2,1,1])\n"
+    op = Engine("mariana", rows=8, cols=8).run(assemble(text + text, "mariana")).ops[0]
+    assert (op.t_decode, op.t_issue, op.error) == (1, 2, 0)
 
 
 @pytest.mark.parametrize("fmaps", [2, 3])
