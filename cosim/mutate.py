@@ -105,8 +105,9 @@ UNIT_TESTS = {
     "model/fastpaths.py": ["tests/test_array_paths.py", "tests/test_constants_literal.py", "tests/test_engine.py"],
     "model/engine/core.py": ["tests/test_engine_edges.py", "tests/test_engine.py", "tests/test_api.py",
                              "tests/test_model_corners.py"],
-    "model/engine/issue.py": ["tests/test_issue_rules.py", "tests/test_engine.py", "tests/test_public_cost.py",
-                              "tests/test_row_tiles.py"],
+    "model/engine/issue.py": ["tests/test_issue_rules.py", "tests/test_timing_formulas.py", "tests/test_engine.py",
+                              "tests/test_public_cost.py", "tests/test_row_tiles.py",
+                              "tests/test_timing_profile.py::test_issue_floor_spaces_matmuls_on_one_block"],
     "model/engine/execute.py": ["tests/test_engine_edges.py", "tests/test_engine.py", "tests/test_model_corners.py",
                                 "tests/test_oracle.py", "tests/test_background_loads.py",
                                 # the tag loads' and a sparse matmul's PE log drive the RTL array
@@ -114,7 +115,8 @@ UNIT_TESTS = {
                                 "tests/test_rtl_array.py::test_array_lockstep[mariana-16]",
                                 "tests/test_rtl_array.py::test_array_lockstep[cayman-18]"],
     "model/engine/seeds.py": ["tests/test_engine.py", "tests/test_oracle.py"],
-    "model/engine/operands.py": ["tests/test_engine.py", "tests/test_microop.py", "tests/test_model_corners.py"],
+    "model/engine/operands.py": ["tests/test_engine_edges.py", "tests/test_engine.py", "tests/test_microop.py",
+                                 "tests/test_model_corners.py"],
     "model/engine/psum_order.py": ["tests/test_aggregate_trace.py", "tests/test_psum_collisions.py",
                                    "tests/test_engine.py"],
     "model/engine/records.py": ["tests/test_engine.py", "tests/test_aggregate_trace.py"],
@@ -695,7 +697,9 @@ def _forget():
     for value in (v for m in mods for v in list(vars(m).values())):
         if isinstance(value, functools._lru_cache_wrapper):
             value.cache_clear()
-    getattr(sys.modules.get("tensore.cosim.lockstep"), "_ENGINES", {}).clear()
+    lockstep = sys.modules.get("tensore.cosim.lockstep")
+    if lockstep is not None:
+        lockstep.forget_engines()
 
 
 @_pytest.hookimpl(wrapper=True)

@@ -190,6 +190,10 @@ def test_a_seed_micro_op_leaves_its_identity_in_the_weights():
     assert np.array_equal(eng.psum.cells(4)[:8, 3 * 512:3 * 512 + 4].view(np.float32), x)
 
 
+LDTAGS = ("ldtags in_dtype=uint16 force_tag_bits=0 rows=8 cols=8 "
+          "src=(start_addr=sbuf(0,0x400), step_elem=[1,0,0], num_elem=[2,1,1])\n")    # 8 columns' tags
+
+
 @pytest.mark.parametrize("fp32_mode", ["low", "low_high"])
 def test_an_ldtags_leaves_no_column_skew(fp32_mode):
     """A row-serial Ldweights (fp32), an LdTags, then a dense fp32 matmul: the LdTags is row-serial (no
@@ -198,7 +202,7 @@ def test_an_ldtags_leaves_no_column_skew(fp32_mode):
     t3 = "step_elem=[1,0,0], num_elem=[{}, 1, 1]"
     text = (f"ldweights in_dtype=fp32 fp32_mode={fp32_mode} rows=8 cols=8 flags=(load_order=first_col_first) "
             f"src=(start_addr=sbuf(0,0x0), {t3.format(8)})\n"
-            f"ldtags in_dtype=uint16 force_tag_bits=0 rows=8 cols=8 src=(start_addr=sbuf(0,0x400), {t3.format(2)})\n"
+            + LDTAGS +
             f"matmul in_dtype=fp32 fp32_mode={fp32_mode} out_dtype=fp32 rows=8 cols=8 acc=single "
             f"src=(start_addr=sbuf(0,0x200), {t3.format(4)}) dst=(start_addr=psum(0,3,0), {t3.format(4)})\n")
     _, tags, mm = Engine("mariana", rows=8, cols=8).run(assemble(text, "mariana")).ops
@@ -225,9 +229,7 @@ def test_a_transpose_writes_on_the_full_arrays_wavefront(rows):
 def test_a_runs_first_ldtags_waits_for_nothing():
     """An LdTags opening a run issues in cycle 2, the cycle after its decode: no sparse matmul, load
     or LdTags came before it (each rule's "none yet" lies before the run)."""
-    text = "ldtags in_dtype=uint16 force_tag_bits=0 rows=8 cols=8 src=(start_addr=sbuf(0,0x400), step_elem=[1,0,0], " \
-           "num_elem=[2,1,1])\n"
-    op = Engine("mariana", rows=8, cols=8).run(assemble(text + text, "mariana")).ops[0]
+    op = Engine("mariana", rows=8, cols=8).run(assemble(LDTAGS * 2, "mariana")).ops[0]
     assert (op.t_decode, op.t_issue, op.error) == (1, 2, 0)
 
 

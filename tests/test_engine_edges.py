@@ -17,11 +17,20 @@ def _t3(addr: str, n: int) -> str:
     return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
 
 
-def _matmul(dtype: str, rows: int, grp: int, n: int, bank: int, pump: int = 1) -> str:
-    """A matmul of n vectors on rows grp * 2 .. + rows (8 x 8 array), single pump or FP8 double row."""
+def _load(dtype: str, rows: int = 8, grp: int = 0, wait: str = "") -> str:
+    """A first-column-first Ldweights of 8 columns on rows grp * 2 .. + rows (fp32: LOW)."""
+    fp32 = "fp32_mode=low " if dtype == "fp32" else ""
+    return f"ldweights in_dtype={dtype} {fp32}rows={rows} cols=8 row_grp={grp} {LO} src={_t3('sbuf(0,0x0)', 8)}{wait}\n"
+
+
+def _mm(dtype: str, rows: int = 8, grp: int = 0, *, n: int = 4, bank: int = 3, pump: int = 1, flags: str = "",
+        n_dst: int | None = None, src_part: int = 0) -> str:
+    """A matmul of n vectors on rows grp * 2 .. + rows (8 x 8 array) from SBUF partition src_part into
+    PSUM bank `bank`: single pump or FP8 double row (pump 2), fp32 LOW."""
+    fp32 = "fp32_mode=low " if dtype == "fp32" else ""
     extra = "perf_opt=double_row " if pump == 2 else ""
-    return (f"matmul in_dtype={dtype} {extra}out_dtype=fp32 rows={rows} cols=8 row_grp={grp} acc=single "
-            f"src={_t3(f'sbuf({2 * grp},0x200)', pump * n)} dst={_t3(f'psum(0,{bank},0)', n)}\n")
+    return (f"matmul in_dtype={dtype} {fp32}{extra}out_dtype=fp32 rows={rows} cols=8 row_grp={grp} acc=single {flags}"
+            f"src={_t3(f'sbuf({src_part},0x200)', pump * n)} dst={_t3(f'psum(0,{bank},0)', n if n_dst is None else n_dst)}\n")
 
 
 @pytest.mark.parametrize("event", [0, 1, 63])
@@ -30,7 +39,7 @@ def test_host_sets_any_event(event):
     set (cycle 40)."""
     eng = Engine(G, rows=8, cols=8)
     eng.schedule_event(event, 40)
-    text = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)} wait={event}\n"
+    text = _load("bf16", wait=f" wait={event}")
     trace = eng.run(assemble(text, G))
     assert trace.stalled is None and trace.ops[0].t_issue == 41
 
@@ -47,10 +56,10 @@ def test_bad_mx_reads_the_matmuls_own_block():
     double-row matmul on rows 4..7 runs, and a transposing matmul (which reads no weights) runs."""
     text = (f"ldweights in_dtype=fp8_e5m2 perf_opt=double_row rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 16)}\n"
             f"ldweights in_dtype=bf16 rows=4 cols=8 row_grp=0 {LO} src={_t3('sbuf(0,0x100)', 8)}\n"
-            + _matmul("bf16", 4, 0, 4, 0)
-            + _matmul("fp8_e5m2", 4, 2, 4, 1)
-            + _matmul("fp8_e5m2", 8, 0, 4, 1)
-            + _matmul("fp8_e5m2", 4, 2, 4, 2, pump=2)
+            + _mm("bf16", 4, 0, bank=0)
+            + _mm("fp8_e5m2", 4, 2, bank=1, src_part=4)
+            + _mm("fp8_e5m2", 8, 0, bank=1)
+            + _mm("fp8_e5m2", 4, 2, bank=2, pump=2, src_part=4)
             + f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 flags=(xpose_mode=enabled) acc=single "
               f"src={_t3('sbuf(0,0x200)', 4)} dst={_t3('psum(0,3,0)', 8)}\n")
     trace = Engine(G, rows=8, cols=8).run(assemble(text, G))
@@ -77,20 +86,19 @@ def test_maverick_columns_fill_both_halves_with_whole_groups(cols):
 def test_a_host_set_before_the_run_is_seen_by_the_first_wait(cycle):
     """A host set at any cycle before the run (below -1) is a set before cycle 0: a load waiting for it
     issues at its earliest cycle, as with no wait."""
-    load = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}"
     eng = Engine(G, rows=8, cols=8)
     eng.schedule_event(5, cycle)
-    trace = eng.run(assemble(load + " wait=5\n", G))
+    trace = eng.run(assemble(_load("bf16", wait=" wait=5"), G))
     assert trace.stalled is None
-    assert trace.ops[0].t_issue == Engine(G, rows=8, cols=8).run(assemble(load + "\n", G)).ops[0].t_issue
+    assert trace.ops[0].t_issue == Engine(G, rows=8, cols=8).run(assemble(_load("bf16"), G)).ops[0].t_issue
 
 
 def test_a_stalled_run_ends_its_trace_at_the_waiting_descriptor():
     """A wait nothing satisfies stops the run there: the trace holds the descriptors up to and with the
     waiting one (not issued), none after it."""
-    load = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
+    load = _load("bf16")
     eng = Engine(G, rows=8, cols=8)
-    trace = eng.run(assemble(load + load.replace("\n", " wait=9\n") + load + load, G))
+    trace = eng.run(assemble(load + _load("bf16", wait=" wait=9") + load + load, G))
     assert "descriptor 1" in trace.stalled
     assert [o.index for o in trace.ops] == [0, 1]
     assert trace.ops[0].t_issue is not None and trace.ops[1].t_issue is None
@@ -107,7 +115,7 @@ def test_a_refusal_names_its_first_violations_field():
 
 def test_a_default_engine_keeps_no_pe_log():
     """The PE log is kept only for an engine built with record_pe=True (one record per micro-op)."""
-    text = f"ldweights in_dtype=bf16 rows=8 cols=8 {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
+    text = _load("bf16")
     assert Engine(G, rows=8, cols=8).run(assemble(text, G)).pe_log == []
     assert [r["kind"] for r in Engine(G, rows=8, cols=8, record_pe=True).run(assemble(text, G)).pe_log] == ["lw"]
 
@@ -153,17 +161,6 @@ def test_a_seed_save_after_a_zeroing_matmul_is_the_same_at_every_sbuf_latency():
     assert all(np.array_equal(c, cells[0]) for c in cells[1:])
 
 
-def _load(dtype: str, rows: int = 8, grp: int = 0) -> str:
-    fp32 = "fp32_mode=low " if dtype == "fp32" else ""
-    return f"ldweights in_dtype={dtype} {fp32}rows={rows} cols=8 row_grp={grp} {LO} src={_t3('sbuf(0,0x0)', 8)}\n"
-
-
-def _mm(dtype: str, rows: int = 8, grp: int = 0, flags: str = "", n_dst: int = 4) -> str:
-    fp32 = "fp32_mode=low " if dtype == "fp32" else ""
-    return (f"matmul in_dtype={dtype} {fp32}out_dtype=fp32 rows={rows} cols=8 row_grp={grp} acc=single {flags}"
-            f"src={_t3('sbuf(0,0x200)', 4)} dst={_t3('psum(0,3,0)', n_dst)}\n")
-
-
 _MIX = "DTYPE_MIX (0x06) in_dtype: moving {} with stationary {}: FP32 (tf32) operands cannot mix with low precision"
 _MX = ("matmul_mx in_dtype=fp8_exp5 rows=8 cols=8 perf_mode=quad_row_interleave acc=single "
        "src=(data_addr=sbuf(0,0), scale_addr=sbuf(0,0x400), step_elem=0, num_elem=4) "
@@ -202,7 +199,7 @@ def test_bad_mx_reads_only_the_pes_a_load_wrote():
                                                    + _mm("fp8_e5m2"), G))
     assert [o.error for o in trace.ops] == [0, 0, 0, 0] and all(o.t_issue is not None for o in trace.ops)
     double = f"ldweights in_dtype=fp8_e5m2 perf_opt=double_row rows=4 cols=8 row_grp=0 {LO} src={_t3('sbuf(0,0x0)', 16)}\n"
-    trace = Engine(G, rows=8, cols=8).run(assemble(double + _matmul("fp8_e5m2", 8, 0, 4, 1, pump=2), G))
+    trace = Engine(G, rows=8, cols=8).run(assemble(double + _mm("fp8_e5m2", 8, 0, bank=1, pump=2), G))
     assert [o.error for o in trace.ops] == [0, 0]
 
 
@@ -215,3 +212,45 @@ def test_a_matmul_swaps_only_the_pending_weights_of_its_block():
     assert [o.error for o in trace.ops] == [0, 0, 0, 0]
     assert [(e.op, e.cycle, e.data["rows"], e.data["cols"]) for e in trace.of_kind("swap")] == [
         (1, trace.ops[1].t_issue + eng.sbuf_latency, (0, 4), (0, 8))]
+
+
+def test_bf16_operands_at_odd_byte_addresses():
+    """SBUF addresses need no alignment: weights at byte 0x101 (row k: k + 1 in every column) and moving
+    data at 0x203 (x[k, v]) read as written; every column sums sum_k (k + 1) x[k, v], exact in FP32."""
+    import ml_dtypes
+    eng = Engine(G, rows=8, cols=8)
+    x = (np.arange(32).reshape(8, 4) % 7 + 1).astype(np.float32)
+    for k in range(8):
+        eng.sbuf.write(k, 0x101, np.full(8, k + 1, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+        eng.sbuf.write(k, 0x203, x[k].astype(ml_dtypes.bfloat16).view(np.uint16))
+    text = (f"ldweights in_dtype=bf16 rows=8 cols=8 src={_t3('sbuf(0,0x101)', 8)}\n"
+            f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single src={_t3('sbuf(0,0x203)', 4)} "
+            f"dst={_t3('psum(0,0,0)', 4)}\n")
+    assert [o.error for o in eng.run(assemble(text, G)).ops] == [0, 0]
+    want = (np.arange(1, 9, dtype=np.float64) @ x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(eng.psum.cells(4)[:8, :4].view(np.float32), np.tile(want, (8, 1)))
+
+
+def test_four_bit_codes_in_a_partitions_last_byte():
+    """4-bit codes read a nibble per element, low nibble first: the last byte of a partition (0xA5)
+    gives codes 5 and 10, and the byte before it (0x3C) 12 and 3."""
+    from tensore.model import addrmap
+    from tensore.model.isa.microop import Pattern
+    eng = Engine(G, rows=8, cols=8)
+    last = eng.sbuf.data.shape[1] - 1
+    eng.sbuf.write(1, last - 1, np.array([0x3C, 0xA5], np.uint8))
+    pat = Pattern(addrmap.sbuf_addr(1, last - 1), (1,), (4,))
+    codes, first = eng._read_codes(pat, 1, 4, 4)
+    assert first == 1 and codes.tolist() == [[12, 3, 5, 10]]
+
+
+def test_a_read_past_a_smaller_model_sbuf_is_one_clear_error():
+    """An engine given a 1 KiB-per-partition SBUF image: a matmul reading bytes 0x3f8..0x407 (inside the
+    generation's partition, so no BAD_ADDRESS) stops with the image's bounds, not numpy's."""
+    from tensore.model.sbuf import Sbuf
+    eng = Engine(G, rows=8, cols=8, sbuf=Sbuf(np.zeros((128, 0x400), np.uint8)))
+    text = (f"ldweights in_dtype=bf16 rows=8 cols=8 src={_t3('sbuf(0,0x0)', 8)}\n"
+            f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single src={_t3('sbuf(0,0x3f8)', 8)} "
+            f"dst={_t3('psum(0,0,0)', 8)}\n")
+    with pytest.raises(ValueError, match=r"SBUF bytes 0x3f8\.\.0x407 outside the model's 0x400 bytes per partition"):
+        eng.run(assemble(text, G))

@@ -360,3 +360,76 @@ def test_nothing_overtakes_a_seed_save():
     assert len(shared) == 16 and overtakes(trace) == []
     kept = eng.psum.cells(4)
     assert all(int(kept[p, off // 4]) == w[mm.index] != w[save.index] for (p, off), w in shared.items())
+
+
+# Two 5-row matmuls A and B (rows 0..4 of a 16 x 8 MARIANA array: their sums leave at the tap below row
+# tile 1) and a 1-row matmul C (its sums leave at tile 0's tap, higher up).  Each destination:
+# (partition, bank, byte offset, columns, vectors[, out dtype]).  The tap keeps the bounding box of the
+# writes still to come there (A's is joined to B's when A still writes at B's issue) and their last
+# write; `held`: C's cells meet that box.
+TAP_BOXES = {
+    "C-in-A-partitions-A-first": (((0, 0, 0, 1, 1), (4, 0, 0, 1, 2), (0, 0, 0, 1, 1)), True),
+    "C-in-B-partitions-B-first": (((4, 0, 0, 1, 1), (0, 0, 0, 1, 2), (0, 0, 0, 1, 1)), True),
+    "C-in-B-partitions-A-first": (((0, 0, 0, 1, 1), (4, 0, 0, 1, 2), (4, 0, 0, 1, 1)), True),
+    "C-in-A-partitions-B-first": (((4, 0, 0, 1, 1), (0, 0, 0, 1, 2), (4, 0, 0, 1, 1)), True),
+    "C-between-the-partitions": (((0, 0, 0, 4, 1), (4, 0, 0, 1, 2), (3, 0, 0, 1, 1)), True),
+    "C-in-A-bank-A-first": (((0, 0, 0, 1, 1), (0, 1, 0, 1, 2), (0, 0, 0, 1, 1)), True),
+    "C-in-B-bank-B-first": (((0, 1, 0, 1, 1), (0, 0, 0, 1, 2), (0, 0, 0, 1, 1)), True),
+    "C-in-B-bank-A-first": (((0, 0, 0, 1, 1), (0, 1, 0, 1, 2), (0, 1, 4, 1, 1)), True),
+    "C-in-A-bank-B-first": (((0, 1, 0, 1, 2), (0, 0, 0, 1, 2), (0, 1, 4, 1, 1)), True),
+    "C-at-B-end": (((0, 0, 0, 1, 1), (0, 1, 0, 1, 3), (0, 1, 8, 1, 1)), True),
+    "C-at-A-offset-0-wide-A": (((4, 0, 0, 4, 1), (4, 1, 0, 1, 2), (4, 0, 0, 1, 1)), True),
+    "C-at-B-offset-0-wide-B": (((4, 1, 0, 1, 1), (4, 0, 0, 4, 2), (4, 0, 0, 1, 1)), True),
+    "C-after-fp32-cell": (((0, 0, 0, 1, 1), (0, 0, 0, 1, 1), (0, 0, 4, 1, 1)), False),
+    "C-in-last-fp32-cell": (((0, 0, 0, 1, 4), (0, 0, 0, 1, 4), (0, 0, 12, 1, 1)), True),
+    "C-after-bf16-cell": (((0, 0, 0, 1, 1, "bf16"), (0, 0, 0, 1, 1, "bf16"), (0, 0, 2, 1, 1, "bf16")), False),
+    "C-in-last-bf16-cell": (((0, 0, 0, 1, 4, "bf16"), (0, 0, 0, 1, 4, "bf16"), (0, 0, 6, 1, 1, "bf16")), True),
+}
+
+
+def _tap_matmul(rows: int, dtype: str, dst: tuple) -> str:
+    part, bank, off, cols, n, *out = dst
+    return (f"matmul in_dtype={dtype} out_dtype={(out or ['fp32'])[0]} rows={rows} cols={cols} acc=single "
+            f"src={P._t3('sbuf(0,0x200)', n)} dst={P._t3(f'psum({part},{bank},{off})', n)}")
+
+
+def _tap_run(a, b, c, b_waits_until=None) -> list:
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+    eng = Engine("mariana", rows=16, cols=8)
+    wait = ""
+    if b_waits_until is not None:
+        eng.schedule_event(3, b_waits_until - 1)
+        wait = " wait=3"
+    text = "\n".join([_tap_matmul(5, "fp16", a), _tap_matmul(5, "fp16", b) + wait, _tap_matmul(1, "bf16", c)])
+    ops = eng.run(assemble(text, "mariana")).ops
+    assert [o.error for o in ops] == [0, 0, 0]
+    return ops
+
+
+@pytest.mark.parametrize("case", TAP_BOXES)
+def test_a_higher_tap_waits_for_the_box_of_the_writes_below(case):
+    """D-T100's write order with two matmuls leaving at the lower tap: C's first PSUM write follows
+    their last write when its cells meet the bounding box of theirs (write_lead after its issue), and
+    comes sooner when they do not."""
+    (a, b, c), held = TAP_BOXES[case]
+    ops = _tap_run(a, b, c)
+    lead = timing.write_lead(2, row_tile(Gen.MARIANA, 16), 0, 1)
+    last = max(ops[0].t_complete, ops[1].t_complete)
+    assert (ops[2].t_issue + lead == last + 1) if held else (ops[2].t_issue + lead <= last)
+
+
+@pytest.mark.parametrize("b_issue_after_a", [0, 1])
+def test_a_box_leaves_the_tap_after_its_last_write(b_issue_after_a):
+    """A's box is joined to B's while A still writes at B's issue, up to and including A's last write's
+    cycle: B held by an event until that cycle joins it (C, in A's cells, follows B's last write);
+    one cycle later A's box is gone and C, meeting B's box nowhere, issues sooner."""
+    a, b, c = (0, 0, 0, 1, 1), (0, 1, 0, 1, 2), (0, 0, 0, 1, 1)
+    done = _tap_run(a, b, c)[0].t_complete
+    ops = _tap_run(a, b, c, b_waits_until=done + b_issue_after_a)
+    assert ops[1].t_issue == done + b_issue_after_a
+    lead = timing.write_lead(2, row_tile(Gen.MARIANA, 16), 0, 1)
+    if b_issue_after_a:
+        assert ops[2].t_issue + lead <= ops[1].t_complete
+    else:
+        assert ops[2].t_issue + lead == ops[1].t_complete + 1
