@@ -244,13 +244,46 @@ def test_four_bit_codes_in_a_partitions_last_byte():
     assert first == 1 and codes.tolist() == [[12, 3, 5, 10]]
 
 
-def test_a_read_past_a_smaller_model_sbuf_is_one_clear_error():
-    """An engine given a 1 KiB-per-partition SBUF image: a matmul reading bytes 0x3f8..0x407 (inside the
-    generation's partition, so no BAD_ADDRESS) stops with the image's bounds, not numpy's."""
+@pytest.mark.parametrize("start,end", [(0x3f8, 0x407), (0x3f1, 0x400)])
+def test_a_read_past_a_smaller_model_sbuf_is_one_clear_error(start, end):
+    """An engine given a 1 KiB-per-partition SBUF image: a matmul reading 8 bf16 elements from `start`
+    (inside the generation's partition, so no BAD_ADDRESS), 9 bytes or 1 byte past the image, stops
+    with the image's bounds, not numpy's."""
     from tensore.model.sbuf import Sbuf
     eng = Engine(G, rows=8, cols=8, sbuf=Sbuf(np.zeros((128, 0x400), np.uint8)))
     text = (f"ldweights in_dtype=bf16 rows=8 cols=8 src={_t3('sbuf(0,0x0)', 8)}\n"
-            f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single src={_t3('sbuf(0,0x3f8)', 8)} "
+            f"matmul in_dtype=bf16 out_dtype=fp32 rows=8 cols=8 acc=single src={_t3(f'sbuf(0,{start:#x})', 8)} "
             f"dst={_t3('psum(0,0,0)', 8)}\n")
-    with pytest.raises(ValueError, match=r"SBUF bytes 0x3f8\.\.0x407 outside the model's 0x400 bytes per partition"):
+    with pytest.raises(ValueError, match=rf"SBUF bytes {start:#x}\.\.{end:#x} outside the model's 0x400 bytes per partition"):
         eng.run(assemble(text, G))
+
+
+def test_a_read_past_a_smaller_model_sbufs_partitions_is_one_clear_error():
+    """An SBUF image of 7 partitions: an 8-row load reads partitions 0..7 and stops with the image's
+    partitions, not a short read."""
+    from tensore.model.sbuf import Sbuf
+    eng = Engine(G, rows=8, cols=8, sbuf=Sbuf(np.zeros((7, 0x400), np.uint8)))
+    with pytest.raises(ValueError, match=r"SBUF partition out of range 0\.\.6"):
+        eng.run(assemble(f"ldweights in_dtype=bf16 rows=8 cols=8 src={_t3('sbuf(0,0x0)', 8)}\n", G))
+
+
+def test_mx_data_without_scales_reads_exponent_0():
+    """A MAVERICK MX matmul whose MXTensorV2 names no scale dtype (0: none, D-21) computes as with
+    every E8M0 scale byte 127 (2^0): the same PSUM, bit for bit."""
+    import re
+
+    from tensore.cosim import programs as P
+    p = P.transposed_load_packed("maverick", 8, 4)
+    lw, mm = [line for line in p.text.splitlines() if line.startswith(("ldweights", "matmul"))][:2]
+    scales = int(re.search(r"src=mxtensor_v2\(.*?scale_addr=sbuf\(0,(0x[0-9a-f]+)\)", mm).group(1), 16)
+    unscaled = re.sub(r"(src=mxtensor_v2\(.*?)scale_dtype=sfp8_e8\)", r"\1scale_dtype=invalid)", mm, count=1)
+    cells = []
+    for text, ones in ((mm, True), (unscaled, False)):
+        sbuf = p.sbuf_model()
+        if ones:
+            sbuf.data[:, scales:scales + 8] = 127
+        eng = Engine(p.gen, rows=p.rows, cols=p.cols, sbuf=sbuf)
+        assert [o.error for o in eng.run(assemble(f"{lw}\n{text}\n", p.gen)).ops] == [0, 0]
+        cells.append(eng.psum.cells(4)[:8, :8].copy())
+    assert "scale_dtype=invalid" in unscaled and cells[0].any()
+    assert np.array_equal(cells[0], cells[1])
