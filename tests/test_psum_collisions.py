@@ -170,6 +170,38 @@ def older_writes_later(seed=4):
     return b.done()
 
 
+def older_writes_later_mixed(seed=5, xpose=False):
+    """older_writes_later on MARIANA with the younger matmul's output bf16 into the upper half-word of the older's
+    fp32 cell (byte 2 of it): the younger's bf16 write comes first, the older's fp32 write of the whole
+    cell two cycles later."""
+    b = _Build("older_writes_later_mixed", "mariana", 8, 8, seed)
+    ops = [(b.operand(8, 2), b.operand(8, 1)) for _ in range(2)]
+    for g, ((_, ow), _) in zip((2, 0), ops):
+        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} flags=(load_order=first_col_first) "
+                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
+    for g, out, off, (_, (_, oa)) in zip((2, 0), ("fp32", "bf16"), (0, 2), ops):
+        b.lines.append(f"matmul in_dtype=bf16 out_dtype={out} rows=8 cols=2 col_grp={g} acc=multi_mid "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
+                       f"dst=(start_addr=psum(0,0,{off}), step_elem=[1,0,0], num_elem=[1,1,1])")
+    return b.done()
+
+
+def older_zeroes_later(seed=4):
+    """CAYMAN 8 x 8: a one-vector matmul on column group 2 (overwrite: it zeroes bank 0 of partitions
+    1..2) into partitions 1..2, then one on group 0 (accumulate) into byte 8 of partitions 0..1: the
+    second's writes come two and one cycles before the first's zeroing."""
+    b = _Build("older_zeroes_later", "cayman", 8, 8, seed)
+    ops = [(b.operand(8, 2), b.operand(8, 1)) for _ in range(2)]
+    for g, ((_, ow), _) in zip((2, 0), ops):
+        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} load_order=first_col_first "
+                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
+    for g, acc, dst, (_, (_, oa)) in zip((2, 0), ("single", "multi_mid"), ("psum(1,0,0)", "psum(0,0,8)"), ops):
+        b.lines.append(f"matmul in_dtype=bf16 rows=8 cols=2 col_grp={g} acc={acc} "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
+                       f"dst=(start_addr={dst}, step_elem=[1,0,0], num_elem=[1,1,1])")
+    return b.done()
+
+
 # -- the collisions each program is built for, in the golden trace -------------------------------------
 
 def _most_per_cycle(program):
@@ -362,3 +394,90 @@ def test_cells_index_is_numpys_fancy_index():
         assert all(isinstance(a, slice) for a in at) == rect, (parts, idx)
     flat = np.array([1, 2, 3]), np.array([4, 5, 6])
     assert (cells[_cells_index(cells, *flat)] == cells[flat]).all()
+
+
+def test_a_zeroing_comes_before_an_older_matmuls_write_of_its_cycle():
+    """D-T40 (6): in one cycle the zeroing, then the writes.  An fp16 matmul (weights 1.0, moving
+    partition p: p + 1) writes PSUM bank 0 byte 4 of partitions 0, 1, 2 in cycles 11, 12, 13; a later
+    MULTI_START matmul zeroes bank 0 in cycle 13: partitions 0 and 1 lose their 6.0, partition 2
+    keeps it (its write follows the zeroing in that cycle)."""
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+
+    def t3(addr, n):
+        return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
+    eng = Engine("mariana", rows=8, cols=8)
+    for p in range(3):
+        eng.sbuf.write(p, 0x0, np.full(3, 1.0, np.float16).view(np.uint16))
+        eng.sbuf.write(p, 0x200, np.array([p + 1], np.float16).view(np.uint16))
+    text = (f"ldweights in_dtype=fp16 rows=3 cols=3 src={t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp16 out_dtype=fp32 rows=3 cols=3 acc=single src={t3('sbuf(0,0x200)', 1)} "
+            f"dst={t3('psum(0,0,4)', 1)}\n"
+            f"ldweights in_dtype=fp16 rows=1 cols=3 flags=(load_order=first_col_first) src={t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp8_exp5 out_dtype=fp32 rows=1 cols=3 acc=multi_start src={t3('sbuf(0,0x400)', 1)} "
+            f"dst={t3('psum(0,0,0)', 1)}\n")
+    trace = eng.run(assemble(text, "mariana"))
+    writes = [(e.cycle, e.data["partition"]) for e in trace.of_kind("psum_write") if e.op == 1]
+    zero = [e.cycle for e in trace.of_kind("psum_zero") if e.op == 3]
+    assert writes == [(11, 0), (12, 1), (13, 2)] and zero == [13]
+    order = [(e.kind, e.op) for e in trace.events if e.cycle == 13 and e.kind.startswith("psum")]
+    assert order[:2] == [("psum_zero", 3), ("psum_write", 1)]
+    assert eng.psum.cells(4)[:3, 1].view(np.float32).tolist() == [0.0, 0.0, 6.0]
+
+
+def test_a_younger_bf16_write_into_an_older_fp32_cell_keeps_cycle_order():
+    """older_writes_later_mixed: the younger matmul's bf16 writes (byte 2 of each cell) come two cycles
+    before the older's fp32 writes of the whole cells, which accumulate onto them: the golden PSUM is
+    the trace's writes in cycle order, each cell the older's last write (its upper half-word read by
+    the older, not written after it)."""
+    eng, trace, _ = older_writes_later_mixed().golden(shared=False)
+    writes = [(e.cycle, e.op, e.data["partition"], e.data["offset"], e.data["bits"]) for e in trace.of_kind("psum_write")]
+    younger = [w for w in writes if w[1] == 3]
+    older = [w for w in writes if w[1] == 2]
+    assert [w[3] for w in younger] == [2, 2] and [w[3] for w in older] == [0, 0]
+    assert all(y[0] + 2 == o[0] for y, o in zip(younger, older))
+    assert np.array_equal(trace.replay_psum().cells(4)[:2, :1], eng.psum.cells(4)[:2, :1])
+    assert eng.psum.cells(4)[:2, 0].tolist() == [o[4] for o in older]
+    assert all(o[4] >> 16 != y[4] for y, o in zip(younger, older))     # the older's sum moved the half-word
+
+
+def test_a_zeroing_comes_before_the_top_taps_writes_of_its_cycle():
+    """As the test above with the older matmul on row 0 alone (its sums leave at the top tap, tap 0):
+    3 vectors 1..3 on weights 1.0 into bank 0 byte 4 on, cell (c, v) written in cycle 9 + c + v, the
+    last in cycle 13; the younger MULTI_START matmul zeroes bank 0 of partitions 0..2 in cycle 13, so
+    exactly the cell with c + v = 4 keeps its value v + 1."""
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+
+    def t3(addr, n):
+        return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
+    eng = Engine("mariana", rows=8, cols=8)
+    eng.sbuf.write(0, 0x0, np.full(3, 1.0, np.float16).view(np.uint16))
+    eng.sbuf.write(0, 0x200, (np.arange(3) + 1).astype(np.float16).view(np.uint16))
+    text = (f"ldweights in_dtype=fp16 rows=1 cols=3 src={t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp16 out_dtype=fp32 rows=1 cols=3 acc=single src={t3('sbuf(0,0x200)', 3)} "
+            f"dst={t3('psum(0,0,4)', 3)}\n"
+            f"ldweights in_dtype=fp16 rows=1 cols=3 flags=(load_order=first_col_first) src={t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp8_exp5 out_dtype=fp32 rows=1 cols=3 acc=multi_start src={t3('sbuf(0,0x400)', 1)} "
+            f"dst={t3('psum(0,0,0)', 1)}\n")
+    trace = eng.run(assemble(text, "mariana"))
+    assert {(e.data["partition"], (e.data["offset"] - 4) // 4): e.cycle for e in trace.of_kind("psum_write")
+            if e.op == 1} == {(c, v): 9 + c + v for c in range(3) for v in range(3)}
+    assert [(e.cycle, e.data["partitions"]) for e in trace.of_kind("psum_zero") if e.op == 3] == [(13, (0, 2))]
+    want = [[v + 1.0 if c + v >= 4 else 0.0 for v in range(3)] for c in range(3)]
+    assert eng.psum.cells(4)[:3, 1:4].view(np.float32).tolist() == want
+
+
+def test_an_older_matmuls_zeroing_erases_a_younger_write_before_it():
+    """older_zeroes_later: the younger matmul writes partition 0 (outside the older's zeroing) and
+    partition 1 (inside) two and one cycles before the older zeroes bank 0 of partitions 1..2: in cycle
+    order partition 0 keeps the younger's value, partition 1's is erased; the golden PSUM is the
+    trace's actions in cycle order."""
+    eng, trace, _ = older_zeroes_later().golden(shared=False)
+    zero = [(e.cycle, e.data["partitions"]) for e in trace.of_kind("psum_zero")]
+    younger = [(e.cycle, e.data["partition"], e.data["bits"]) for e in trace.of_kind("psum_write") if e.op == 3]
+    assert len(zero) == 1 and zero[0][1] == (1, 2)
+    assert [(c - zero[0][0], p) for c, p, _ in younger] == [(-2, 0), (-1, 1)]
+    cells = eng.psum.cells(4)
+    assert int(cells[0, 2]) == younger[0][2] != 0 and int(cells[1, 2]) == 0
+    assert np.array_equal(trace.replay_psum().cells(4)[:3, :3], cells[:3, :3])
