@@ -202,6 +202,23 @@ def older_zeroes_later(seed=4):
     return b.done()
 
 
+def shared_partition(p_old, p_young, c_old, c_young, accs, seed=4):
+    """CAYMAN 8 x 8: an older matmul on column group 2 (c_old columns into PSUM partitions p_old..) and a
+    younger one on group 0 (c_young columns into p_young..), byte 0 of bank 0, one vector each, with
+    the accumulate flags `accs`: the two share partition max(p_old, p_young), whose cell the younger
+    writes first (its columns are nearer the PSUM)."""
+    b = _Build("shared_partition", "cayman", 8, 8, seed)
+    ops = [(b.operand(8, c), b.operand(8, 1)) for c in (c_old, c_young)]
+    for g, c, ((_, ow), _) in zip((2, 0), (c_old, c_young), ops):
+        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols={c} col_grp={g} load_order=first_col_first "
+                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[{c},1,1])")
+    for g, c, acc, p, (_, (_, oa)) in zip((2, 0), (c_old, c_young), accs, (p_old, p_young), ops):
+        b.lines.append(f"matmul in_dtype=bf16 rows=8 cols={c} col_grp={g} acc={acc} "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
+                       f"dst=(start_addr=psum({p},0,0), step_elem=[1,0,0], num_elem=[1,1,1])")
+    return b.done()
+
+
 # -- the collisions each program is built for, in the golden trace -------------------------------------
 
 def _most_per_cycle(program):
@@ -481,3 +498,44 @@ def test_an_older_matmuls_zeroing_erases_a_younger_write_before_it():
     cells = eng.psum.cells(4)
     assert int(cells[0, 2]) == younger[0][2] != 0 and int(cells[1, 2]) == 0
     assert np.array_equal(trace.replay_psum().cells(4)[:3, :3], cells[:3, :3])
+
+
+@pytest.mark.parametrize("geometry", [(0, 1, 2, 4, ("multi_mid", "single")), (1, 0, 4, 2, ("single", "multi_mid"))],
+                         ids=["younger-above-zeroes", "older-above-zeroes"])
+def test_matmuls_sharing_one_partition_keep_cycle_order(geometry):
+    """shared_partition: the PSUM boxes of the two matmuls meet in one partition only (their edge),
+    where the younger writes the shared cell before the older, and one of them zeroes bank 0 of its
+    partitions: the golden PSUM is the trace's actions replayed in cycle order, and the shared cell
+    holds the last write of it."""
+    eng, trace, _ = shared_partition(*geometry).golden(shared=False)
+    shared = max(geometry[:2])
+    writes = sorted((e.cycle, e.op, e.data["bits"]) for e in trace.of_kind("psum_write")
+                    if e.data["partition"] == shared and e.data["offset"] == 0)
+    assert [op for _, op, _ in writes] == [3, 2]                          # the younger (op 3) first
+    assert int(eng.psum.cells(4)[shared, 0]) == writes[-1][2]
+    assert np.array_equal(trace.replay_psum().cells(4)[:8, :2], eng.psum.cells(4)[:8, :2])
+
+
+def test_a_destination_across_two_banks_zeroes_its_first_bank():
+    """An overwriting matmul (zero_banks 1) whose four fp32 results run from byte 2040 of bank 2 into
+    bank 3 zeroes bank 2, the bank of its first element, not bank 3: bank 2's older 8.0 at byte 0 is
+    gone, bank 3's at byte 16 stays; its own four 8.0 (weights and moving data 1.0, 8 rows) stand."""
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+
+    def mm(dst, n):
+        return (f"matmul in_dtype=fp16 out_dtype=fp32 rows=8 cols=8 acc=single "
+                f"src=(start_addr=sbuf(0,0x200), step_elem=[1,0,0], num_elem=[{n},1,1]) "
+                f"dst=(start_addr={dst}, step_elem=[1,0,0], num_elem=[{n},1,1])\n")
+    eng = Engine("mariana", rows=8, cols=8)
+    for p in range(8):
+        eng.sbuf.write(p, 0x0, np.full(8, 1.0, np.float16).view(np.uint16))
+        eng.sbuf.write(p, 0x200, np.full(4, 1.0, np.float16).view(np.uint16))
+    text = ("ldweights in_dtype=fp16 rows=8 cols=8 src=(start_addr=sbuf(0,0x0), step_elem=[1,0,0], num_elem=[8,1,1])\n"
+            + mm("psum(0,2,0)", 1) + mm("psum(0,3,16)", 1) + mm("psum(0,2,2040)", 4))
+    trace = eng.run(assemble(text, "mariana"))
+    assert [(e.op, e.data["bank"], e.data["banks"]) for e in trace.of_kind("psum_zero")] == [(1, 2, 1), (2, 3, 1), (3, 2, 1)]
+    cells = eng.psum.cells(4).view(np.float32)[:8]
+    bank = addrmap.PSUM_BANK_BYTES // 4
+    assert (cells[:, 2 * bank] == 0).all() and (cells[:, 3 * bank + 4] == 8.0).all()
+    assert (cells[:, 2 * bank + 510:2 * bank + 514] == 8.0).all()
