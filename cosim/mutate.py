@@ -118,7 +118,7 @@ UNIT_TESTS = {
     "model/engine/operands.py": ["tests/test_engine_edges.py", "tests/test_engine.py", "tests/test_microop.py",
                                  "tests/test_model_corners.py"],
     "model/engine/psum_order.py": ["tests/test_aggregate_trace.py", "tests/test_psum_collisions.py",
-                                   "tests/test_engine.py"],
+                                   "tests/test_engine.py", "tests/test_issue_rules.py"],
     "model/engine/records.py": ["tests/test_engine.py", "tests/test_aggregate_trace.py"],
     "rtl/array.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py", "tests/test_rtl_row_tiles.py"],
     "rtl/array_loop.py": [],

@@ -539,3 +539,31 @@ def test_a_destination_across_two_banks_zeroes_its_first_bank():
     bank = addrmap.PSUM_BANK_BYTES // 4
     assert (cells[:, 2 * bank] == 0).all() and (cells[:, 3 * bank + 4] == 8.0).all()
     assert (cells[:, 2 * bank + 510:2 * bank + 514] == 8.0).all()
+
+
+def test_a_zeroing_between_an_older_matmuls_writes_keeps_the_later_ones():
+    """`contract` profile, weights and moving data 1.0 (8 x 8): a 16-vector overwriting matmul into
+    bank 0 writes cell (c, v) in cycle 15 + c + v; a one-column matmul into bank 1 comes and goes; a
+    one-vector overwriting matmul into bank 0 (byte 256) zeroes bank 0 in cycle 33, between the first's
+    writes: exactly the first's cells of c + v >= 18 (written from cycle 33 on) keep their 8.0."""
+    from tensore.model.engine import Engine
+    from tensore.model.isa.asm import assemble
+
+    def t3(addr, n):
+        return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
+
+    def mm(dst, n, cols=8):
+        return (f"matmul in_dtype=fp16 out_dtype=fp32 rows=8 cols={cols} acc=single src={t3('sbuf(0,0x200)', n)} "
+                f"dst={t3(dst, n)}\n")
+    eng = Engine("mariana", rows=8, cols=8, timing="contract")
+    for p in range(8):
+        eng.sbuf.write(p, 0x0, np.full(8, 1.0, np.float16).view(np.uint16))
+        eng.sbuf.write(p, 0x200, np.full(16, 1.0, np.float16).view(np.uint16))
+    text = (f"ldweights in_dtype=fp16 rows=8 cols=8 src={t3('sbuf(0,0x0)', 8)}\n"
+            + mm("psum(0,0,0)", 16) + mm("psum(0,1,0)", 1, cols=1) + mm("psum(0,0,256)", 1))
+    trace = eng.run(assemble(text, "mariana"))
+    first = {(e.data["partition"], e.data["offset"] // 4): e.cycle for e in trace.of_kind("psum_write") if e.op == 1}
+    assert first == {(c, v): 15 + c + v for c in range(8) for v in range(16)}
+    assert [(e.op, e.cycle) for e in trace.of_kind("psum_zero") if e.data["bank"] == 0] == [(1, 15), (3, 33)]
+    want = np.where(np.add.outer(np.arange(8), np.arange(16)) >= 18, 8.0, 0.0)
+    assert np.array_equal(eng.psum.cells(4)[:8, :16].view(np.float32), want)
