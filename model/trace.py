@@ -78,7 +78,8 @@ class WriteBlock:
 @dataclass(eq=False)
 class Trace:
     """`log`: what the engine recorded, in the order it recorded it (Events, and WriteBlocks in an
-    aggregate trace); `events`: every Event in cycle order (stable: same-cycle events in log order)."""
+    aggregate trace); `events`: every Event in cycle order (a cycle's PSUM zeroings first, the rest in
+    log order)."""
     gen: Gen
     rows: int
     cols: int
@@ -90,14 +91,16 @@ class Trace:
 
     @cached_property
     def events(self) -> list:
-        """Every Event in cycle order; an aggregate trace's WriteBlocks expand here (once, on first use)."""
+        """Every Event in cycle order, a cycle's PSUM zeroings before its other events (D-T40 (6): the
+        zeroing, then the writes), the rest in log order; an aggregate trace's WriteBlocks expand here
+        (once, on first use)."""
         out = []
         for x in self.log:
             if isinstance(x, WriteBlock):
                 out.extend(x.events())
             else:
                 out.append(x)
-        return sorted(out, key=lambda e: e.cycle)
+        return sorted(out, key=lambda e: (e.cycle, e.kind != "psum_zero"))
 
     @cached_property
     def blocks(self) -> list:
