@@ -119,7 +119,7 @@ UNIT_TESTS = {
                                  "tests/test_model_corners.py"],
     "model/engine/psum_order.py": ["tests/test_aggregate_trace.py", "tests/test_psum_collisions.py",
                                    "tests/test_engine.py", "tests/test_issue_rules.py"],
-    "model/engine/records.py": ["tests/test_engine.py", "tests/test_aggregate_trace.py"],
+    "model/engine/records.py": ["tests/test_engine.py", "tests/test_aggregate_trace.py", "tests/test_engine_edges.py"],
     "rtl/array.py": ["tests/test_rtl_array.py", "tests/test_rtl_top.py", "tests/test_rtl_row_tiles.py"],
     "rtl/array_loop.py": [],
     "rtl/blackbox.py": ["tests/test_rtl_generations.py::test_twin_rtl_is_the_same_netlist", "tests/test_rtl_top.py"],

@@ -509,3 +509,54 @@ def test_the_float32_fast_path_gets_exact_products_only(monkeypatch):
     w, a = np.zeros((4, 4), np.float32), np.zeros((4, 1), np.float32)
     w[0, 0], a[0, 0] = 1.5 * 2.0 ** -75, 1.5 * 2.0 ** -74                # 2.25 units of 2^-149: rounds in fp32
     assert int(_tiny_bf16_run(w, a).psum.cells(4)[0, 0]) == 2 and not calls
+
+
+def test_maverick_seed_states_move_on_the_transpose_wavefront():
+    """A MAVERICK LoadSeed then SaveSeed into PSUM partition 2 (8 x 16 array, half 8, L = 2): column c
+    (state slot c // 8 of partition 2 + c % 8) is written in cycle t + L + 8 + c + 1, a transpose's
+    wavefront through the 8 rows; each completes with its last column and the next, a barrier behind
+    it, issues the cycle after.  The SaveSeed writes slot j's state to the destination's j-th element."""
+    eng = Engine("maverick", rows=8, cols=16)
+    seeds = (0x1234_0000 + 0x0101 * np.arange(16)).astype(np.uint32)
+    eng.sbuf.write(0, 0x3800, seeds)
+    op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
+          "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
+          "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[16,1,1]) "
+          "dst=(start_addr=psum(2,6,0x100), step_elem=[1,0,5], num_elem=[1,1,2])")
+    trace = eng.run(assemble(op.format(mode="load_seed") + "\n" + op.format(mode="save_seed"), "maverick"))
+    load, save = trace.ops
+    assert load.error == save.error == 0
+    t, L = load.t_issue, eng.sbuf_latency
+    assert [(e.cycle, e.data["partition"], e.data["state"], e.data["value"]) for e in trace.of_kind("state_write")] \
+        == [(t + L + 8 + c + 1, 2 + c % 8, 2 * 6 + c // 8, int(seeds[c])) for c in range(16)]
+    assert np.array_equal(eng.psum.sr_state[2:10, 6], seeds.reshape(2, 8).T)
+    assert load.t_complete == t + L + 8 + 15 + 1 and save.t_issue == load.t_complete + 1
+    s, base = save.t_issue, 6 * addrmap.PSUM_BANK_BYTES + 0x100
+    assert [(e.cycle, e.data["partition"], e.data["offset"], e.data["bits"]) for e in trace.of_kind("psum_write")] \
+        == [(s + L + 8 + c + 1, 2 + c % 8, base + 20 * (c // 8), int(seeds[c])) for c in range(16)]
+    assert save.psum_writes == 16 and save.t_complete == s + L + 8 + 15 + 1
+
+
+def test_pe_manage_seed_states_move_after_the_identity_load():
+    """MARIANA PeManageSeed LoadSeed (8 x 8 array, L = 2): the identity load (on the array's 8 rows)
+    completes in cycle t + 8 - 1 + L, the seed transpose issues the cycle after (t_mm) and writes
+    state s of partition p in cycle t_mm + L + 8 + p + s + 1 from SBUF partition s; it completes
+    with the last and a barrier behind it issues the cycle after."""
+    eng = Engine("mariana", rows=8, cols=8)
+    eng.sbuf.write(0, 0x3000, np.full(16, 0x3F80, np.uint16))
+    seeds = (0x5000_0000 + 0x100 * np.arange(16)[:, None] + np.arange(8)[None, :]).astype(np.uint32)   # [s, p]
+    for s in range(16):
+        eng.sbuf.write(s, 0x3800, seeds[s])
+    load = ("pe_manage_seed mode=load_seed rows=16 cols=128 identity_dtype=bf16 "
+            "identity_mem_pattern=(start_addr=sbuf(0,0x3000), step_elem=[1], num_elem=[16]) "
+            "src_seed_mem_pattern=(start_addr=sbuf(0,0x3800), step_elem=[1,0], num_elem=[128,1])")
+    trace = eng.run(assemble(load + "\n" + load, "mariana"))
+    first, second = trace.ops
+    assert first.error == second.error == 0
+    t, L = first.t_issue, eng.sbuf_latency
+    t_mm = t + 8 - 1 + L + 1
+    got = [(e.cycle, e.data["partition"], e.data["state"], e.data["value"]) for e in trace.of_kind("state_write")
+           if e.op == 0]
+    assert sorted(got) == sorted((t_mm + L + 8 + p + s + 1, p, s, int(seeds[s, p])) for s in range(16) for p in range(8))
+    assert first.t_complete == t_mm + L + 8 + 7 + 15 + 1 and second.t_issue == first.t_complete + 1
+    assert np.array_equal(eng.psum.sr_state[:8].reshape(8, 16), seeds.T)
