@@ -415,17 +415,24 @@ def test_psum_is_its_writes_in_cycle_order(trace_mode):
     assert checked > 1000
 
 
-def test_maverick_seed_save_writes_each_state_once_where_its_pattern_says():
-    """A MAVERICK LoadSeed then SaveSeed (seed 000 section 5.1): column c's state is slot c // half of
-    partition c % half; SaveSeed writes slot j to the destination's j-th element (step_elem [1, 0, 5]:
-    20 bytes apart, 4-byte states), one PSUM write per state, on the load's write schedule."""
+def _maverick_seeds(partition: int):
+    """A MAVERICK 8 x 16 engine with 16 seed words at SBUF 0x3800, and the seed micro-op's text ({mode}
+    to fill) from there into PSUM bank 6 + 0x100 of `partition` on, its two elements 20 bytes apart."""
     eng = Engine("maverick", rows=8, cols=16)
     seeds = (0x1234_0000 + 0x0101 * np.arange(16)).astype(np.uint32)
     eng.sbuf.write(0, 0x3800, seeds)
     op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
           "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
           "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[16,1,1]) "
-          "dst=(start_addr=psum(0,6,0x100), step_elem=[1,0,5], num_elem=[1,1,2])")
+          f"dst=(start_addr=psum({partition},6,0x100), step_elem=[1,0,5], num_elem=[1,1,2])")
+    return eng, seeds, op
+
+
+def test_maverick_seed_save_writes_each_state_once_where_its_pattern_says():
+    """A MAVERICK LoadSeed then SaveSeed (seed 000 section 5.1): column c's state is slot c // half of
+    partition c % half; SaveSeed writes slot j to the destination's j-th element (step_elem [1, 0, 5]:
+    20 bytes apart, 4-byte states), one PSUM write per state, on the load's write schedule."""
+    eng, seeds, op = _maverick_seeds(partition=0)
     load = eng.run(assemble(op.format(mode="load_seed"), "maverick"))
     save = eng.run(assemble(op.format(mode="save_seed"), "maverick"))
     assert not [o for o in load.ops + save.ops if o.error], save.summary()
@@ -516,13 +523,7 @@ def test_maverick_seed_states_move_on_the_transpose_wavefront():
     (state slot c // 8 of partition 2 + c % 8) is written in cycle t + L + 8 + c + 1, a transpose's
     wavefront through the 8 rows; each completes with its last column and the next, a barrier behind
     it, issues the cycle after.  The SaveSeed writes slot j's state to the destination's j-th element."""
-    eng = Engine("maverick", rows=8, cols=16)
-    seeds = (0x1234_0000 + 0x0101 * np.arange(16)).astype(np.uint32)
-    eng.sbuf.write(0, 0x3800, seeds)
-    op = ("matmul in_dtype=fp32 fp32_mode=high out_dtype=fp32 rows=1 cols=0 "
-          "tile_size=(row_size_log2=r64, col_size_log2=c256) flags=(xpose_mode=enabled, seed_mode={mode}) "
-          "src=(start_addr=sbuf(0,0x3800), step_elem=[1,0,0], num_elem=[16,1,1]) "
-          "dst=(start_addr=psum(2,6,0x100), step_elem=[1,0,5], num_elem=[1,1,2])")
+    eng, seeds, op = _maverick_seeds(partition=2)
     trace = eng.run(assemble(op.format(mode="load_seed") + "\n" + op.format(mode="save_seed"), "maverick"))
     load, save = trace.ops
     assert load.error == save.error == 0
