@@ -542,7 +542,8 @@ def test_pe_manage_seed_states_move_after_the_identity_load():
     """MARIANA PeManageSeed LoadSeed (8 x 8 array, L = 2): the identity load (on the array's 8 rows)
     completes in cycle t + 8 - 1 + L, the seed transpose issues the cycle after (t_mm) and writes
     state s of partition p in cycle t_mm + L + 8 + p + s + 1 from SBUF partition s; it completes
-    with the last and a barrier behind it issues the cycle after."""
+    with the last and a barrier behind it issues the cycle after.  A SaveSeed then writes each of the
+    128 states once (its PSUM write count)."""
     eng = Engine("mariana", rows=8, cols=8)
     eng.sbuf.write(0, 0x3000, np.full(16, 0x3F80, np.uint16))
     seeds = (0x5000_0000 + 0x100 * np.arange(16)[:, None] + np.arange(8)[None, :]).astype(np.uint32)   # [s, p]
@@ -561,3 +562,8 @@ def test_pe_manage_seed_states_move_after_the_identity_load():
     assert sorted(got) == sorted((t_mm + L + 8 + p + s + 1, p, s, int(seeds[s, p])) for s in range(16) for p in range(8))
     assert first.t_complete == t_mm + L + 8 + 7 + 15 + 1 and second.t_issue == first.t_complete + 1
     assert np.array_equal(eng.psum.sr_state[:8].reshape(8, 16), seeds.T)
+    save = ("pe_manage_seed mode=save_seed rows=16 cols=128 identity_dtype=bf16 "
+            "identity_mem_pattern=(start_addr=sbuf(0,0x3000), step_elem=[1], num_elem=[16]) "
+            "dst_seed_mem_pattern=(start_addr=psum(0,0,0), step_elem=[1,512], num_elem=[2,8])")
+    saved = eng.run(assemble(save, "mariana"))
+    assert saved.ops[0].psum_writes == len(saved.of_kind("psum_write")) == 16 * 8
