@@ -4,6 +4,7 @@ of its own block, never a transposing matmul's (D-T31)."""
 import numpy as np
 import pytest
 
+from tensore.cosim.programs import _t3
 from tensore.model.dtypes import Gen
 from tensore.model.engine import Engine
 from tensore.model.isa import ErrorCode
@@ -11,10 +12,6 @@ from tensore.model.isa.asm import assemble
 
 G = Gen.MARIANA
 LO = "flags=(load_order=first_col_first)"
-
-
-def _t3(addr: str, n: int) -> str:
-    return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
 
 
 def _load(dtype: str, rows: int = 8, grp: int = 0, wait: str = "") -> str:

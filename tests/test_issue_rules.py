@@ -2,6 +2,7 @@
 D-T38 written here with plain integers: a 4-pass matmul keeps the array's rhythm while the previous
 matmul is in flight, up to and including its completion cycle; a host event set before the run."""
 
+from tensore.cosim.programs import _t3
 from tensore.model.dtypes import Gen
 from tensore.model.engine import Engine
 from tensore.model.isa.asm import assemble
@@ -46,10 +47,6 @@ def test_host_event_set_long_before_the_run_is_seen():
     eng.schedule_event(7, -100)
     trace = eng.run(assemble(LOAD.strip() + " wait=7\n", G))
     assert trace.stalled is None and trace.ops[0].t_issue == 2
-
-
-def _t3(addr: str, n: int) -> str:
-    return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
 
 
 def _bf16_load(rows: int, cols: int, extra: str = "") -> str:

@@ -11,9 +11,11 @@ import pytest
 from tensore.cosim import lockstep
 from tensore.cosim.amaranth_sim import simulate
 from tensore.cosim.oracle import add_f32, matmul
-from tensore.cosim.programs import Program
+from tensore.cosim.programs import Program, _t3
 from tensore.model import addrmap
 from tensore.model.dtypes import Dtype, Gen
+from tensore.model.engine import Engine
+from tensore.model.isa.asm import assemble
 from tensore.model.psum import SR_STATE_BASE
 from tests.fixtures import bank_mask
 
@@ -155,51 +157,45 @@ def c256_back_to_back(n=16, bf16_sr=False, seed=3):
     return b.done()
 
 
+def _older_younger(name, gen, seed, older, younger):
+    """A one-vector bf16 matmul on column group 2 (older), then one on group 0 (younger), 8 x 8, each
+    `(cols, acc, PSUM destination, out dtype or None for the default)`: the younger's columns are
+    nearer the PSUM, so its writes come first where their cells meet."""
+    b = _Build(name, gen, 8, 8, seed)
+    order = "load_order=first_col_first" if Gen.parse(gen) == Gen.CAYMAN else "flags=(load_order=first_col_first)"
+    ops = [(b.operand(8, mm[0]), b.operand(8, 1)) for mm in (older, younger)]
+    for g, (cols, *_), ((_, ow), _) in zip((2, 0), (older, younger), ops):
+        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols={cols} col_grp={g} {order} "
+                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[{cols},1,1])")
+    for g, (cols, acc, dst, out), (_, (_, oa)) in zip((2, 0), (older, younger), ops):
+        out = f"out_dtype={out} " if out else ""
+        b.lines.append(f"matmul in_dtype=bf16 {out}rows=8 cols={cols} col_grp={g} acc={acc} "
+                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
+                       f"dst=(start_addr={dst}, step_elem=[1,0,0], num_elem=[1,1,1])")
+    return b.done()
+
+
 def older_writes_later(seed=4):
     """CAYMAN 8 x 8: a one-vector matmul on column group 2 (overwrite), then one on group 0
     (accumulate) into the same cell: the second writes it two cycles before the first does."""
-    b = _Build("older_writes_later", "cayman", 8, 8, seed)
-    ops = [(b.operand(8, 2), b.operand(8, 1)) for _ in range(2)]
-    for g, ((_, ow), _) in zip((2, 0), ops):
-        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} load_order=first_col_first "
-                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
-    for g, acc, (_, (_, oa)) in zip((2, 0), ("single", "multi_mid"), ops):
-        b.lines.append(f"matmul in_dtype=bf16 rows=8 cols=2 col_grp={g} acc={acc} "
-                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
-                       f"dst=(start_addr=psum(0,0,0), step_elem=[1,0,0], num_elem=[1,1,1])")
-    return b.done()
+    return _older_younger("older_writes_later", "cayman", seed, (2, "single", "psum(0,0,0)", None),
+                          (2, "multi_mid", "psum(0,0,0)", None))
 
 
-def older_writes_later_mixed(seed=5, xpose=False):
-    """older_writes_later on MARIANA with the younger matmul's output bf16 into the upper half-word of the older's
-    fp32 cell (byte 2 of it): the younger's bf16 write comes first, the older's fp32 write of the whole
-    cell two cycles later."""
-    b = _Build("older_writes_later_mixed", "mariana", 8, 8, seed)
-    ops = [(b.operand(8, 2), b.operand(8, 1)) for _ in range(2)]
-    for g, ((_, ow), _) in zip((2, 0), ops):
-        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} flags=(load_order=first_col_first) "
-                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
-    for g, out, off, (_, (_, oa)) in zip((2, 0), ("fp32", "bf16"), (0, 2), ops):
-        b.lines.append(f"matmul in_dtype=bf16 out_dtype={out} rows=8 cols=2 col_grp={g} acc=multi_mid "
-                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
-                       f"dst=(start_addr=psum(0,0,{off}), step_elem=[1,0,0], num_elem=[1,1,1])")
-    return b.done()
+def older_writes_later_mixed(seed=5):
+    """older_writes_later on MARIANA with the younger matmul's output bf16 into the upper half-word of
+    the older's fp32 cell (byte 2 of it): the younger's bf16 write comes first, the older's fp32 write
+    of the whole cell two cycles later."""
+    return _older_younger("older_writes_later_mixed", "mariana", seed, (2, "multi_mid", "psum(0,0,0)", "fp32"),
+                          (2, "multi_mid", "psum(0,0,2)", "bf16"))
 
 
 def older_zeroes_later(seed=4):
     """CAYMAN 8 x 8: a one-vector matmul on column group 2 (overwrite: it zeroes bank 0 of partitions
     1..2) into partitions 1..2, then one on group 0 (accumulate) into byte 8 of partitions 0..1: the
     second's writes come two and one cycles before the first's zeroing."""
-    b = _Build("older_zeroes_later", "cayman", 8, 8, seed)
-    ops = [(b.operand(8, 2), b.operand(8, 1)) for _ in range(2)]
-    for g, ((_, ow), _) in zip((2, 0), ops):
-        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols=2 col_grp={g} load_order=first_col_first "
-                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[2,1,1])")
-    for g, acc, dst, (_, (_, oa)) in zip((2, 0), ("single", "multi_mid"), ("psum(1,0,0)", "psum(0,0,8)"), ops):
-        b.lines.append(f"matmul in_dtype=bf16 rows=8 cols=2 col_grp={g} acc={acc} "
-                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
-                       f"dst=(start_addr={dst}, step_elem=[1,0,0], num_elem=[1,1,1])")
-    return b.done()
+    return _older_younger("older_zeroes_later", "cayman", seed, (2, "single", "psum(1,0,0)", None),
+                          (2, "multi_mid", "psum(0,0,8)", None))
 
 
 def shared_partition(p_old, p_young, c_old, c_young, accs, seed=4):
@@ -207,16 +203,8 @@ def shared_partition(p_old, p_young, c_old, c_young, accs, seed=4):
     younger one on group 0 (c_young columns into p_young..), byte 0 of bank 0, one vector each, with
     the accumulate flags `accs`: the two share partition max(p_old, p_young), whose cell the younger
     writes first (its columns are nearer the PSUM)."""
-    b = _Build("shared_partition", "cayman", 8, 8, seed)
-    ops = [(b.operand(8, c), b.operand(8, 1)) for c in (c_old, c_young)]
-    for g, c, ((_, ow), _) in zip((2, 0), (c_old, c_young), ops):
-        b.lines.append(f"ldweights in_dtype=bf16 rows=8 cols={c} col_grp={g} load_order=first_col_first "
-                       f"src=(start_addr=sbuf(0,{ow:#x}), step_elem=[1,0,0], num_elem=[{c},1,1])")
-    for g, c, acc, p, (_, (_, oa)) in zip((2, 0), (c_old, c_young), accs, (p_old, p_young), ops):
-        b.lines.append(f"matmul in_dtype=bf16 rows=8 cols={c} col_grp={g} acc={acc} "
-                       f"src=(start_addr=sbuf(0,{oa:#x}), step_elem=[1,0,0], num_elem=[1,1,1]) "
-                       f"dst=(start_addr=psum({p},0,0), step_elem=[1,0,0], num_elem=[1,1,1])")
-    return b.done()
+    return _older_younger("shared_partition", "cayman", seed, (c_old, accs[0], f"psum({p_old},0,0)", None),
+                          (c_young, accs[1], f"psum({p_young},0,0)", None))
 
 
 # -- the collisions each program is built for, in the golden trace -------------------------------------
@@ -418,21 +406,16 @@ def test_a_zeroing_comes_before_an_older_matmuls_write_of_its_cycle():
     partition p: p + 1) writes PSUM bank 0 byte 4 of partitions 0, 1, 2 in cycles 11, 12, 13; a later
     MULTI_START matmul zeroes bank 0 in cycle 13: partitions 0 and 1 lose their 6.0, partition 2
     keeps it (its write follows the zeroing in that cycle)."""
-    from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
-
-    def t3(addr, n):
-        return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
     eng = Engine("mariana", rows=8, cols=8)
     for p in range(3):
         eng.sbuf.write(p, 0x0, np.full(3, 1.0, np.float16).view(np.uint16))
         eng.sbuf.write(p, 0x200, np.array([p + 1], np.float16).view(np.uint16))
-    text = (f"ldweights in_dtype=fp16 rows=3 cols=3 src={t3('sbuf(0,0x0)', 3)}\n"
-            f"matmul in_dtype=fp16 out_dtype=fp32 rows=3 cols=3 acc=single src={t3('sbuf(0,0x200)', 1)} "
-            f"dst={t3('psum(0,0,4)', 1)}\n"
-            f"ldweights in_dtype=fp16 rows=1 cols=3 flags=(load_order=first_col_first) src={t3('sbuf(0,0x0)', 3)}\n"
-            f"matmul in_dtype=fp8_exp5 out_dtype=fp32 rows=1 cols=3 acc=multi_start src={t3('sbuf(0,0x400)', 1)} "
-            f"dst={t3('psum(0,0,0)', 1)}\n")
+    text = (f"ldweights in_dtype=fp16 rows=3 cols=3 src={_t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp16 out_dtype=fp32 rows=3 cols=3 acc=single src={_t3('sbuf(0,0x200)', 1)} "
+            f"dst={_t3('psum(0,0,4)', 1)}\n"
+            f"ldweights in_dtype=fp16 rows=1 cols=3 flags=(load_order=first_col_first) src={_t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp8_exp5 out_dtype=fp32 rows=1 cols=3 acc=multi_start src={_t3('sbuf(0,0x400)', 1)} "
+            f"dst={_t3('psum(0,0,0)', 1)}\n")
     trace = eng.run(assemble(text, "mariana"))
     writes = [(e.cycle, e.data["partition"]) for e in trace.of_kind("psum_write") if e.op == 1]
     zero = [e.cycle for e in trace.of_kind("psum_zero") if e.op == 3]
@@ -463,20 +446,15 @@ def test_a_zeroing_comes_before_the_top_taps_writes_of_its_cycle():
     3 vectors 1..3 on weights 1.0 into bank 0 byte 4 on, cell (c, v) written in cycle 9 + c + v, the
     last in cycle 13; the younger MULTI_START matmul zeroes bank 0 of partitions 0..2 in cycle 13, so
     exactly the cell with c + v = 4 keeps its value v + 1."""
-    from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
-
-    def t3(addr, n):
-        return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
     eng = Engine("mariana", rows=8, cols=8)
     eng.sbuf.write(0, 0x0, np.full(3, 1.0, np.float16).view(np.uint16))
     eng.sbuf.write(0, 0x200, (np.arange(3) + 1).astype(np.float16).view(np.uint16))
-    text = (f"ldweights in_dtype=fp16 rows=1 cols=3 src={t3('sbuf(0,0x0)', 3)}\n"
-            f"matmul in_dtype=fp16 out_dtype=fp32 rows=1 cols=3 acc=single src={t3('sbuf(0,0x200)', 3)} "
-            f"dst={t3('psum(0,0,4)', 3)}\n"
-            f"ldweights in_dtype=fp16 rows=1 cols=3 flags=(load_order=first_col_first) src={t3('sbuf(0,0x0)', 3)}\n"
-            f"matmul in_dtype=fp8_exp5 out_dtype=fp32 rows=1 cols=3 acc=multi_start src={t3('sbuf(0,0x400)', 1)} "
-            f"dst={t3('psum(0,0,0)', 1)}\n")
+    text = (f"ldweights in_dtype=fp16 rows=1 cols=3 src={_t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp16 out_dtype=fp32 rows=1 cols=3 acc=single src={_t3('sbuf(0,0x200)', 3)} "
+            f"dst={_t3('psum(0,0,4)', 3)}\n"
+            f"ldweights in_dtype=fp16 rows=1 cols=3 flags=(load_order=first_col_first) src={_t3('sbuf(0,0x0)', 3)}\n"
+            f"matmul in_dtype=fp8_exp5 out_dtype=fp32 rows=1 cols=3 acc=multi_start src={_t3('sbuf(0,0x400)', 1)} "
+            f"dst={_t3('psum(0,0,0)', 1)}\n")
     trace = eng.run(assemble(text, "mariana"))
     assert {(e.data["partition"], (e.data["offset"] - 4) // 4): e.cycle for e in trace.of_kind("psum_write")
             if e.op == 1} == {(c, v): 9 + c + v for c in range(3) for v in range(3)}
@@ -516,23 +494,31 @@ def test_matmuls_sharing_one_partition_keep_cycle_order(geometry):
     assert np.array_equal(trace.replay_psum().cells(4)[:8, :2], eng.psum.cells(4)[:8, :2])
 
 
+ONES_LOAD = f"ldweights in_dtype=fp16 rows=8 cols=8 src={_t3('sbuf(0,0x0)', 8)}\n"
+
+
+def _ones_engine(vectors: int, **kw) -> Engine:
+    """MARIANA 8 x 8 with fp16 1.0 weights at SBUF 0x0 (ONES_LOAD) and `vectors` fp16 1.0 moving
+    elements at 0x200, partitions 0..7."""
+    eng = Engine("mariana", rows=8, cols=8, **kw)
+    for p in range(8):
+        eng.sbuf.write(p, 0x0, np.full(8, 1.0, np.float16).view(np.uint16))
+        eng.sbuf.write(p, 0x200, np.full(vectors, 1.0, np.float16).view(np.uint16))
+    return eng
+
+
+def _ones_matmul(dst: str, n: int, cols: int = 8) -> str:
+    """An overwriting fp16 matmul of n vectors from SBUF 0x200 into `dst`, fp32 out."""
+    return (f"matmul in_dtype=fp16 out_dtype=fp32 rows=8 cols={cols} acc=single src={_t3('sbuf(0,0x200)', n)} "
+            f"dst={_t3(dst, n)}\n")
+
+
 def test_a_destination_across_two_banks_zeroes_its_first_bank():
     """An overwriting matmul (zero_banks 1) whose four fp32 results run from byte 2040 of bank 2 into
     bank 3 zeroes bank 2, the bank of its first element, not bank 3: bank 2's older 8.0 at byte 0 is
     gone, bank 3's at byte 16 stays; its own four 8.0 (weights and moving data 1.0, 8 rows) stand."""
-    from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
-
-    def mm(dst, n):
-        return (f"matmul in_dtype=fp16 out_dtype=fp32 rows=8 cols=8 acc=single "
-                f"src=(start_addr=sbuf(0,0x200), step_elem=[1,0,0], num_elem=[{n},1,1]) "
-                f"dst=(start_addr={dst}, step_elem=[1,0,0], num_elem=[{n},1,1])\n")
-    eng = Engine("mariana", rows=8, cols=8)
-    for p in range(8):
-        eng.sbuf.write(p, 0x0, np.full(8, 1.0, np.float16).view(np.uint16))
-        eng.sbuf.write(p, 0x200, np.full(4, 1.0, np.float16).view(np.uint16))
-    text = ("ldweights in_dtype=fp16 rows=8 cols=8 src=(start_addr=sbuf(0,0x0), step_elem=[1,0,0], num_elem=[8,1,1])\n"
-            + mm("psum(0,2,0)", 1) + mm("psum(0,3,16)", 1) + mm("psum(0,2,2040)", 4))
+    eng = _ones_engine(4)
+    text = ONES_LOAD + _ones_matmul("psum(0,2,0)", 1) + _ones_matmul("psum(0,3,16)", 1) + _ones_matmul("psum(0,2,2040)", 4)
     trace = eng.run(assemble(text, "mariana"))
     assert [(e.op, e.data["bank"], e.data["banks"]) for e in trace.of_kind("psum_zero")] == [(1, 2, 1), (2, 3, 1), (3, 2, 1)]
     cells = eng.psum.cells(4).view(np.float32)[:8]
@@ -546,21 +532,9 @@ def test_a_zeroing_between_an_older_matmuls_writes_keeps_the_later_ones():
     bank 0 writes cell (c, v) in cycle 15 + c + v; a one-column matmul into bank 1 comes and goes; a
     one-vector overwriting matmul into bank 0 (byte 256) zeroes bank 0 in cycle 33, between the first's
     writes: exactly the first's cells of c + v >= 18 (written from cycle 33 on) keep their 8.0."""
-    from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
-
-    def t3(addr, n):
-        return f"(start_addr={addr}, step_elem=[1,0,0], num_elem=[{n},1,1])"
-
-    def mm(dst, n, cols=8):
-        return (f"matmul in_dtype=fp16 out_dtype=fp32 rows=8 cols={cols} acc=single src={t3('sbuf(0,0x200)', n)} "
-                f"dst={t3(dst, n)}\n")
-    eng = Engine("mariana", rows=8, cols=8, timing="contract")
-    for p in range(8):
-        eng.sbuf.write(p, 0x0, np.full(8, 1.0, np.float16).view(np.uint16))
-        eng.sbuf.write(p, 0x200, np.full(16, 1.0, np.float16).view(np.uint16))
-    text = (f"ldweights in_dtype=fp16 rows=8 cols=8 src={t3('sbuf(0,0x0)', 8)}\n"
-            + mm("psum(0,0,0)", 16) + mm("psum(0,1,0)", 1, cols=1) + mm("psum(0,0,256)", 1))
+    eng = _ones_engine(16, timing="contract")
+    text = ONES_LOAD + _ones_matmul("psum(0,0,0)", 16) + _ones_matmul("psum(0,1,0)", 1, cols=1) \
+        + _ones_matmul("psum(0,0,256)", 1)
     trace = eng.run(assemble(text, "mariana"))
     first = {(e.data["partition"], e.data["offset"] // 4): e.cycle for e in trace.of_kind("psum_write") if e.op == 1}
     assert first == {(c, v): 15 + c + v for c in range(8) for v in range(16)}

@@ -12,7 +12,9 @@ from tensore.cosim import programs as P
 from tensore.cosim import random_programs as R
 from tensore.model import timing
 from tensore.model.dtypes import Gen
+from tensore.model.engine import Engine
 from tensore.model.isa import Opcode
+from tensore.model.isa.asm import assemble
 from tensore.model.isa.microop import Kind, row_tile
 from tests.test_background_loads import _plain, hazards
 from tests.test_public_cost import PAIRS, TABLE, program, run
@@ -57,8 +59,6 @@ def test_sums_leave_below_the_tile():
     """A matmul on rows 64..127 of a 128-row MARIANA array enters at row 64: its first PSUM write comes
     at t + L + passes * (64 + c + v) + 1 (span 64), 64 cycles before `SERIAL`'s and `contract`'s
     (span 128: no row tiles); a matmul on rows 0..39 spans two 32-row tiles."""
-    from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
     g = Gen.MARIANA
     text = ("ldweights in_dtype=bf16 rows={r} cols=128 row_grp={grp} flags=(load_order=first_col_first) "
             "src=(start_addr=sbuf(0,0x000), step_elem=[1,0,0], num_elem=[128,1,1])\n"
@@ -394,8 +394,6 @@ def _tap_matmul(rows: int, dtype: str, dst: tuple) -> str:
 
 
 def _tap_run(a, b, c, b_waits_until=None) -> list:
-    from tensore.model.engine import Engine
-    from tensore.model.isa.asm import assemble
     eng = Engine("mariana", rows=16, cols=8)
     wait = ""
     if b_waits_until is not None:
